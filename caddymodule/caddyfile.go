@@ -1,0 +1,208 @@
+package caddymodule
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("statusgate", parseCaddyfile)
+	// Just before reverse_proxy: the gateway decides and rewrites the request
+	// that reverse_proxy then sends, and it has to see the response first.
+	httpcaddyfile.RegisterDirectiveOrder("statusgate", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	sg := new(Handler)
+	err := sg.UnmarshalCaddyfile(h.Dispenser)
+	return sg, err
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
+//
+//	statusgate {
+//		auth             on|off
+//		key              <secret>
+//		allow_query_key  [on|off]
+//		hide_protected   [on|off]
+//		require_key      <endpoint> on|off
+//		protected_fields <endpoint> [<field>...]
+//		enable           <endpoint>...
+//		disable          <endpoint>...
+//	}
+//
+// true and false are accepted wherever on and off are. key, require_key,
+// protected_fields, enable and disable repeat; the others may appear once.
+// Endpoint names are index, status, player, server, performance, worlds,
+// gamerules, entities, spawnlimits, punishments, bans, operators, whitelist,
+// plugins, placeholders, network, constants and custom/<name>.
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	auth := new(AuthConfig)
+	seen := map[string]bool{}
+	once := func(what string) error {
+		if seen[what] {
+			return d.Errf("'%s' given twice", what)
+		}
+		seen[what] = true
+		return nil
+	}
+	for d.NextBlock(0) {
+		opt := d.Val()
+		switch opt {
+		case "auth":
+			if err := once(opt); err != nil {
+				return err
+			}
+			on, err := parseSwitch(d, opt, false)
+			if err != nil {
+				return err
+			}
+			auth.Enabled = &on
+
+		case "key":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			key := d.Val()
+			if strings.TrimSpace(key) == "" {
+				return d.Errf("key: empty key")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			auth.Keys = append(auth.Keys, key)
+
+		case "allow_query_key":
+			if err := once(opt); err != nil {
+				return err
+			}
+			on, err := parseSwitch(d, opt, true)
+			if err != nil {
+				return err
+			}
+			auth.AllowQueryKey = on
+
+		case "hide_protected":
+			if err := once(opt); err != nil {
+				return err
+			}
+			on, err := parseSwitch(d, opt, true)
+			if err != nil {
+				return err
+			}
+			auth.HideProtected = &on
+
+		case "require_key":
+			name, err := endpointArg(d)
+			if err != nil {
+				return err
+			}
+			if err := once(opt + " " + name); err != nil {
+				return err
+			}
+			on, err := parseSwitch(d, opt, false)
+			if err != nil {
+				return err
+			}
+			if auth.RequireKey == nil {
+				auth.RequireKey = map[string]bool{}
+			}
+			auth.RequireKey[name] = on
+
+		case "protected_fields":
+			name, err := endpointArg(d)
+			if err != nil {
+				return err
+			}
+			if err := once(opt + " " + name); err != nil {
+				return err
+			}
+			fields := []string{} // no fields: hide nothing, not "use the default"
+			for d.NextArg() {
+				if !slices.Contains(fields, d.Val()) {
+					fields = append(fields, d.Val())
+				}
+			}
+			if auth.ProtectedFields == nil {
+				auth.ProtectedFields = map[string][]string{}
+			}
+			auth.ProtectedFields[name] = fields
+
+		case "enable", "disable":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			for {
+				name := d.Val()
+				if !validEndpointName(name) {
+					return d.Errf("%s: %v", opt, endpointNameError(name))
+				}
+				if err := once("enable/disable " + name); err != nil {
+					return err
+				}
+				if h.Endpoints == nil {
+					h.Endpoints = map[string]bool{}
+				}
+				h.Endpoints[name] = opt == "enable"
+				if !d.NextArg() {
+					break
+				}
+			}
+
+		default:
+			return d.Errf("unrecognized subdirective '%s'", opt)
+		}
+	}
+	if auth.Enabled != nil || auth.Keys != nil || auth.AllowQueryKey || auth.HideProtected != nil ||
+		auth.RequireKey != nil || auth.ProtectedFields != nil {
+		h.Auth = auth
+	}
+	return nil
+}
+
+// endpointArg reads the endpoint name argument of the current subdirective.
+func endpointArg(d *caddyfile.Dispenser) (string, error) {
+	opt := d.Val()
+	if !d.NextArg() {
+		return "", d.ArgErr()
+	}
+	name := d.Val()
+	if !validEndpointName(name) {
+		return "", d.Errf("%s: %v", opt, endpointNameError(name))
+	}
+	return name, nil
+}
+
+// parseSwitch reads the on|off argument of subdirective opt and makes sure
+// nothing follows it. With optional, a bare subdirective means on.
+func parseSwitch(d *caddyfile.Dispenser, opt string, optional bool) (bool, error) {
+	if !d.NextArg() {
+		if optional {
+			return true, nil
+		}
+		return false, d.ArgErr()
+	}
+	var on bool
+	switch d.Val() {
+	case "on", "true":
+		on = true
+	case "off", "false":
+	default:
+		return false, d.Errf("%s: '%s' is not on, off, true or false", opt, d.Val())
+	}
+	if d.NextArg() {
+		return false, d.ArgErr()
+	}
+	return on, nil
+}
+
+// Interface guard
+var _ caddyfile.Unmarshaler = (*Handler)(nil)

@@ -1,0 +1,103 @@
+package caddymodule
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+)
+
+// apiVersion is the interface version label of SEED-SPEC.md section 9.
+const apiVersion = "1.1.0"
+
+// indexCache holds the two possible data parts of the index, rendered once at
+// provision time: the list a caller may see depends only on whether it may see
+// protected endpoints.
+type indexCache struct {
+	all    []byte // every enabled endpoint
+	public []byte // only those that need no key
+}
+
+type indexData struct {
+	Name        string         `json:"name"`
+	APIVersion  string         `json:"apiVersion"`
+	AuthEnabled bool           `json:"authEnabled"`
+	Versions    []indexVersion `json:"versions"`
+	Alias       string         `json:"alias"`
+	Stations    []indexStation `json:"stations"`
+}
+
+type indexVersion struct {
+	Version string `json:"version"`
+	Path    string `json:"path"`
+	Current bool   `json:"current"`
+}
+
+type indexStation struct {
+	Name        string `json:"name"`
+	Path        string `json:"path"`
+	Description string `json:"description"`
+	RequiresKey bool   `json:"requiresKey"`
+}
+
+func newIndexCache(h *Handler) *indexCache {
+	render := func(publicOnly bool) []byte {
+		d := indexData{
+			Name:        "statusgate",
+			APIVersion:  apiVersion,
+			AuthEnabled: h.authOn,
+			Versions:    []indexVersion{{Version: "v1", Path: "/api/v1", Current: true}},
+			Alias:       "/api → /api/v1",
+			Stations:    []indexStation{},
+		}
+		for _, ep := range h.table.ordered {
+			if ep.name == "index" || !ep.enabled || (publicOnly && ep.requireKey) {
+				continue
+			}
+			d.Stations = append(d.Stations, indexStation{
+				Name: ep.name, Path: ep.indexPath, Description: ep.description, RequiresKey: ep.requireKey,
+			})
+		}
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(d) // plain strings and bools: cannot fail
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	return &indexCache{all: render(false), public: render(true)}
+}
+
+// serveIndex answers GET /api/v1 itself; the backend's index would describe the
+// backend's config, not the gateway's. While hide_protected is on, a caller
+// without an accepted key sees only the endpoints it may read. When the field
+// layer applies to the index, its protected fields are removed like anywhere else.
+func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields *jsonfilter.Names, clientPath string) {
+	data := h.index.all
+	if !keyed && h.hide {
+		data = h.index.public
+	}
+	b := make([]byte, 0, len(data)+96)
+	b = append(b, `{"ok":true,"data":`...)
+	b = append(b, data...)
+	b = append(b, `,"meta":{"version":"v1","updatedAt":`...)
+	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
+	b = append(b, `,"authenticated":`...)
+	b = strconv.AppendBool(b, keyed)
+	b = append(b, "}}"...)
+	if filtered && fields != nil {
+		out, _, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, fields, jsonfilter.Options{})
+		if err != nil {
+			// The gateway rendered this body itself; failing here is a bug.
+			h.logger.Error("filtering the index", zap.Error(err))
+			writeError(w, http.StatusInternalServerError, clientPath)
+			return
+		}
+		b = out
+	}
+	writeJSON(w, http.StatusOK, b)
+}

@@ -1,0 +1,319 @@
+package caddymodule
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+)
+
+// holdBack is how much filtered output is held before the response is committed.
+// A body that ends within it is sent whole with a Content-Length, and a body
+// that turns out to be broken within it becomes a clean 502 instead of a cut
+// connection. Larger bodies stream, so memory stays flat.
+const holdBack = 32 << 10
+
+// Reasons a filtered response is refused before any of it is sent.
+var (
+	errNotJSON = errors.New("backend response is not JSON")
+	errEncoded = errors.New("backend response has a content encoding the gateway cannot read")
+	errNoBody  = errors.New("backend response has no body")
+	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
+)
+
+// proxy hands the rewritten request to next and guards what comes back. It turns
+// a backend failure into the gateway's own 502 or 504 while nothing has been
+// sent, and cuts the connection when the response was already under way, so a
+// client never takes a truncated body for a whole one.
+func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ep *endpoint, filtered bool, clientPath string) error {
+	pw := writers.get(w, filtered, ep.fields)
+	done := false
+	defer func() {
+		if done {
+			writers.put(pw)
+			return
+		}
+		// next panicked; reverse_proxy does so with http.ErrAbortHandler when
+		// the body breaks off or the filter refuses it mid-copy.
+		rec := recover()
+		if rec == nil {
+			return // runtime.Goexit
+		}
+		if rec != http.ErrAbortHandler || pw.sent() {
+			panic(rec)
+		}
+		h.refuse(w, http.StatusBadGateway, clientPath, ep, pw.cause(errors.New("backend response broke off")))
+		writers.put(pw)
+	}()
+
+	err := next.ServeHTTP(pw, r)
+	if err == nil {
+		err = pw.finish()
+	}
+	done = true
+	if err == nil {
+		return nil
+	}
+	if pw.sent() {
+		// Headers and part of the body are out; only a cut connection tells the
+		// client that the rest is missing. ErrAbortHandler is the standard way,
+		// and net/http does not log it.
+		h.logFailure(http.StatusBadGateway, ep, err)
+		panic(http.ErrAbortHandler)
+	}
+	status := http.StatusBadGateway
+	var he caddyhttp.HandlerError
+	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout {
+		status = http.StatusGatewayTimeout
+	}
+	h.refuse(w, status, clientPath, ep, err)
+	return nil
+}
+
+// refuse replaces whatever the backend's headers put into w with the gateway's
+// own error envelope, and logs why.
+func (h *Handler) refuse(w http.ResponseWriter, status int, clientPath string, ep *endpoint, cause error) {
+	h.logFailure(status, ep, cause)
+	hdr := w.Header()
+	for k := range hdr {
+		delete(hdr, k)
+	}
+	writeError(w, status, clientPath)
+}
+
+// logFailure logs a backend failure without the request: its headers and query
+// may carry a key. A *url.Error would print the upstream URL with its query, so
+// only its cause is kept.
+func (h *Handler) logFailure(status int, ep *endpoint, cause error) {
+	var he caddyhttp.HandlerError
+	if errors.As(cause, &he) && he.Err != nil {
+		cause = he.Err
+	}
+	var ue *url.Error
+	if errors.As(cause, &ue) {
+		cause = ue.Err
+	}
+	h.logger.Error("backend response refused",
+		zap.String("endpoint", ep.name), zap.Int("status", status), zap.Error(cause))
+}
+
+// proxyWriter is the ResponseWriter next writes the backend's response to. In
+// pass-through mode it only notes whether anything was written. In filter mode
+// it checks the response head, feeds the body through a jsonfilter.Filter and
+// holds the output back until holdBack bytes or the end, before committing.
+type proxyWriter struct {
+	w        http.ResponseWriter
+	filtered bool
+	filter   *jsonfilter.Filter
+	out      clientSink // the filter's destination
+	buf      []byte     // output held back; cap holdBack
+
+	status    int   // status next asked for
+	headerIn  bool  // next called WriteHeader or Write
+	committed bool  // the client has the status line
+	failed    error // why the response is refused; sticky
+}
+
+// clientSink is the filter's output: it goes to proxyWriter.emit.
+type clientSink struct{ pw *proxyWriter }
+
+func (s clientSink) Write(p []byte) (int, error) { return s.pw.emit(p) }
+
+// filterPool recycles proxyWriters with their filters and buffers, so that a
+// filtered request allocates nothing in steady state.
+type filterPool struct{ p sync.Pool }
+
+// writers is shared by every statusgate handler: a proxyWriter holds no config.
+var writers filterPool
+
+func (fp *filterPool) get(w http.ResponseWriter, filtered bool, fields *jsonfilter.Names) *proxyWriter {
+	pw, _ := fp.p.Get().(*proxyWriter)
+	if pw == nil {
+		pw = &proxyWriter{buf: make([]byte, 0, holdBack)}
+		pw.out.pw = pw
+	}
+	pw.w, pw.filtered = w, filtered
+	if filtered {
+		opts := jsonfilter.Options{Authenticated: false}
+		if pw.filter == nil {
+			pw.filter = jsonfilter.New(pw.out, fields, opts)
+		} else {
+			pw.filter.Reset(pw.out, fields, opts)
+		}
+	}
+	return pw
+}
+
+func (fp *filterPool) put(pw *proxyWriter) {
+	pw.w = nil
+	pw.buf = pw.buf[:0]
+	pw.status, pw.headerIn, pw.committed, pw.failed = 0, false, false, nil
+	fp.p.Put(pw)
+}
+
+// sent reports whether the client may have received any part of the response.
+func (pw *proxyWriter) sent() bool { return pw.committed || (!pw.filtered && pw.headerIn) }
+
+// cause is the recorded refusal, or fallback.
+func (pw *proxyWriter) cause(fallback error) error {
+	if pw.failed != nil {
+		return pw.failed
+	}
+	return fallback
+}
+
+func (pw *proxyWriter) Header() http.Header { return pw.w.Header() }
+
+func (pw *proxyWriter) WriteHeader(status int) {
+	if pw.headerIn {
+		return
+	}
+	if status < 200 {
+		// Informational responses carry no body; a filtered response passes
+		// none of them, as it cannot vouch for their headers.
+		if !pw.filtered {
+			pw.w.WriteHeader(status)
+		}
+		return
+	}
+	pw.headerIn = true
+	pw.status = status
+	if !pw.filtered {
+		pw.w.WriteHeader(status)
+		return
+	}
+	hdr := pw.w.Header()
+	switch {
+	case !isJSON(hdr.Get("Content-Type")):
+		pw.failed = errNotJSON
+	case !identityEncoding(hdr["Content-Encoding"]):
+		pw.failed = errEncoded
+	}
+	// The body is going to change: its length and validators no longer hold.
+	delete(hdr, "Content-Length")
+	delete(hdr, "Etag")
+	delete(hdr, "Last-Modified")
+}
+
+func (pw *proxyWriter) Write(p []byte) (int, error) {
+	if !pw.headerIn {
+		pw.WriteHeader(http.StatusOK)
+	}
+	if !pw.filtered {
+		return pw.w.Write(p)
+	}
+	if pw.failed != nil {
+		return 0, pw.failed
+	}
+	n, err := pw.filter.Write(p)
+	if err != nil && pw.failed == nil {
+		pw.failed = err
+	}
+	return n, err
+}
+
+// emit takes the filter's output: held back while it fits, then streamed.
+func (pw *proxyWriter) emit(p []byte) (int, error) {
+	if !pw.committed {
+		if len(pw.buf)+len(p) <= cap(pw.buf) {
+			pw.buf = append(pw.buf, p...)
+			return len(p), nil
+		}
+		if err := pw.commit(); err != nil {
+			return 0, err
+		}
+	}
+	return pw.w.Write(p)
+}
+
+// commit sends the status line and the held-back output.
+func (pw *proxyWriter) commit() error {
+	pw.committed = true
+	pw.w.WriteHeader(pw.status)
+	if len(pw.buf) == 0 {
+		return nil
+	}
+	_, err := pw.w.Write(pw.buf)
+	pw.buf = pw.buf[:0]
+	return err
+}
+
+// finish ends a filtered body after next returned without error: the filter
+// closes the document, and a body that fit in the hold-back buffer is sent with
+// its exact length.
+func (pw *proxyWriter) finish() error {
+	if !pw.filtered {
+		return nil
+	}
+	if pw.failed != nil {
+		return pw.failed
+	}
+	if !pw.headerIn {
+		pw.failed = errNoBody
+		return pw.failed
+	}
+	if err := pw.filter.Close(); err != nil {
+		pw.failed = err
+		return err
+	}
+	if pw.committed {
+		return nil
+	}
+	pw.w.Header().Set("Content-Length", strconv.Itoa(len(pw.buf)))
+	return pw.commit()
+}
+
+// FlushError is what http.ResponseController and reverse_proxy's flushes call.
+// It must not reach the client while output is held back: a flush would commit
+// a status the filter may still have to take back.
+func (pw *proxyWriter) FlushError() error {
+	if pw.filtered && !pw.committed {
+		return nil
+	}
+	return http.NewResponseController(pw.w).Flush()
+}
+
+// Flush implements http.Flusher.
+func (pw *proxyWriter) Flush() { _ = pw.FlushError() }
+
+// Hijack refuses: a hijacked connection would carry the backend's bytes past the
+// gateway. ResponseController looks for this method before it unwraps.
+func (pw *proxyWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return nil, nil, errHijack }
+
+// Unwrap lets http.ResponseController reach deadlines and the like.
+func (pw *proxyWriter) Unwrap() http.ResponseWriter { return pw.w }
+
+// isJSON reports whether a Content-Type is JSON: application/json or a +json type.
+func isJSON(ct string) bool {
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// identityEncoding reports whether Content-Encoding leaves the body readable.
+func identityEncoding(values []string) bool {
+	switch len(values) {
+	case 0:
+		return true
+	case 1:
+		v := strings.TrimSpace(values[0])
+		return v == "" || strings.EqualFold(v, "identity")
+	}
+	return false
+}
+
+// headWriter answers HEAD like GET without a body. It does not embed
+// caddyhttp.ResponseWriterWrapper, whose ReadFrom would copy around Write.
+type headWriter struct{ http.ResponseWriter }
+
+func (hw headWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (hw headWriter) Unwrap() http.ResponseWriter { return hw.ResponseWriter }

@@ -1,0 +1,182 @@
+package caddymodule
+
+import (
+	"net/url"
+	"strings"
+	"unicode/utf8"
+)
+
+// route is a parsed request path: the endpoint it names and its parameter.
+// It is the only thing the upstream path is built from.
+type route struct {
+	ep    *endpoint
+	param string // decoded; empty when the endpoint has none
+}
+
+// underAPI reports whether the escaped request path is /api or below it, and
+// returns what follows /api ("", "/", "/v1/status", ...).
+func underAPI(escaped string) (rest string, ok bool) {
+	rest, ok = strings.CutPrefix(escaped, "/api")
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	return rest, true
+}
+
+// route parses what follows /api in the escaped path into an enabled endpoint.
+//
+// It matches exact segments of the path as the client spelled it: structural
+// segments (v1, the endpoint name, custom) must be the literal lower-case words,
+// so any percent-encoding, case change, ';', trailing dot, backslash or empty
+// segment in them is simply an unknown endpoint. Only the parameter segment is
+// decoded, once, and then checked. The alias /api/<x> is read as /api/v1/<x>
+// before anything else. /api, /api/, /api/v1 and /api/v1/ are the index.
+func (t *endpointTable) route(rest string) (route, bool) {
+	switch rest {
+	case "", "/", "/v1", "/v1/":
+		ep := t.lookup("index")
+		return route{ep: ep}, ep != nil
+	}
+	rest = rest[1:] // drop the leading '/'
+	if r, ok := strings.CutPrefix(rest, "v1/"); ok {
+		rest = r
+	}
+	name, param, hasParam := strings.Cut(rest, "/")
+	if name == "custom" {
+		// custom/<name> is one endpoint name of two segments, with no parameter.
+		station, tail, more := strings.Cut(param, "/")
+		if !hasParam || more || tail != "" {
+			return route{}, false
+		}
+		name, param, hasParam = customPrefix+station, "", false
+	}
+	if name == "index" {
+		return route{}, false // the index is only reachable as /api/v1
+	}
+	ep := t.lookup(name)
+	if ep == nil {
+		return route{}, false
+	}
+	switch {
+	case !hasParam && ep.rule != paramRequired:
+		return route{ep: ep}, true
+	case hasParam && ep.rule != paramNone:
+		p, ok := decodeParam(param, ep.kind)
+		return route{ep: ep, param: p}, ok
+	}
+	return route{}, false
+}
+
+// decodeParam decodes one escaped parameter segment and accepts it only if it is
+// a value the endpoint can take. A '/' (raw or %2F) is refused, so the parameter
+// is exactly one segment; so are '.' and '..' in any spelling, back slashes and
+// control characters, because the backend's JDK server decodes the path before
+// routing and would read them as path structure.
+func decodeParam(escaped string, kind paramKind) (string, bool) {
+	if escaped == "" || strings.IndexByte(escaped, '/') >= 0 {
+		return "", false
+	}
+	p, err := url.PathUnescape(escaped)
+	if err != nil || p == "." || p == ".." || !utf8.ValidString(p) {
+		return "", false
+	}
+	if kind == paramUUID {
+		// The backend parses with java.util.UUID.fromString, which is lenient
+		// about group lengths; the gateway only lets its alphabet through.
+		if len(p) > 36 {
+			return "", false
+		}
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' || c == '-') {
+				return "", false
+			}
+		}
+		return p, true
+	}
+	for _, c := range p {
+		if c < 0x20 || c == 0x7f || c == '/' || c == '\\' || c == utf8.RuneError {
+			return "", false
+		}
+	}
+	return p, true
+}
+
+// upstreamPath is the canonical path the backend gets, rebuilt from the parsed
+// segments: Path decoded and RawPath escaped (empty when they are the same, as
+// net/url expects).
+func (rt route) upstreamPath() (path, rawPath string) {
+	if rt.param == "" {
+		return rt.ep.basePath, ""
+	}
+	path = rt.ep.basePath + "/" + rt.param
+	if esc := url.PathEscape(rt.param); esc != rt.param {
+		rawPath = rt.ep.basePath + "/" + esc
+	}
+	return path, rawPath
+}
+
+// queryKeyName is the query parameter that carries a key.
+const queryKeyName = "key"
+
+// forEachQueryPair calls fn for each '&'-separated pair of a raw query with the
+// pair's decoded name, the way the backend reads names ('+' is a space,
+// %-escapes decoded; a name that does not decode is compared as written).
+// fn returns false to stop.
+func forEachQueryPair(raw string, fn func(pair, name string) bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		name, _, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(name, "%+") {
+			if dec, err := url.QueryUnescape(name); err == nil {
+				name = dec
+			}
+		}
+		if !fn(pair, name) {
+			return
+		}
+	}
+}
+
+// queryKey returns the value of the first key pair in a raw query, decoded.
+func queryKey(raw string) (value string, found bool) {
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			return true
+		}
+		_, v, _ := strings.Cut(pair, "=")
+		if dec, err := url.QueryUnescape(v); err == nil {
+			v = dec
+		}
+		value, found = v, true
+		return false
+	})
+	return value, found
+}
+
+// stripQueryKey returns the raw query without any key pair, in any spelling
+// the backend would read as key. The rest is kept byte for byte.
+func stripQueryKey(raw string) string {
+	found := false
+	forEachQueryPair(raw, func(_, name string) bool {
+		found = name == queryKeyName
+		return !found
+	})
+	if !found {
+		return raw
+	}
+	var b strings.Builder
+	first := true
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			if !first {
+				b.WriteByte('&')
+			}
+			b.WriteString(pair)
+			first = false
+		}
+		return true
+	})
+	return b.String()
+}

@@ -1,0 +1,345 @@
+// Package caddymodule is statusgate: a Caddy HTTP handler that is the public face of a
+// Minecraft server's stats API (the ServerAPI plugin, or anything that serves the same
+// endpoints). The backend runs on a private address with its own auth off; statusgate
+// decides every request before it goes there: the API key check, per-endpoint enable
+// switches, 401 or a disguised 404, the synthesized endpoint index, the /api → /api/v1
+// alias, exact path routing, and the streaming field layer that removes protected
+// fields at any depth and lists them in meta.hiddenFields.
+//
+// The module ID is http.handlers.statusgate; the Caddyfile directive is statusgate.
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler is the statusgate gateway. It answers what it decides itself (404, 401,
+// 405, CORS preflight, the index) and hands every request it allows to the next
+// handler, normally reverse_proxy, rewritten to the canonical upstream path.
+type Handler struct {
+	// Auth holds the access rules; it mirrors the backend plugin's auth.* keys.
+	// Absent means the defaults: auth on, no keys, hide_protected on.
+	Auth *AuthConfig `json:"auth,omitempty"`
+
+	// Endpoints switches endpoints on and off by name (see INTERFACE.md). Every
+	// built-in endpoint is enabled by default except whitelist and network;
+	// custom/<name> stations exist only when enabled here.
+	Endpoints map[string]bool `json:"endpoints,omitempty"`
+
+	table  *endpointTable
+	keys   keyring
+	authOn bool
+	hide   bool
+	qkey   bool
+	index  *indexCache
+	logger *zap.Logger
+}
+
+// AuthConfig is the access control of the gateway.
+type AuthConfig struct {
+	// Enabled is the global switch (auth.enabled). Off makes every endpoint and
+	// field public and ignores require_key and protected_fields. Default: true.
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// Keys are the accepted API keys; any number. Placeholders such as
+	// {env.NAME} and {file./path} are expanded at provision time; surrounding
+	// white space is trimmed, and a key that ends up empty is an error.
+	// Default: none, so that no caller has a key.
+	Keys []string `json:"keys,omitempty"`
+
+	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
+	// the X-API-Key header (auth.allow-query-key). Keys in URLs end up in
+	// browser histories and logs, so it is meant for testing. Default: false.
+	AllowQueryKey bool `json:"allow_query_key,omitempty"`
+
+	// HideProtected answers an unauthorised request to a protected endpoint with
+	// the same 404 as an unknown one, and leaves protected endpoints out of the
+	// index for callers without a key (auth.hide-protected). Default: true.
+	HideProtected *bool `json:"hide_protected,omitempty"`
+
+	// RequireKey says per endpoint whether a key is required
+	// (auth.require-key.<endpoint>). Default: index, status and player are
+	// public; every other endpoint requires a key.
+	RequireKey map[string]bool `json:"require_key,omitempty"`
+
+	// ProtectedFields lists per endpoint the member names removed, at any
+	// depth, from responses to callers without a key
+	// (auth.protected-fields.<endpoint>). An entry replaces that endpoint's
+	// default list; an empty list hides nothing. Default: player: op, banned,
+	// chatplatform, discord; server: motd, ip, port; worlds: seed.
+	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.statusgate",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// minKeyLength is the length under which a key gets a startup warning.
+const minKeyLength = 16
+
+// Provision resolves the config into the tables every request uses: the endpoint
+// table, the key digests and the compiled protected-field sets.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	return h.provisionWith(ctx, ctx.Logger())
+}
+
+// provisionWith is Provision with the logger given, so tests can read what it logs.
+func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
+	h.logger = logger
+	auth := h.Auth
+	if auth == nil {
+		auth = new(AuthConfig)
+	}
+	h.authOn = auth.Enabled == nil || *auth.Enabled
+	h.hide = auth.HideProtected == nil || *auth.HideProtected
+	h.qkey = auth.AllowQueryKey
+
+	table, err := buildTable(h.authOn, h.Endpoints, auth.RequireKey, auth.ProtectedFields)
+	if err != nil {
+		return err
+	}
+	h.table = table
+
+	repl := caddy.NewReplacer()
+	h.keys = h.keys[:0]
+	for i, raw := range auth.Keys {
+		key, err := repl.ReplaceOrErr(raw, true, true)
+		if err != nil {
+			return fmt.Errorf("auth.keys[%d] '%s': %v", i, raw, err)
+		}
+		key = strings.TrimSpace(key)
+		if key == "" {
+			return fmt.Errorf("auth.keys[%d] '%s' resolves to an empty string", i, raw)
+		}
+		if len(key) < minKeyLength {
+			// The index, not the key: keys never go into logs.
+			h.logger.Warn("short API key: use at least 16 random characters",
+				zap.Int("key_index", i), zap.Int("min_length", minKeyLength))
+		}
+		h.keys.add(key)
+	}
+	h.index = newIndexCache(h)
+
+	switch {
+	case !h.authOn:
+		h.logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
+	case len(h.keys) == 0:
+		h.logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
+	}
+	if h.authOn && h.qkey {
+		h.logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
+	}
+	return nil
+}
+
+// buildTable applies the config to the built-in defaults. Every endpoint name in
+// the config must be known; custom stations come into being by being named.
+func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[string][]string) (*endpointTable, error) {
+	var custom []string
+	check := func(section string, names []string) error {
+		for _, name := range names {
+			if !validEndpointName(name) {
+				return fmt.Errorf("%s: %w", section, endpointNameError(name))
+			}
+			if strings.HasPrefix(name, customPrefix) && !slices.Contains(custom, name) {
+				custom = append(custom, name)
+			}
+		}
+		return nil
+	}
+	if err := check("endpoints", mapKeys(enabled)); err != nil {
+		return nil, err
+	}
+	if err := check("auth.require_key", mapKeys(requireKey)); err != nil {
+		return nil, err
+	}
+	if err := check("auth.protected_fields", mapKeys(fields)); err != nil {
+		return nil, err
+	}
+	for name, list := range fields {
+		for _, f := range list {
+			if f == "" {
+				return nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
+			}
+		}
+	}
+	sort.Strings(custom)
+
+	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
+	add := func(b builtin) {
+		ep := &endpoint{
+			name:        b.name,
+			description: b.description,
+			rule:        b.rule,
+			kind:        b.kind,
+			enabled:     !b.disabled,
+			requireKey:  !b.public,
+			basePath:    "/api/v1/" + b.name,
+		}
+		if b.name == "index" {
+			ep.basePath = "/api/v1"
+		}
+		ep.indexPath = ep.basePath
+		if b.rule == paramRequired && b.kind == paramUUID {
+			ep.indexPath += "/{uuid}"
+		}
+		if on, ok := enabled[b.name]; ok {
+			ep.enabled = on
+		}
+		if need, ok := requireKey[b.name]; ok {
+			ep.requireKey = need
+		}
+		names := b.fields
+		if list, ok := fields[b.name]; ok {
+			names = list
+		}
+		if !authOn {
+			ep.requireKey = false
+			names = nil
+		}
+		if len(names) > 0 {
+			ep.fields = jsonfilter.NewNames(names)
+		}
+		t.byName[b.name] = ep
+		t.ordered = append(t.ordered, ep)
+	}
+	for _, b := range builtins {
+		add(b)
+	}
+	for _, name := range custom {
+		// A custom station is a single parameterless segment below custom/,
+		// disabled until enabled and protected unless configured otherwise,
+		// like a freshly generated custom/<name>.yml of the plugin.
+		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true})
+	}
+	return t, nil
+}
+
+func mapKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Validate checks the provisioned config. Provision already refused everything
+// it could not resolve; what is left are combinations that cannot work.
+func (h *Handler) Validate() error {
+	if h.table == nil {
+		return errors.New("not provisioned")
+	}
+	return nil
+}
+
+// ServeHTTP decides the request in the order INTERFACE.md fixes: path, preflight,
+// endpoint, key, method; then answers the index itself or forwards the canonical
+// request to next and filters the response on its way back.
+//
+// It never returns an error, on purpose: Caddy's error log prints the original
+// request, headers and URI included, so any error would write the caller's key
+// into the log. Every refusal and every backend failure is answered here, in the
+// backend's {ok,error,meta} envelope, which also keeps a disguised 404
+// byte-for-byte the same as a genuine one.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	clientPath := r.URL.Path
+	if r.Method == http.MethodHead {
+		w = headWriter{w}
+	}
+	rest, ok := underAPI(r.URL.EscapedPath())
+	if !ok {
+		writeError(w, http.StatusNotFound, clientPath)
+		return nil
+	}
+	if r.Method == http.MethodOptions {
+		writePreflight(w)
+		return nil
+	}
+	rt, ok := h.table.route(rest)
+	if !ok {
+		writeError(w, http.StatusNotFound, clientPath)
+		return nil
+	}
+
+	keyed := h.authenticate(r)
+	if rt.ep.requireKey && !keyed {
+		status := http.StatusUnauthorized
+		if h.hide {
+			status = http.StatusNotFound
+		}
+		writeError(w, status, clientPath)
+		return nil
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", allowedMethods)
+		writeError(w, http.StatusMethodNotAllowed, clientPath)
+		return nil
+	}
+
+	// From here on the caller may see the endpoint. A caller without an
+	// accepted key while auth is on gets the field layer and a truthful
+	// meta.authenticated; everyone else gets the backend's bytes untouched.
+	filtered := h.authOn && !keyed
+	if rt.ep.name == "index" {
+		h.serveIndex(w, keyed, filtered, rt.ep.fields, clientPath)
+		return nil
+	}
+	h.prepareUpstream(r, rt, filtered)
+	return h.proxy(w, r, next, rt.ep, filtered, clientPath)
+}
+
+// allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
+const allowedMethods = "GET, HEAD, OPTIONS"
+
+// prepareUpstream rewrites r into the request the backend gets: the canonical
+// path that was authorised, the query without key, no key header, no
+// client-supplied real-IP headers, GET for HEAD, and an identity body when the
+// response is going to be filtered.
+func (h *Handler) prepareUpstream(r *http.Request, rt route, filtered bool) {
+	path, rawPath := rt.upstreamPath()
+	r.URL.Path = path
+	r.URL.RawPath = rawPath
+	r.URL.RawQuery = stripQueryKey(r.URL.RawQuery)
+	r.RequestURI = r.URL.RequestURI()
+	r.Method = http.MethodGet
+
+	hdr := r.Header
+	delete(hdr, "X-Api-Key")
+	// The backend's real-ip option trusts these ahead of X-Forwarded-For
+	// and takes a single value verbatim; reverse_proxy manages X-Forwarded-For.
+	delete(hdr, "Cf-Connecting-Ip")
+	delete(hdr, "True-Client-Ip")
+	delete(hdr, "X-Real-Ip")
+	// No connection upgrades: a tunnel would carry bytes past the gateway.
+	delete(hdr, "Upgrade")
+	if filtered {
+		hdr.Set("Accept-Encoding", "identity")
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,579 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+const testKey = "k3y-0123456789abcdef"
+
+// backend is a recording stand-in for the next handler (reverse_proxy).
+type backend struct {
+	calls  []*http.Request
+	status int
+	header http.Header
+	body   string
+	err    error
+	panic  any
+}
+
+func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	b.calls = append(b.calls, r.Clone(r.Context()))
+	if b.err != nil {
+		return b.err
+	}
+	if b.panic != nil {
+		panic(b.panic)
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json; charset=utf-8")
+	for k, v := range b.header {
+		hdr[k] = v
+	}
+	hdr.Set("Content-Length", "1")
+	status := b.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, err := io.WriteString(w, b.body)
+	return err
+}
+
+// newTestHandler provisions a handler from the body of a statusgate Caddyfile block.
+func newTestHandler(t *testing.T, block string) (*Handler, *observer.ObservedLogs) {
+	t.Helper()
+	h := new(Handler)
+	d := caddyfile.NewTestDispenser("statusgate {\n" + block + "\n}")
+	if err := h.UnmarshalCaddyfile(d); err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	core, logs := observer.New(zap.DebugLevel)
+	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	return h, logs
+}
+
+type reply struct {
+	*httptest.ResponseRecorder
+	envelope struct {
+		OK    bool `json:"ok"`
+		Error struct {
+			Status  int    `json:"status"`
+			Message string `json:"message"`
+			Path    string `json:"path"`
+		} `json:"error"`
+	}
+}
+
+func serve(t *testing.T, h *Handler, next caddyhttp.Handler, method, target string, header http.Header) reply {
+	t.Helper()
+	r := httptest.NewRequest(method, target, nil)
+	for k, v := range header {
+		r.Header[k] = v
+	}
+	rec := httptest.NewRecorder()
+	if err := h.ServeHTTP(rec, r, next); err != nil {
+		t.Fatalf("ServeHTTP returned %v; the handler must answer every error itself", err)
+	}
+	out := reply{ResponseRecorder: rec}
+	if strings.HasPrefix(rec.Body.String(), `{"ok":false`) {
+		if err := json.Unmarshal(rec.Body.Bytes(), &out.envelope); err != nil {
+			t.Fatalf("body is not JSON: %v\n%s", err, rec.Body)
+		}
+	}
+	return out
+}
+
+func keyHeader(k string) http.Header { return http.Header{"X-Api-Key": {k}} }
+
+const playerBody = `{"ok":true,"data":{"uuid":"u","name":"Alex","op":true,"banned":false,"discord":"2987","stat":{"jump":1},"detailed":{"list":[{"op":1,"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"authenticated":true}}`
+
+func TestDecisions(t *testing.T) {
+	tests := []struct {
+		name        string
+		block       string
+		method      string
+		target      string
+		header      http.Header
+		wantStatus  int
+		wantMessage string
+		wantURI     string // what reached the backend; "" for nothing
+	}{
+		{name: "public endpoint anonymous", method: "GET", target: "/api/v1/status", wantStatus: 200, wantURI: "/api/v1/status"},
+		{name: "alias", method: "GET", target: "/api/status?history=true", wantStatus: 200, wantURI: "/api/v1/status?history=true"},
+		{name: "protected anonymous is a disguised 404", method: "GET", target: "/api/v1/server", wantStatus: 404, wantMessage: "Not found"},
+		{name: "protected anonymous without disguise", block: "hide_protected off", method: "GET", target: "/api/v1/server", wantStatus: 401, wantMessage: "A valid API key is required"},
+		{name: "protected wrong key", method: "GET", target: "/api/v1/server", header: keyHeader("nope-nope-nope-nope"), wantStatus: 404, wantMessage: "Not found"},
+		{name: "protected keyed", method: "GET", target: "/api/v1/server", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/server"},
+		{name: "key trimmed like the backend", method: "GET", target: "/api/v1/server", header: keyHeader(" " + testKey + "\t"), wantStatus: 200, wantURI: "/api/v1/server"},
+		{name: "query key refused by default and stripped", method: "GET", target: "/api/v1/status?key=" + testKey + "&a=1", wantStatus: 200, wantURI: "/api/v1/status?a=1"},
+		{name: "query key off", method: "GET", target: "/api/v1/server?key=" + testKey, wantStatus: 404, wantMessage: "Not found"},
+		{name: "query key on", block: "allow_query_key", method: "GET", target: "/api/v1/server?a=1&key=" + testKey + "&b=2", wantStatus: 200, wantURI: "/api/v1/server?a=1&b=2"},
+		{name: "query key spelled with an escape", block: "allow_query_key", method: "GET", target: "/api/v1/server?k%65y=" + testKey, wantStatus: 200, wantURI: "/api/v1/server"},
+		{name: "header wins over query", block: "allow_query_key", method: "GET", target: "/api/v1/server?key=" + testKey, header: keyHeader("wrong-wrong-wrong-wrong"), wantStatus: 404, wantMessage: "Not found"},
+		{name: "empty header suppresses the query key", block: "allow_query_key", method: "GET", target: "/api/v1/server?key=" + testKey, header: keyHeader(""), wantStatus: 404, wantMessage: "Not found"},
+		{name: "disabled by default", method: "GET", target: "/api/v1/whitelist", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "enabled", block: "enable whitelist", method: "GET", target: "/api/v1/whitelist", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/whitelist"},
+		{name: "disabled", block: "disable status", method: "GET", target: "/api/v1/status", wantStatus: 404, wantMessage: "Not found"},
+		{name: "require_key off", block: "require_key server off", method: "GET", target: "/api/v1/server", wantStatus: 200, wantURI: "/api/v1/server"},
+		{name: "require_key on", block: "require_key status on\nhide_protected off", method: "GET", target: "/api/v1/status", wantStatus: 401, wantMessage: "A valid API key is required"},
+		{name: "auth off makes everything public", block: "auth off", method: "GET", target: "/api/v1/bans?key=x", wantStatus: 200, wantURI: "/api/v1/bans"},
+		{name: "custom station enabled", block: "enable custom/votes", method: "GET", target: "/api/v1/custom/votes", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/custom/votes"},
+		{name: "custom station unknown", block: "enable custom/votes", method: "GET", target: "/api/v1/custom/other", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "custom station with a suffix", block: "enable custom/votes", method: "GET", target: "/api/v1/custom/votes/x", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "custom prefix alone", block: "enable custom/votes", method: "GET", target: "/api/v1/custom", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "player needs a uuid", method: "GET", target: "/api/v1/player", wantStatus: 404, wantMessage: "Not found"},
+		{name: "player uuid", method: "GET", target: "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df?detailed=true", wantStatus: 200, wantURI: "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df?detailed=true"},
+		{name: "player non-uuid", method: "GET", target: "/api/v1/player/alex", wantStatus: 404, wantMessage: "Not found"},
+		{name: "world name escaped again", method: "GET", target: "/api/v1/worlds/my%20world", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/worlds/my%20world"},
+		{name: "world name plus kept", method: "GET", target: "/api/v1/worlds/a+b", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/worlds/a+b"},
+		{name: "world dot-dot", method: "GET", target: "/api/v1/worlds/%2e%2e", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "world encoded slash", method: "GET", target: "/api/v1/worlds/..%2Fserver", header: keyHeader(testKey), wantStatus: 404, wantMessage: "Not found"},
+		{name: "punishments list", method: "GET", target: "/api/v1/punishments", header: keyHeader(testKey), wantStatus: 200, wantURI: "/api/v1/punishments"},
+		{name: "not under api", method: "GET", target: "/apix/v1/status", wantStatus: 404, wantMessage: "Not found"},
+		{name: "root", method: "GET", target: "/", wantStatus: 404, wantMessage: "Not found"},
+		{name: "options not under api", method: "OPTIONS", target: "/other", wantStatus: 404, wantMessage: "Not found"},
+		{name: "post to hidden endpoint looks missing", method: "POST", target: "/api/v1/server", wantStatus: 404, wantMessage: "Not found"},
+		{name: "post keyed is 405", method: "POST", target: "/api/v1/server", header: keyHeader(testKey), wantStatus: 405, wantMessage: "Method not allowed"},
+		{name: "post to public is 405", method: "POST", target: "/api/v1/status", wantStatus: 405, wantMessage: "Method not allowed"},
+		{name: "lower-case method is not GET", method: "get", target: "/api/v1/status", wantStatus: 405, wantMessage: "Method not allowed"},
+		{name: "post to unknown is 404", method: "POST", target: "/api/v1/nothing", wantStatus: 404, wantMessage: "Not found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, _ := newTestHandler(t, "key "+testKey+"\n"+tc.block)
+			be := &backend{body: `{"ok":true,"data":{},"meta":{"authenticated":true}}`}
+			got := serve(t, h, be, tc.method, tc.target, tc.header)
+			if got.Code != tc.wantStatus {
+				t.Fatalf("status %d, want %d; body %s", got.Code, tc.wantStatus, got.Body)
+			}
+			if tc.wantMessage != "" && got.envelope.Error.Message != tc.wantMessage {
+				t.Errorf("message %q, want %q", got.envelope.Error.Message, tc.wantMessage)
+			}
+			if tc.wantStatus == 405 && got.Header().Get("Allow") != "GET, HEAD, OPTIONS" {
+				t.Errorf("Allow = %q", got.Header().Get("Allow"))
+			}
+			switch {
+			case tc.wantURI == "" && len(be.calls) > 0:
+				t.Fatalf("backend got %s %s; want nothing", be.calls[0].Method, be.calls[0].RequestURI)
+			case tc.wantURI != "":
+				if len(be.calls) != 1 {
+					t.Fatalf("backend got %d calls, want 1", len(be.calls))
+				}
+				up := be.calls[0]
+				if up.RequestURI != tc.wantURI || up.URL.RequestURI() != tc.wantURI {
+					t.Errorf("upstream RequestURI %q, URL %q; want %q", up.RequestURI, up.URL.RequestURI(), tc.wantURI)
+				}
+				if up.Header.Get("X-Api-Key") != "" {
+					t.Error("key header reached the backend")
+				}
+			}
+		})
+	}
+}
+
+// TestPathSpellings sends many spellings of a protected path without a key:
+// none may reach the backend, and none may be answered differently from an
+// unknown endpoint.
+func TestPathSpellings(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	spellings := []string{
+		"/api/v1/%73erver", "/api/v1/Server", "/api/v1/SERVER", "/API/v1/server", "/api/V1/server",
+		"/api/v1//server", "/api//v1/server", "/api/v1/./server", "/api/v1/status/../server",
+		"/api/v1/server/", "/api/v1/server;x=1", "/api/v1/server.", "/api/v1/server%2F",
+		"/api/v1%2Fserver", "/api/v1/server%00", "/api/v1%5Cserver", "/api/v1/server/x",
+		"/api/v1/%2e%2e/v1/server", "/api/v1/player/../server", "/api/v1/player/..%2Fserver",
+		"/api/v1/serverx", "/api/v1/%2573erver", "/api/./v1/server", "/api/v1/server%20",
+		"/api/v1/ｓerver", "/api/v1/server?", "/api/v1/index", "/api/v1/v1/server",
+		"/%61pi/v1/server", "/api/v1/custom/../server",
+	}
+	for _, p := range spellings {
+		be := &backend{}
+		r := httptest.NewRequest("GET", "http://gw.example", nil)
+		r.URL.Path, r.URL.RawPath, r.RequestURI = "", "", p
+		u, err := r.URL.Parse(p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		r.URL = u
+		rec := httptest.NewRecorder()
+		if err := h.ServeHTTP(rec, r, be); err != nil {
+			t.Fatal(err)
+		}
+		if len(be.calls) != 0 {
+			t.Errorf("%s reached the backend as %s", p, be.calls[0].RequestURI)
+		}
+		if p == "/api/v1/server?" {
+			continue // the canonical path itself: a disguised 404
+		}
+		if rec.Code != http.StatusNotFound {
+			t.Errorf("%s: status %d", p, rec.Code)
+		}
+	}
+}
+
+func TestDisguisedNotFoundMatchesGenuine(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	hidden := serve(t, h, &backend{}, "GET", "/api/v1/bans", nil)
+	missing := serve(t, h, &backend{}, "GET", "/api/v1/bams", nil)
+	if hidden.Code != missing.Code || hidden.envelope.Error.Message != missing.envelope.Error.Message {
+		t.Fatalf("hidden %d %q, missing %d %q", hidden.Code, hidden.envelope.Error.Message, missing.Code, missing.envelope.Error.Message)
+	}
+	if len(hidden.Header()) != len(missing.Header()) {
+		t.Fatalf("header sets differ: %v vs %v", hidden.Header(), missing.Header())
+	}
+	for k := range hidden.Header() {
+		if k == "Content-Length" {
+			continue // the path has one letter less or more
+		}
+		if hidden.Header().Get(k) != missing.Header().Get(k) {
+			t.Errorf("%s: %q vs %q", k, hidden.Header().Get(k), missing.Header().Get(k))
+		}
+	}
+	norm := func(b []byte, path string) string {
+		s := strings.Replace(string(b), path, "P", 1)
+		i := strings.Index(s, `"updatedAt":`)
+		return s[:i]
+	}
+	if norm(hidden.Body.Bytes(), "/api/v1/bans") != norm(missing.Body.Bytes(), "/api/v1/bams") {
+		t.Errorf("bodies differ:\n%s\n%s", hidden.Body, missing.Body)
+	}
+}
+
+func TestPreflightIsUniform(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	var first http.Header
+	for _, p := range []string{"/api/v1/status", "/api/v1/bans", "/api/v1/nothing", "/api", "/api/v1/whitelist"} {
+		be := &backend{}
+		got := serve(t, h, be, "OPTIONS", p, nil)
+		if got.Code != http.StatusNoContent || got.Body.Len() != 0 || len(be.calls) != 0 {
+			t.Fatalf("%s: %d %q, backend calls %d", p, got.Code, got.Body, len(be.calls))
+		}
+		if got.Header().Get("Access-Control-Allow-Headers") != "X-API-Key" ||
+			got.Header().Get("Access-Control-Allow-Methods") != "GET, HEAD, OPTIONS" ||
+			got.Header().Get("Access-Control-Allow-Origin") != "*" || got.Header().Get("Access-Control-Max-Age") == "" {
+			t.Fatalf("%s: preflight headers %v", p, got.Header())
+		}
+		if first == nil {
+			first = got.Header()
+		} else if len(first) != len(got.Header()) {
+			t.Fatalf("%s: headers differ from the first path's", p)
+		}
+	}
+}
+
+func TestHeadIsGetWithoutBody(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	be := &backend{body: playerBody}
+	got := serve(t, h, be, "HEAD", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+	if got.Code != 200 || got.Body.Len() != 0 {
+		t.Fatalf("HEAD: %d, body %q", got.Code, got.Body)
+	}
+	if len(be.calls) != 1 || be.calls[0].Method != "GET" {
+		t.Fatalf("upstream method %v", be.calls)
+	}
+	miss := serve(t, h, &backend{}, "HEAD", "/api/v1/nothing", nil)
+	if miss.Code != 404 || miss.Body.Len() != 0 {
+		t.Fatalf("HEAD unknown: %d %q", miss.Code, miss.Body)
+	}
+}
+
+func TestForwardedHeaders(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	be := &backend{body: `{"ok":true,"meta":{}}`}
+	hdr := http.Header{
+		"Cf-Connecting-Ip": {"1.2.3.4"}, "True-Client-Ip": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"},
+		"X-Api-Key": {testKey}, "Upgrade": {"websocket"}, "Accept-Encoding": {"gzip"}, "X-Other": {"kept"},
+	}
+	serve(t, h, be, "GET", "/api/v1/server", hdr)
+	up := be.calls[0].Header
+	for _, k := range []string{"Cf-Connecting-Ip", "True-Client-Ip", "X-Real-Ip", "X-Api-Key", "Upgrade"} {
+		if _, ok := up[k]; ok {
+			t.Errorf("%s reached the backend", k)
+		}
+	}
+	if up.Get("X-Other") != "kept" || up.Get("Accept-Encoding") != "gzip" {
+		t.Errorf("keyed request headers changed: %v", up)
+	}
+	be = &backend{body: `{"ok":true,"meta":{}}`}
+	serve(t, h, be, "GET", "/api/v1/status", http.Header{"Accept-Encoding": {"gzip"}})
+	if got := be.calls[0].Header.Get("Accept-Encoding"); got != "identity" {
+		t.Errorf("filtered request Accept-Encoding %q, want identity", got)
+	}
+}
+
+func TestFieldLayer(t *testing.T) {
+	const uuid = "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	t.Run("anonymous", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		got := serve(t, h, &backend{body: playerBody, header: http.Header{"Etag": {`"x"`}}}, "GET", uuid, nil)
+		want := `{"ok":true,"data":{"uuid":"u","name":"Alex","stat":{"jump":1},"detailed":{"list":[{"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"hiddenFields":["op","banned","discord"],"authenticated":false}}`
+		if got.Code != 200 || got.Body.String() != want {
+			t.Fatalf("%d\n got %s\nwant %s", got.Code, got.Body, want)
+		}
+		if cl := got.Header().Get("Content-Length"); cl != strconv.Itoa(len(want)) {
+			t.Errorf("Content-Length %s, body %d", cl, len(want))
+		}
+		if got.Header().Get("Etag") != "" {
+			t.Error("ETag of the unfiltered body kept")
+		}
+	})
+	t.Run("keyed gets the backend's bytes", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, keyHeader(testKey))
+		if got.Body.String() != playerBody {
+			t.Fatalf("keyed body changed:\n%s", got.Body)
+		}
+	})
+	t.Run("auth off passes everything", func(t *testing.T) {
+		h, _ := newTestHandler(t, "auth off")
+		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, nil)
+		if got.Body.String() != playerBody {
+			t.Fatalf("auth off body changed:\n%s", got.Body)
+		}
+	})
+	t.Run("empty list hides nothing but tells the truth", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields player")
+		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, nil)
+		if !strings.Contains(got.Body.String(), `"op":true`) || !strings.HasSuffix(got.Body.String(), `"authenticated":false}}`) ||
+			strings.Contains(got.Body.String(), "hiddenFields") {
+			t.Fatalf("got %s", got.Body)
+		}
+	})
+	t.Run("error envelopes of the backend are filtered too", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		body := `{"ok":false,"error":{"status":404,"message":"World not found: x","path":"/api/v1/worlds/x"},"meta":{"version":"v1"}}`
+		got := serve(t, h, &backend{status: 404, body: body}, "GET", "/api/v1/status", nil)
+		if got.Code != 404 || !strings.HasSuffix(got.Body.String(), `"meta":{"version":"v1","authenticated":false}}`) {
+			t.Fatalf("%d %s", got.Code, got.Body)
+		}
+	})
+}
+
+func TestFailClosed(t *testing.T) {
+	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 100<<10) + `","op":true,` // broken after 100 KiB
+	tests := []struct {
+		name   string
+		be     *backend
+		status int
+		cut    bool
+	}{
+		{name: "html", be: &backend{body: "<h1>404 Not Found</h1>", header: http.Header{"Content-Type": {"text/html"}}}, status: 502},
+		{name: "no content type", be: &backend{body: `{"ok":true}`, header: http.Header{"Content-Type": {""}}}, status: 502},
+		{name: "gzip", be: &backend{body: "\x1f\x8b\x08", header: http.Header{"Content-Encoding": {"gzip"}}}, status: 502},
+		{name: "truncated", be: &backend{body: `{"ok":true,"data":{"a":{"op":1,"b":[1,2`}, status: 502},
+		{name: "invalid", be: &backend{body: `{"ok":true,"data":{"op":tru}}`}, status: 502},
+		{name: "not an object", be: &backend{body: `[1,2]`}, status: 502},
+		{name: "meta not an object", be: &backend{body: `{"ok":true,"meta":[]}`}, status: 502},
+		{name: "empty", be: &backend{body: ``}, status: 502},
+		{name: "deep", be: &backend{body: `{"a":` + strings.Repeat("[", 200000)}, status: 502},
+		{name: "unreachable", be: &backend{err: caddyhttp.Error(http.StatusBadGateway, errors.New("dial tcp: connection refused"))}, status: 502},
+		{name: "timeout", be: &backend{err: caddyhttp.Error(http.StatusGatewayTimeout, errors.New("i/o timeout"))}, status: 504},
+		{name: "aborted before any output", be: &backend{panic: http.ErrAbortHandler}, status: 502},
+		{name: "broken after the hold-back window", be: &backend{body: big}, cut: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, logs := newTestHandler(t, "key "+testKey)
+			r := httptest.NewRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df?key="+testKey, nil)
+			r.Header.Set("X-Api-Key", "wrong-key-value-0000")
+			rec := httptest.NewRecorder()
+			var rec2 any
+			func() {
+				defer func() { rec2 = recover() }()
+				_ = h.ServeHTTP(rec, r, tc.be)
+			}()
+			if tc.cut {
+				if rec2 != http.ErrAbortHandler {
+					t.Fatalf("want the connection cut (ErrAbortHandler), got panic %v, status %d", rec2, rec.Code)
+				}
+				if bytes.Contains(rec.Body.Bytes(), []byte(`"op"`)) {
+					t.Fatal("a protected member was sent")
+				}
+				return
+			}
+			if rec2 != nil {
+				t.Fatalf("panic %v", rec2)
+			}
+			var env struct {
+				OK    bool
+				Error struct {
+					Status  int
+					Message string
+				}
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &env); err != nil {
+				t.Fatalf("status %d, body %q is not an envelope", rec.Code, rec.Body)
+			}
+			if rec.Code != tc.status || env.Error.Status != tc.status || env.OK {
+				t.Fatalf("status %d, envelope %+v; want %d", rec.Code, env, tc.status)
+			}
+			if rec.Header().Get("Content-Encoding") != "" || rec.Header().Get("Content-Type") != "application/json; charset=utf-8" {
+				t.Errorf("backend headers leaked into the refusal: %v", rec.Header())
+			}
+			if logs.FilterMessage("backend response refused").Len() != 1 {
+				t.Errorf("the failure was not logged: %v", logs.All())
+			}
+			for _, e := range logs.All() {
+				if strings.Contains(e.Message, "wrong-key") || strings.Contains(e.Message, testKey) {
+					t.Fatal("key in log message")
+				}
+				for _, f := range e.Context {
+					if strings.Contains(f.String, "wrong-key") || strings.Contains(f.String, testKey) ||
+						(f.Interface != nil && strings.Contains(errString(f.Interface), testKey)) {
+						t.Fatalf("key in log field %s", f.Key)
+					}
+				}
+			}
+		})
+	}
+}
+
+func errString(v any) string {
+	if e, ok := v.(error); ok {
+		return e.Error()
+	}
+	return ""
+}
+
+func TestKeyedPassthroughFailures(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	gz := &backend{body: "\x1f\x8b\x08", header: http.Header{"Content-Encoding": {"gzip"}}}
+	got := serve(t, h, gz, "GET", "/api/v1/server", keyHeader(testKey))
+	if got.Code != 200 || got.Body.String() != "\x1f\x8b\x08" {
+		t.Fatalf("keyed gzip: %d %q", got.Code, got.Body)
+	}
+	down := &backend{err: caddyhttp.Error(http.StatusBadGateway, errors.New("refused"))}
+	if got := serve(t, h, down, "GET", "/api/v1/server", keyHeader(testKey)); got.Code != 502 || got.envelope.Error.Message != "Bad gateway" {
+		t.Fatalf("keyed unreachable: %d %s", got.Code, got.Body)
+	}
+}
+
+func TestIndex(t *testing.T) {
+	names := func(r reply) []string {
+		var idx struct {
+			Data struct {
+				AuthEnabled bool `json:"authEnabled"`
+				Stations    []struct {
+					Name        string `json:"name"`
+					Path        string `json:"path"`
+					RequiresKey bool   `json:"requiresKey"`
+				} `json:"stations"`
+			} `json:"data"`
+			Meta struct {
+				Authenticated bool `json:"authenticated"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(r.Body.Bytes(), &idx); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range idx.Data.Stations {
+			n := s.Path
+			if s.RequiresKey {
+				n += "*"
+			}
+			out = append(out, n)
+		}
+		if idx.Meta.Authenticated {
+			out = append(out, "authenticated")
+		}
+		return out
+	}
+	all := "/api/v1/status /api/v1/player/{uuid} /api/v1/server* /api/v1/performance* /api/v1/worlds* /api/v1/gamerules* /api/v1/entities* /api/v1/spawnlimits* /api/v1/punishments* /api/v1/bans* /api/v1/operators* /api/v1/plugins* /api/v1/placeholders* /api/v1/constants*"
+	tests := []struct {
+		block, path string
+		header      http.Header
+		want        string
+	}{
+		{"", "/api/v1", nil, "/api/v1/status /api/v1/player/{uuid}"},
+		{"", "/api", nil, "/api/v1/status /api/v1/player/{uuid}"},
+		{"", "/api/v1/", keyHeader(testKey), all + " authenticated"},
+		{"hide_protected off", "/api/", nil, all},
+		{"auth off\nenable custom/votes", "/api/v1", nil, strings.ReplaceAll(all, "*", "") + " /api/v1/custom/votes authenticated"},
+		{"enable custom/votes whitelist\ndisable bans", "/api/v1", keyHeader(testKey),
+			strings.Replace(strings.Replace(all, " /api/v1/bans*", "", 1), "/api/v1/operators*", "/api/v1/operators* /api/v1/whitelist*", 1) + " /api/v1/custom/votes* authenticated"},
+	}
+	for _, tc := range tests {
+		h, _ := newTestHandler(t, "key "+testKey+"\n"+tc.block)
+		be := &backend{}
+		got := serve(t, h, be, "GET", tc.path, tc.header)
+		if got.Code != 200 || len(be.calls) != 0 {
+			t.Fatalf("%q %s: %d, backend calls %d", tc.block, tc.path, got.Code, len(be.calls))
+		}
+		if s := strings.Join(names(got), " "); s != tc.want {
+			t.Errorf("%q %s:\n got %s\nwant %s", tc.block, tc.path, s, tc.want)
+		}
+	}
+	h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields index description")
+	got := serve(t, h, &backend{}, "GET", "/api/v1", nil)
+	if strings.Contains(got.Body.String(), `"description":`) || !strings.Contains(got.Body.String(), `"hiddenFields":["description"]`) {
+		t.Fatalf("index field layer: %s", got.Body)
+	}
+}
+
+func TestStripQueryKey(t *testing.T) {
+	tests := map[string]string{
+		"":                        "",
+		"a=1":                     "a=1",
+		"key=x":                   "",
+		"a=1&key=x&b=2":           "a=1&b=2",
+		"k%65y=x&a=%2F":           "a=%2F",
+		"key&a=1":                 "a=1",
+		"KEY=x":                   "KEY=x",
+		"keys=x&key=y&key=z":      "keys=x",
+		"a=1&&b=2":                "a=1&&b=2",
+		"p=%25player_name%25&b=+": "p=%25player_name%25&b=+",
+		"+key=x":                  "+key=x",
+		"k%zzey=x":                "k%zzey=x",
+	}
+	for in, want := range tests {
+		if got := stripQueryKey(in); got != want {
+			t.Errorf("stripQueryKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestStartupWarnings(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	core, logs := observer.New(zap.InfoLevel)
+	off := false
+	h := &Handler{Auth: &AuthConfig{Enabled: &off, Keys: []string{"short"}}}
+	// Provision takes its logger from the context; swap it in through a
+	// wrapper so the warnings can be read.
+	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
+		t.Fatal(err)
+	}
+	if logs.FilterMessageSnippet("auth is off").FilterLevelExact(zap.WarnLevel).Len() != 1 {
+		t.Errorf("no warn-level auth-off line: %v", logs.All())
+	}
+	if logs.FilterMessageSnippet("short API key").Len() != 1 {
+		t.Errorf("no short-key warning: %v", logs.All())
+	}
+	for _, e := range logs.All() {
+		for _, f := range e.Context {
+			if f.String == "short" {
+				t.Fatal("the key was logged")
+			}
+		}
+	}
+}
