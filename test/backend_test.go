@@ -1,0 +1,366 @@
+package test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Data the backend serves.
+const (
+	alex      = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	steve     = "8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21"
+	worldSeed = "-4172144997902289642" // beyond float64's exact range
+	discordID = "298765432109876543"   // only ever inside a protected member
+	updatedAt = "1784300000000"
+)
+
+// misbehaviour switches the backend from the plugin's behaviour to a failure.
+type misbehaviour int32
+
+const (
+	behave        misbehaviour = iota
+	sendHTML                   // 200 text/html, as the plugin's HTML pages
+	sendGzip                   // gzip body with Content-Encoding: gzip, whatever was asked for
+	sendTruncated              // JSON that stops in the middle, with a clean end of the response
+	sendCutShort               // Content-Length promises more than comes; the connection closes
+	sendLateError              // 100 KB of valid JSON with protected members, then a syntax error
+	sendDeep                   // 200,000 '[' deep
+	sendSlow                   // the response headers come after 1.5 s
+	sendBig                    // a valid player record of more than 32 KiB after filtering
+	sendMetaFirst              // the envelope with meta before data
+)
+
+// backend stands in for the ServerAPI plugin with its own auth off: GET only
+// (405 JSON otherwise), the plugin's envelope and JSON headers, representative
+// data per endpoint, 404 envelopes for the rest. It records every request that
+// reaches it.
+type backend struct {
+	srv  *httptest.Server
+	mode atomic.Int32
+	mu   sync.Mutex
+	seen []seenRequest // since the last take
+	all  []seenRequest // during the whole test
+}
+
+type seenRequest struct {
+	Method     string
+	RequestURI string
+	Header     http.Header
+}
+
+// newBackend starts a backend for the test. When the test ends it checks what
+// must hold for every request that ever reached it (checkInvariants).
+func newBackend(t *testing.T) *backend {
+	be := &backend{}
+	be.srv = httptest.NewServer(be)
+	t.Cleanup(func() {
+		be.srv.Close()
+		be.checkInvariants(t)
+	})
+	return be
+}
+
+func (be *backend) addr() string { return be.srv.Listener.Addr().String() }
+
+func (be *backend) misbehave(m misbehaviour) { be.mode.Store(int32(m)) }
+
+// take returns the requests that reached the backend since the last take.
+func (be *backend) take() []seenRequest {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	s := be.seen
+	be.seen = nil
+	return s
+}
+
+// wantSeen asserts that exactly the GET requests with these request URIs reached
+// the backend since the last take, in this order.
+func (be *backend) wantSeen(t testing.TB, what string, uris ...string) []seenRequest {
+	t.Helper()
+	seen := be.take()
+	var got []string
+	for _, s := range seen {
+		got = append(got, s.Method+" "+s.RequestURI)
+	}
+	var want []string
+	for _, u := range uris {
+		want = append(want, "GET "+u)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: the backend got %q, want %q", what, got, want)
+	}
+	return seen
+}
+
+// checkInvariants asserts, for every request that reached the backend during the
+// test: GET, a canonical /api/v1/ path without empty, '.' or '..' segments in
+// any spelling, no key in a header or the query, no client-supplied real-IP
+// header, and none of the test keys anywhere.
+func (be *backend) checkInvariants(t *testing.T) {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	for _, s := range be.all {
+		uri := s.RequestURI
+		path, query, _ := strings.Cut(uri, "?")
+		if s.Method != http.MethodGet || !strings.HasPrefix(path, "/api/v1/") {
+			t.Errorf("backend got %s %s", s.Method, uri)
+		}
+		for _, seg := range strings.Split(path, "/")[1:] {
+			dec, err := url.PathUnescape(seg)
+			if err != nil || dec == "" || dec == "." || dec == ".." || strings.ContainsAny(dec, "/\\") {
+				t.Errorf("backend got the segment %q in %s", seg, uri)
+			}
+		}
+		for _, pair := range strings.Split(query, "&") {
+			name, _, _ := strings.Cut(pair, "=")
+			if dec, err := url.QueryUnescape(name); err == nil && dec == "key" {
+				t.Errorf("backend got a key query parameter: %s", uri)
+			}
+		}
+		for _, h := range []string{"X-Api-Key", "Cf-Connecting-Ip", "True-Client-Ip", "X-Real-Ip"} {
+			if v, ok := s.Header[h]; ok {
+				t.Errorf("backend got %s: %q for %s", h, v, uri)
+			}
+		}
+		for _, k := range secrets {
+			if strings.Contains(uri, k) || strings.Contains(fmt.Sprint(s.Header), k) {
+				t.Errorf("backend got the key %q in %s %v", k, uri, s.Header)
+			}
+		}
+	}
+}
+
+func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s := seenRequest{Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone()}
+	be.mu.Lock()
+	be.seen = append(be.seen, s)
+	be.all = append(be.all, s)
+	be.mu.Unlock()
+
+	if r.Method != http.MethodGet {
+		writeBackend(w, http.StatusMethodNotAllowed, errorEnvelope(405, "Method Not Allowed", r.URL.Path))
+		return
+	}
+	status, body := backendResponse(r.URL)
+	switch misbehaviour(be.mode.Load()) {
+	case sendHTML:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(`<!doctype html><html><body><h1>Punishments</h1><p>op: Alex_MC</p></body></html>`))
+		return
+	case sendGzip:
+		w.Header().Set("Content-Encoding", "gzip")
+		body = gzipped(body)
+	case sendTruncated:
+		body = body[:len(body)/2]
+	case sendCutShort:
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		_, _ = w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	case sendLateError:
+		body = lateErrorBody()
+	case sendDeep:
+		body = append([]byte(`{"ok":true,"data":`), bytes.Repeat([]byte("["), 200_000)...)
+	case sendSlow:
+		select {
+		case <-time.After(1500 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+	case sendBig:
+		body = bigPlayerBody()
+	case sendMetaFirst:
+		body = metaFirst(body)
+	}
+	writeBackend(w, status, body)
+}
+
+// writeBackend sends a body with the plugin's JSON headers.
+func writeBackend(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// backendBody is the body the well-behaved backend sends for a canonical target.
+func backendBody(target string) []byte {
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		panic(err)
+	}
+	_, body := backendResponse(u)
+	return body
+}
+
+// envelope wraps data like the plugin does.
+func envelope(data string) []byte {
+	return []byte(`{"ok":true,"data":` + data + `,"meta":{"version":"v1","server":"global","updatedAt":` + updatedAt + `,"authenticated":true}}`)
+}
+
+func errorEnvelope(status int, message, path string) []byte {
+	return []byte(fmt.Sprintf(`{"ok":false,"error":{"status":%d,"message":%s,"path":%s},"meta":{"version":"v1","updatedAt":%s}}`,
+		status, jsonString(message), jsonString(path), updatedAt))
+}
+
+// stations is the data of the endpoints whose answer depends on nothing.
+var stations = map[string]string{
+	"server": `{"brand":"Paper","maxPlayers":50,"motd":"Welcome to Emerald SMP","version":"26.1.2-72-3f1c2ab (MC: 26.1.2)",` +
+		`"bukkitVersion":"26.1.2-R0.1-SNAPSHOT","minecraftVersion":"26.1.2","port":25565,"ip":null,"onlineMode":true,` +
+		`"hardcore":false,"allowFlight":false,"allowNether":true,"allowEnd":true,"defaultGameMode":"SURVIVAL",` +
+		`"viewDistance":10,"simulationDistance":8,"spawnRadius":10,"worldCount":3,"pluginCount":27}`,
+	"performance": `{"tps":{"1m":19.98,"5m":20.0,"15m":20.0},"averageTickTimeMs":11.42,` +
+		`"memory":{"usedBytes":3221225472,"freeBytes":1073741824,"totalBytes":4294967296,"maxBytes":8589934592,"usedMB":3072,"maxMB":8192},` +
+		`"jvm":{"javaVersion":"25.0.3","javaVendor":"Eclipse Adoptium","osName":"Linux","osArch":"amd64","availableProcessors":8,"uptimeMs":86400123,"threadCount":74}}`,
+	"worlds":      `[` + world("world", "NORMAL") + `,` + world("world_nether", "NETHER") + `]`,
+	"gamerules":   `{"world":{"doDaylightCycle":"true","keepInventory":"false","randomTickSpeed":"3"}}`,
+	"entities":    `{"world":{"zombie":41,"item":12,"villager":7},"world_nether":{"piglin":30}}`,
+	"spawnlimits": `{"monsters":70,"animals":10,"waterAnimals":5,"ticksPerMonsterSpawn":1,"ticksPerAnimalSpawn":400}`,
+	"punishments": `{"records":[` + punishment(steve) + `],"stats":{"bans":1,"mutes":0,"kicks":4}}`,
+	"bans":        `[{"uuid":"` + steve + `","name":"Steve","ip":"203.0.113.7","reason":"griefing","expires":null}]`,
+	"operators":   `[{"uuid":"` + alex + `","name":"Alex_MC","level":4,"bypassesPlayerLimit":false}]`,
+	"whitelist":   `{"enabled":true,"enforced":false,"entries":[{"uuid":"` + alex + `","name":"Alex_MC"}]}`,
+	"plugins":     `[{"name":"ServerAPI","version":"1.1.0","enabled":true},{"name":"LuckPerms","version":"5.5.0","enabled":true}]`,
+	"network":     `{"servers":[{"name":"lobby","online":3,"op":true},{"name":"survival","online":2}],"total":5}`,
+	"constants":   `{"gameModes":["SURVIVAL","CREATIVE","ADVENTURE","SPECTATOR"],"difficulties":["PEACEFUL","EASY","NORMAL","HARD"]}`,
+}
+
+func world(name, env string) string {
+	return `{"name":"` + name + `","environment":"` + env + `","seed":` + worldSeed + `,"difficulty":"NORMAL",` +
+		`"spawn":{"x":0.5,"y":64.0,"z":-12.0},"borderSize":60000.0,"time":6000,"players":2}`
+}
+
+func punishment(uuid string) string {
+	return `{"uuid":"` + uuid + `","type":"ban","reason":"griefing","operator":"Alex_MC","start":1784200000000,"end":null}`
+}
+
+// player is a player record as the plugin writes it, the chat-platform field
+// under its plugin name (discord). With detailed, the statistics carry the
+// protected names again at depth: in objects, in arrays, in arrays of arrays,
+// under escaped spellings, next to near misses that must stay.
+func player(uuid string, detailed bool) string {
+	name := `null`
+	switch uuid {
+	case alex:
+		name = `"Alex_MC"`
+	case steve:
+		name = `"Steve"`
+	}
+	d := `{}`
+	if detailed {
+		d = `{"mine_block":{"stone":1834,"deepslate":402},"kill_entity":{"zombie":57},` +
+			`"sessions":[{"server":"lobby","op":true,"banned":false,"discord":"` + discordID + `","ticks":1200},` +
+			`[{"o\u0070":true,"keep":1},{"ban\u006eed":true,"disc\u006frd":"` + discordID + `"}]],` +
+			`"profile":{"linked":{"chatplatform":"` + discordID + `","since":1700001234567},"role":"op","opx":1,"OP":2,"op ":3}}`
+	}
+	return `{"uuid":"` + uuid + `","name":` + name + `,"nickname":"§bAlexie","messagecolor":"#55FF55","nicknamecolor":"#55FFFF",` +
+		`"rank":"vip","registry":1700001234567,"offline":null,"playtime":5123400,"afk":false,"balance":1500.0,` +
+		`"addons":false,"pass":false,"discord":"` + discordID + `","op":true,"banned":false,` +
+		`"stat":{"deaths":12,"jump":8841,"play_one_minute":1024668,"walk_one_cm":5432100},"detailed":` + d + `}`
+}
+
+// backendResponse routes a canonical request like the plugin.
+func backendResponse(u *url.URL) (int, []byte) {
+	path := u.Path
+	q := u.Query()
+	rest, ok := strings.CutPrefix(path, "/api/v1/")
+	if !ok {
+		return 404, errorEnvelope(404, "No such endpoint: "+path, path)
+	}
+	name, param, hasParam := strings.Cut(rest, "/")
+	if data, ok := stations[name]; ok && !hasParam {
+		return 200, envelope(data)
+	}
+	switch name {
+	case "status":
+		if hasParam {
+			break
+		}
+		data := `{"online":["` + alex + `","` + steve + `"],"minecraft":2,"discord":3412`
+		if q.Get("history") == "true" {
+			data += `,"history":{"last":1784299800000,"online":[2,5,7,4],"discord":[3412,3411,null,3409]}`
+		}
+		return 200, envelope(data + `}`)
+	case "player":
+		if len(param) != 36 || strings.Contains(param, "/") {
+			return 404, errorEnvelope(404, "Invalid UUID: "+param, path)
+		}
+		return 200, envelope(player(strings.ToLower(param), q.Get("detailed") == "true"))
+	case "worlds":
+		if param == "world" || param == "world_nether" || param == "my world" {
+			return 200, envelope(world(param, "NORMAL"))
+		}
+		return 404, errorEnvelope(404, "World not found: "+param, path)
+	case "punishments":
+		return 200, envelope(`{"records":[` + punishment(param) + `]}`)
+	case "placeholders":
+		return 200, envelope(`{"uuid":` + jsonString(q.Get("uuid")) + `,"values":{` + jsonString(q.Get("p")) + `:"Alex_MC"}}`)
+	case "custom":
+		if hasParam && !strings.Contains(param, "/") {
+			return 200, envelope(`{"station":` + jsonString(param) + `,"votes":42,"top":[{"name":"Alex_MC","op":true}]}`)
+		}
+	}
+	return 404, errorEnvelope(404, "No such endpoint: "+path, path)
+}
+
+// bigPlayerBody is a valid player record of about 150 KB, 90 KB after the
+// default player fields are removed: far more than the gateway holds back.
+func bigPlayerBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"ok":true,"data":{"uuid":"` + alex + `","name":"Alex_MC","op":true,"sessions":[`)
+	for i := range 2000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"server":"s%d","op":%t,"banned":false,"discord":"%s","ticks":%d,"tps":20.0}`, i, i%2 == 0, discordID, i*7)
+	}
+	b.WriteString(`],"seed":` + worldSeed + `},"meta":{"version":"v1","server":"global","updatedAt":` + updatedAt + `,"authenticated":true}}`)
+	return []byte(b.String())
+}
+
+// lateErrorBody is 100 KB of valid JSON full of protected members, then a
+// syntax error inside one of them.
+func lateErrorBody() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"ok":true,"data":{"uuid":"` + alex + `","sessions":[`)
+	for i := 0; b.Len() < 100_000; i++ {
+		fmt.Fprintf(&b, `{"server":"s%d","op":true,"discord":"%s","ticks":%d},`, i, discordID, i)
+	}
+	b.WriteString(`{"server":"late","discord":"` + discordID + `","op":tru}]}}`)
+	return b.Bytes()
+}
+
+// metaFirst moves the envelope's meta in front of ok and data.
+func metaFirst(body []byte) []byte {
+	s := string(body)
+	i := strings.LastIndex(s, `,"meta":`)
+	return []byte(`{` + s[i+1:len(s)-1] + `,` + s[1:i] + `}`)
+}
+
+func gzipped(b []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	return buf.Bytes()
+}

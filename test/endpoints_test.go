@@ -1,0 +1,225 @@
+package test
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+// playerFields are the player's protected fields by default, in config order.
+var playerFields = []string{"op", "banned", "chatplatform", "discord"}
+
+// protectedTargets are canonical requests to every endpoint that needs a key
+// by default, each as the backend must receive it.
+var protectedTargets = []string{
+	"/api/v1/server",
+	"/api/v1/performance",
+	"/api/v1/worlds",
+	"/api/v1/worlds/world",
+	"/api/v1/worlds/my%20world",
+	"/api/v1/gamerules",
+	"/api/v1/entities",
+	"/api/v1/spawnlimits",
+	"/api/v1/punishments",
+	"/api/v1/punishments/" + steve,
+	"/api/v1/bans",
+	"/api/v1/operators",
+	"/api/v1/plugins",
+	"/api/v1/placeholders?uuid=" + alex + "&p=%25player_name%25",
+	"/api/v1/constants",
+}
+
+// TestEveryEndpoint runs every endpoint anonymously and with a key under the
+// default config and checks status, body and the exact request the backend got.
+func TestEveryEndpoint(t *testing.T) {
+	be := newBackend(t)
+	startDefault(t, be)
+
+	t.Run("public", func(t *testing.T) {
+		for _, c := range []struct {
+			target string
+			fields []string
+		}{
+			{"/api/v1/status", nil},
+			{"/api/v1/status?history=true", nil},
+			{"/api/v1/player/" + alex, playerFields},
+			{"/api/v1/player/" + steve + "?detailed=true", playerFields},
+		} {
+			wantFiltered(t, send(t, "GET", c.target), c.target, c.fields...)
+			seen := be.wantSeen(t, "anonymous "+c.target, c.target)
+			if len(seen) == 1 && seen[0].Header.Get("Accept-Encoding") != "identity" {
+				t.Errorf("%s: filtered call sent Accept-Encoding %q upstream, want identity", c.target, seen[0].Header.Get("Accept-Encoding"))
+			}
+			wantBackendBytes(t, send(t, "GET", c.target, withKey(keyA)), c.target)
+			be.wantSeen(t, "keyed "+c.target, c.target)
+		}
+	})
+
+	t.Run("protected", func(t *testing.T) {
+		for _, target := range protectedTargets {
+			wantNotFound(t, send(t, "GET", target), target)
+			be.wantSeen(t, "anonymous "+target)
+			wantNotFound(t, send(t, "GET", target, withKey(badKey)), target)
+			be.wantSeen(t, "bad key "+target)
+			wantBackendBytes(t, send(t, "GET", target, withKey(keyA)), target)
+			be.wantSeen(t, "keyed "+target, target)
+		}
+	})
+
+	t.Run("disabled by default", func(t *testing.T) {
+		for _, target := range []string{"/api/v1/whitelist", "/api/v1/network", "/api/whitelist", "/api/v1/custom/votes"} {
+			wantNotFound(t, send(t, "GET", target), target)
+			wantNotFound(t, send(t, "GET", target, withKey(keyA)), target)
+			be.wantSeen(t, target)
+		}
+	})
+
+	t.Run("alias", func(t *testing.T) {
+		wantFiltered(t, send(t, "GET", "/api/status"), "/api/v1/status")
+		be.wantSeen(t, "/api/status", "/api/v1/status")
+		wantFiltered(t, send(t, "GET", "/api/player/"+alex+"?detailed=true"), "/api/v1/player/"+alex+"?detailed=true", playerFields...)
+		be.wantSeen(t, "/api/player", "/api/v1/player/"+alex+"?detailed=true")
+		wantNotFound(t, send(t, "GET", "/api/server"), "/api/server")
+		be.wantSeen(t, "anonymous /api/server")
+		wantBackendBytes(t, send(t, "GET", "/api/server", withKey(keyA)), "/api/v1/server")
+		wantBackendBytes(t, send(t, "GET", "/api/worlds/world", withKey(keyA)), "/api/v1/worlds/world")
+		be.wantSeen(t, "keyed alias", "/api/v1/server", "/api/v1/worlds/world")
+	})
+
+	t.Run("backend 404 passes through", func(t *testing.T) {
+		target := "/api/v1/worlds/atlantis"
+		r := send(t, "GET", target, withKey(keyA))
+		if want := errorEnvelope(404, "World not found: atlantis", target); r.Status != 404 || string(r.Body) != string(want) {
+			t.Errorf("keyed unknown world: %d %s, want 404 %s", r.Status, r.Body, want)
+		}
+		be.wantSeen(t, target, target)
+	})
+}
+
+// station is one entry of the index as a test expects it.
+type station struct {
+	name        string
+	path        string
+	requiresKey bool
+}
+
+var (
+	stStatus = station{"status", "/api/v1/status", false}
+	stPlayer = station{"player", "/api/v1/player/{uuid}", false}
+	// the protected endpoints enabled by default, in the seed's table order
+	stProtected = []station{
+		{"server", "/api/v1/server", true},
+		{"performance", "/api/v1/performance", true},
+		{"worlds", "/api/v1/worlds", true},
+		{"gamerules", "/api/v1/gamerules", true},
+		{"entities", "/api/v1/entities", true},
+		{"spawnlimits", "/api/v1/spawnlimits", true},
+		{"punishments", "/api/v1/punishments", true},
+		{"bans", "/api/v1/bans", true},
+		{"operators", "/api/v1/operators", true},
+		{"plugins", "/api/v1/plugins", true},
+		{"placeholders", "/api/v1/placeholders", true},
+		{"constants", "/api/v1/constants", true},
+	}
+)
+
+// wantIndex asserts the gateway's index: 200, the fixed data, the stations in
+// order with their flags, meta.authenticated and the JSON headers.
+func wantIndex(t testing.TB, r response, authEnabled, authenticated bool, stations ...station) {
+	t.Helper()
+	if r.Status != http.StatusOK || r.Err != nil {
+		t.Errorf("index: %d %s (err %v), want 200", r.Status, r.Body, r.Err)
+		return
+	}
+	var got struct {
+		OK   bool `json:"ok"`
+		Data struct {
+			Name        string `json:"name"`
+			APIVersion  string `json:"apiVersion"`
+			AuthEnabled bool   `json:"authEnabled"`
+			Versions    []any  `json:"versions"`
+			Alias       string `json:"alias"`
+			Stations    []struct {
+				Name        string `json:"name"`
+				Path        string `json:"path"`
+				Description string `json:"description"`
+				RequiresKey bool   `json:"requiresKey"`
+			} `json:"stations"`
+		} `json:"data"`
+		Meta map[string]any `json:"meta"`
+	}
+	if err := jsonUnmarshalStrict(r.Body, &got); err != nil {
+		t.Errorf("index: %v: %s", err, r.Body)
+		return
+	}
+	d := got.Data
+	wantVersions := []any{map[string]any{"version": "v1", "path": "/api/v1", "current": true}}
+	if !got.OK || d.Name != "statusgate" || d.APIVersion != "1.1.0" || d.AuthEnabled != authEnabled ||
+		d.Alias != "/api → /api/v1" || !reflect.DeepEqual(d.Versions, wantVersions) {
+		t.Errorf("index data: %s", r.Body)
+	}
+	var list []station
+	for _, s := range d.Stations {
+		list = append(list, station{s.Name, s.Path, s.RequiresKey})
+		if s.Description == "" {
+			t.Errorf("index: station %s has no description", s.Name)
+		}
+	}
+	if !reflect.DeepEqual(list, stations) {
+		t.Errorf("index stations\n got %v\nwant %v", list, stations)
+	}
+	if got.Meta["version"] != "v1" || got.Meta["authenticated"] != authenticated || got.Meta["updatedAt"] == nil {
+		t.Errorf("index meta %v, want authenticated %v", got.Meta, authenticated)
+	}
+	wantJSONHeaders(t, r, "index")
+}
+
+// TestIndex checks the index the gateway writes itself, for every caller and
+// config that changes it; the backend never sees a request for it.
+func TestIndex(t *testing.T) {
+	be := newBackend(t)
+	spellings := []string{"/api/v1", "/api/v1/", "/api", "/api/"}
+	all := append([]station{stStatus, stPlayer}, stProtected...)
+	check := func(t *testing.T, authEnabled, authenticated bool, header []string, stations ...station) {
+		t.Helper()
+		for _, target := range spellings {
+			wantIndex(t, send(t, "GET", target, header...), authEnabled, authenticated, stations...)
+		}
+		be.wantSeen(t, "index")
+	}
+
+	t.Run("default", func(t *testing.T) {
+		startDefault(t, be)
+		check(t, true, false, nil, stStatus, stPlayer)
+		check(t, true, false, []string{withKey(badKey)}, stStatus, stPlayer)
+		check(t, true, true, []string{withKey(keyA)}, all...)
+		wantNotFound(t, send(t, "GET", "/api/v1/index", withKey(keyA)), "/api/v1/index")
+		be.wantSeen(t, "/api/v1/index")
+	})
+
+	t.Run("enabled, disabled and custom", func(t *testing.T) {
+		startDefault(t, be, "enable whitelist custom/votes", "disable status", "require_key server off")
+		keyed := []station{stPlayer, {"server", "/api/v1/server", false}}
+		keyed = append(keyed, stProtected[1:9]...)
+		keyed = append(keyed, station{"whitelist", "/api/v1/whitelist", true})
+		keyed = append(keyed, stProtected[9:]...)
+		keyed = append(keyed, station{"custom/votes", "/api/v1/custom/votes", true})
+		check(t, true, true, []string{withKey(keyA)}, keyed...)
+		check(t, true, false, nil, stPlayer, station{"server", "/api/v1/server", false})
+	})
+
+	t.Run("hide_protected off", func(t *testing.T) {
+		startDefault(t, be, "hide_protected off")
+		check(t, true, false, nil, all...)
+	})
+
+	t.Run("auth off", func(t *testing.T) {
+		startDefault(t, be, "auth off")
+		var open []station
+		for _, s := range all {
+			open = append(open, station{s.name, s.path, false})
+		}
+		check(t, false, true, nil, open...)
+		check(t, false, true, []string{withKey(keyA)}, open...)
+	})
+}

@@ -1,0 +1,404 @@
+// Package test holds statusgate's integration tests: a real Caddy, started
+// in-process by caddytest, with statusgate in front of reverse_proxy and a
+// recording stand-in for the ServerAPI plugin behind it (backend_test.go).
+//
+// All tests share one Caddy (admin on localhost:2999, HTTP on :9080); each
+// loads its own config, so none of them runs in parallel.
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	_ "github.com/statusgate/statusgate/caddymodule"
+)
+
+const (
+	httpPort    = 9080
+	gatewayAddr = "localhost:9080"
+)
+
+// Keys. Every string here is a secret: the backend checks that none of them
+// ever reaches it (backend.checkInvariants), and the log test that none ends
+// up in a log file.
+const (
+	keyA   = "kA-7f3c9e1d5b2a4c68e0f1"
+	keyB   = "kB-0d9e8c7b6a5f4e3d2c1b"
+	keyC   = "kC-a1b2c3d4e5f60718293a"
+	keyEnv = "kEnv-5e4d3c2b1a09f8e7d6c5"
+	keyFil = "kFile-19283746556473829100"
+	badKey = "kBad-ffffffffffffffffffff"
+)
+
+var secrets = []string{keyA, keyB, keyC, keyEnv, keyFil, badKey}
+
+// withKey is the header line that sends k.
+func withKey(k string) string { return "X-API-Key: " + k }
+
+// gateway is one Caddy config: statusgate in front of reverse_proxy, on :9080.
+// It is the only config builder of the package.
+type gateway struct {
+	statusgate []string // lines of the statusgate block
+	upstream   string   // reverse_proxy's upstream, host:port
+	transport  []string // lines of reverse_proxy's transport http block
+	global     []string // global options; default: errors only on stderr
+	site       []string // more site directives, such as log
+}
+
+func (g gateway) caddyfile() string {
+	global := g.global
+	if global == nil {
+		global = []string{"log {\n\t\tlevel ERROR\n\t}"}
+	}
+	proxy := ""
+	if len(g.transport) > 0 {
+		proxy = " {\n\t\ttransport http {\n\t\t\t" + strings.Join(g.transport, "\n\t\t\t") + "\n\t\t}\n\t}"
+	}
+	return fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:2999
+	http_port %d
+	https_port 9443
+	auto_https off
+	grace_period 5s
+	%s
+}
+
+:%d {
+	%s
+	statusgate {
+		%s
+	}
+	reverse_proxy %s%s
+}
+`, httpPort, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
+		strings.Join(g.statusgate, "\n\t\t"), g.upstream, proxy)
+}
+
+// start loads the config into the in-process Caddy (caddytest starts it on
+// first use) and waits until it is the running one.
+func (g gateway) start(t *testing.T) *caddytest.Tester {
+	t.Helper()
+	tc := caddytest.NewTester(t)
+	tc.InitServer(g.caddyfile(), "caddyfile")
+	if t.Failed() {
+		t.Fatalf("config not loaded:\n%s", g.caddyfile())
+	}
+	return tc
+}
+
+// startDefault loads `statusgate { key keyA }` in front of be.
+func startDefault(t *testing.T, be *backend, lines ...string) {
+	t.Helper()
+	gateway{upstream: be.addr(), statusgate: append([]string{"key " + keyA}, lines...)}.start(t)
+}
+
+// response is what came back over the wire for one request.
+type response struct {
+	Status   int
+	Header   http.Header
+	Body     []byte
+	Chunked  bool   // sent with Transfer-Encoding: chunked
+	Trailing []byte // bytes after the response on a Connection: close connection
+	Err      error  // the response could not be read in full (a cut connection)
+}
+
+// send is the one request helper. It writes the request by hand on a new TCP
+// connection, so the target reaches Caddy byte for byte as written here (Go's
+// client would normalise some spellings), and reads the response with
+// net/http. headers are "Name: value" lines; Host defaults to the gateway.
+// A transport failure before a status line is reported with t.Errorf (safe
+// from any goroutine); a body that breaks off is only recorded in Err.
+func send(t testing.TB, method, target string, headers ...string) response {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, target, err)
+		return response{Err: err}
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+
+	var req strings.Builder
+	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\n", method, target)
+	if !slices.ContainsFunc(headers, func(h string) bool { return strings.HasPrefix(strings.ToLower(h), "host:") }) {
+		req.WriteString("Host: " + gatewayAddr + "\r\n")
+	}
+	for _, h := range headers {
+		req.WriteString(h + "\r\n")
+	}
+	req.WriteString("Connection: close\r\n\r\n")
+	if _, err := io.WriteString(conn, req.String()); err != nil {
+		t.Errorf("%s %s: %v", method, target, err)
+		return response{Err: err}
+	}
+
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Errorf("%s %s: reading the response: %v", method, target, err)
+		return response{Err: err}
+	}
+	r := response{Status: res.StatusCode, Header: res.Header, Chunked: slices.Contains(res.TransferEncoding, "chunked")}
+	r.Body, r.Err = io.ReadAll(res.Body)
+	if r.Err == nil {
+		r.Trailing, _ = io.ReadAll(br)
+	}
+	return r
+}
+
+// errorMessages are the gateway's messages (INTERFACE.md, "Responses statusgate
+// writes itself").
+var errorMessages = map[int]string{
+	401: "A valid API key is required",
+	404: "Not found",
+	405: "Method not allowed",
+	502: "Bad gateway",
+	504: "Gateway timeout",
+}
+
+var updatedAtRE = regexp.MustCompile(`,"meta":\{"version":"v1","updatedAt":(\d+)\}\}$`)
+
+// wantError asserts the gateway's own error envelope, byte for byte: status,
+// message, the path the client sent (decoded), a current updatedAt, and the
+// backend's JSON headers.
+func wantError(t testing.TB, r response, status int, path string) {
+	t.Helper()
+	if r.Err != nil {
+		t.Errorf("%d %q: body broke off: %v", status, path, r.Err)
+		return
+	}
+	if r.Status != status {
+		t.Errorf("path %q: status %d, want %d; body %s", path, r.Status, status, r.Body)
+		return
+	}
+	m := updatedAtRE.FindSubmatch(r.Body)
+	if m == nil {
+		t.Errorf("path %q: not the gateway's error envelope: %s", path, r.Body)
+		return
+	}
+	if ms, _ := strconv.ParseInt(string(m[1]), 10, 64); time.Since(time.UnixMilli(ms)).Abs() > time.Minute {
+		t.Errorf("path %q: updatedAt %s is not now", path, m[1])
+	}
+	want := fmt.Sprintf(`{"ok":false,"error":{"status":%d,"message":%s,"path":%s},"meta":{"version":"v1","updatedAt":%s}}`,
+		status, jsonString(errorMessages[status]), jsonString(path), m[1])
+	if string(r.Body) != want {
+		t.Errorf("path %q: envelope\n got %s\nwant %s", path, r.Body, want)
+	}
+	wantJSONHeaders(t, r, path)
+	if got := r.Header.Get("Content-Length"); got != strconv.Itoa(len(r.Body)) {
+		t.Errorf("path %q: Content-Length %q for %d bytes", path, got, len(r.Body))
+	}
+}
+
+// wantJSONHeaders asserts the headers of every JSON response (the backend's and
+// the gateway's own).
+func wantJSONHeaders(t testing.TB, r response, what string) {
+	t.Helper()
+	for name, want := range map[string]string{
+		"Content-Type":                "application/json; charset=utf-8",
+		"X-Content-Type-Options":      "nosniff",
+		"Cache-Control":               "no-store",
+		"Access-Control-Allow-Origin": "*",
+	} {
+		if got := r.Header.Values(name); len(got) != 1 || got[0] != want {
+			t.Errorf("%s: %s %q, want %q", what, name, got, want)
+		}
+	}
+}
+
+// notFound is the 404 envelope for target, whose decoded path is what the
+// gateway reports.
+func wantNotFound(t testing.TB, r response, target string) {
+	t.Helper()
+	wantError(t, r, http.StatusNotFound, decodedPath(t, target))
+}
+
+// decodedPath is the path Go's server gives a handler for a request target.
+func decodedPath(t testing.TB, target string) string {
+	t.Helper()
+	u, err := url.ParseRequestURI(target)
+	if err != nil {
+		t.Fatalf("target %q: %v", target, err)
+	}
+	return u.Path
+}
+
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// wantBackendBytes asserts a response that passed the gateway untouched: 200
+// and exactly the bytes the backend sends for target.
+func wantBackendBytes(t testing.TB, r response, target string) {
+	t.Helper()
+	want := backendBody(target)
+	if r.Err != nil || r.Status != http.StatusOK || !bytes.Equal(r.Body, want) {
+		t.Errorf("%s: got %d %q (err %v)\nwant 200 with the backend's bytes %s", target, r.Status, clip(r.Body), r.Err, clip(want))
+	}
+}
+
+// wantFiltered asserts a response that went through the field layer: 200 and
+// the backend's document for target with the member names in fields removed at
+// any depth outside the top-level meta, meta.hiddenFields listing those that
+// were removed in the order of fields, and meta.authenticated false. The
+// comparison is semantic (numbers as written); tests check raw bytes apart.
+func wantFiltered(t testing.TB, r response, target string, fields ...string) {
+	t.Helper()
+	if r.Err != nil || r.Status != http.StatusOK {
+		t.Errorf("%s: got %d %q (err %v), want 200", target, r.Status, clip(r.Body), r.Err)
+		return
+	}
+	want := referenceFilter(t, backendBody(target), fields)
+	got := decodeJSON(t, r.Body)
+	if !reflect.DeepEqual(got, want) {
+		wb, _ := json.Marshal(want)
+		t.Errorf("%s: filtered body\n got %s\nwant %s", target, clip(r.Body), clip(wb))
+	}
+	wantJSONHeaders(t, r, target)
+}
+
+// referenceFilter is the field layer's oracle, written the slow, obvious way:
+// decode, walk, delete.
+func referenceFilter(t testing.TB, body []byte, fields []string) any {
+	t.Helper()
+	doc, ok := decodeJSON(t, body).(map[string]any)
+	if !ok {
+		t.Fatalf("backend document is not an object: %s", clip(body))
+	}
+	removed := map[string]bool{}
+	var strip func(v any) any
+	strip = func(v any) any {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if slices.Contains(fields, k) {
+					removed[k] = true
+					delete(v, k)
+					continue
+				}
+				v[k] = strip(x)
+			}
+		case []any:
+			for i := range v {
+				v[i] = strip(v[i])
+			}
+		}
+		return v
+	}
+	for k, v := range doc {
+		if k == "meta" {
+			continue
+		}
+		if slices.Contains(fields, k) {
+			removed[k] = true
+			delete(doc, k)
+			continue
+		}
+		doc[k] = strip(v)
+	}
+	meta, _ := doc["meta"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		doc["meta"] = meta
+	}
+	delete(meta, "hiddenFields")
+	var hidden []any
+	for _, f := range fields {
+		if removed[f] {
+			hidden = append(hidden, f)
+		}
+	}
+	if hidden != nil {
+		meta["hiddenFields"] = hidden
+	}
+	meta["authenticated"] = false
+	return doc
+}
+
+// decodeJSON decodes one JSON document, numbers as json.Number.
+func decodeJSON(t testing.TB, b []byte) any {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Errorf("not JSON (%v): %s", err, clip(b))
+		return nil
+	}
+	if dec.More() {
+		t.Errorf("trailing data after the JSON document: %s", clip(b))
+	}
+	return v
+}
+
+// memberNames lists every object member name in a JSON document, at any depth,
+// outside the top-level meta, as encoding/json unescapes them.
+func memberNames(t testing.TB, body []byte) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				names[k] = true
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	doc, _ := decodeJSON(t, body).(map[string]any)
+	for k, v := range doc {
+		if k != "meta" {
+			names[k] = true
+			walk(v)
+		}
+	}
+	return names
+}
+
+// meta returns the top-level meta object of a JSON document.
+func meta(t testing.TB, body []byte) map[string]any {
+	t.Helper()
+	doc, _ := decodeJSON(t, body).(map[string]any)
+	m, _ := doc["meta"].(map[string]any)
+	return m
+}
+
+// clip shortens a body for a failure message.
+func clip(b []byte) string {
+	if len(b) > 600 {
+		return string(b[:300]) + fmt.Sprintf(" …(%d bytes)… ", len(b)-600) + string(b[len(b)-300:])
+	}
+	return string(b)
+}
+
+// jsonUnmarshalStrict decodes b into v and refuses members v does not name.
+func jsonUnmarshalStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+)
+
+// The fake backend stands in for the ServerAPI plugin with its own auth off:
+// every body comes from memory (or, for the bulk body, from a generator), so
+// that the backend costs as little as possible and both gateways get the same.
+
+const (
+	playerUUID = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	statusPath = "/api/v1/status"
+	playerPath = "/api/v1/player/" + playerUUID + "?detailed=true"
+	// bulkParam asks the player endpoint for a generated body of that many bytes.
+	bulkParam = "bulk"
+	// updatedAt and cachedAt are fixed, so that every response is the same bytes.
+	fakeMeta = `"meta":{"version":"v1","server":"global","updatedAt":1784300000000,"authenticated":true}`
+)
+
+// protectedNames are the player endpoint's default protected fields that the
+// ServerAPI plugin actually sends (chatplatform is the seed's name for discord).
+var protectedNames = []string{"op", "banned", "discord"}
+
+// statusBody is a /api/v1/status envelope: a few online players, meta.authenticated true.
+func statusBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"ok":true,"data":{"online":[`)
+	for i := range 8 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%08x-ca8f-4826-8b31-11e0f4c449df"`, 0x40094f2f+i)
+	}
+	b.WriteString(`],"minecraft":8,"discord":3412},`)
+	b.WriteString(`"meta":{"version":"v1","server":"global","updatedAt":1784300000000,"cachedAt":1784299995000,"authenticated":true}}`)
+	return []byte(b.String())
+}
+
+// playerHead is the start of a player envelope up to the opening brace of
+// "detailed": the plugin's key order, with op, banned and discord near the top.
+const playerHead = `{"ok":true,"data":{"uuid":"` + playerUUID + `","name":"Alex_MC","nickname":"\u00a7bAlexie",` +
+	`"messagecolor":"#55FF55","nicknamecolor":"#55FFFF","rank":"vip","registry":1700001234567,"offline":null,` +
+	`"playtime":5123400,"afk":false,"balance":1520.75,"addons":false,"pass":false,` +
+	`"discord":"298765432109876543","op":false,"banned":false,` +
+	`"stat":{"deaths":12,"jump":8841,"play_one_minute":1024668,"walk_one_cm":5432100,"damage_dealt":90210,"mob_kills":1337},` +
+	`"detailed":{`
+
+// playerTail closes "detailed", "data" and adds meta.
+const playerTail = `}},` + fakeMeta + `}`
+
+// statCategories are the typed statistics of a detailed player record.
+var statCategories = []string{"mine_block", "use_item", "break_item", "craft_item", "pickup", "drop", "kill_entity", "entity_killed_by"}
+
+var (
+	materialPrefixes = []string{"", "oak_", "spruce_", "birch_", "jungle_", "acacia_", "dark_oak_", "mangrove_", "cherry_", "bamboo_",
+		"crimson_", "warped_", "stone_", "cobblestone_", "mossy_", "deepslate_", "polished_", "cut_", "smooth_", "waxed_", "exposed_",
+		"weathered_", "oxidized_", "red_", "white_", "black_", "light_blue_", "chiseled_", "cracked_", "infested_"}
+	materialBases = []string{"stone", "log", "planks", "slab", "stairs", "fence", "door", "trapdoor", "button", "pressure_plate",
+		"sign", "wall", "bricks", "tiles", "ore", "wool", "carpet", "glass", "glass_pane", "concrete", "terracotta", "leaves",
+		"sapling", "boat", "copper", "pickaxe", "shovel", "sword", "axe", "hoe", "helmet", "boots", "torch", "lantern", "bed",
+		"block", "dust", "ingot", "nugget", "seeds", "dye", "banner", "candle", "chest", "furnace", "hopper", "rail", "powder",
+		"shulker_box", "flower_pot"}
+)
+
+// material is the i-th made-up material name, e.g. "mossy_stairs".
+func material(i int) string {
+	return materialPrefixes[i/len(materialBases)%len(materialPrefixes)] + materialBases[i%len(materialBases)]
+}
+
+// counter is a deterministic pseudo-random stat value for entry i.
+func counter(i int) int { return int(uint32(i)*2654435761>>8) % 200000 }
+
+// playerBody is a detailed /api/v1/player/{uuid} envelope of about size bytes:
+// per-category objects of material counters, like ?detailed=true of a player
+// who has played for a long time.
+func playerBody(size int) []byte {
+	b := make([]byte, 0, size+256)
+	b = append(b, playerHead...)
+	nMaterials := len(materialPrefixes) * len(materialBases)
+	for c, cat := range statCategories {
+		if c > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, cat...)
+		b = append(b, `":{`...)
+		// Each category gets an equal share of what is left of size.
+		share := (size - len(b) - len(playerTail)) / (len(statCategories) - c)
+		end := len(b) + share - 1
+		for i := 0; i < nMaterials && len(b) < end; i++ {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '"')
+			b = append(b, material(i)...)
+			b = append(b, `":`...)
+			b = strconv.AppendInt(b, int64(counter(i+c*nMaterials)), 10)
+		}
+		b = append(b, '}')
+	}
+	return append(b, playerTail...)
+}
+
+// bulkBlockMembers are the protected members planted in every block of the bulk
+// body, so that a leak anywhere in 64 MB would be seen.
+const bulkBlockMembers = `"op":true,"banned":false,"discord":"298765432109876543"`
+
+// writeBulk streams a player envelope of exactly size bytes to w, generated as
+// it goes: "detailed" holds numbered blocks of material counters, each with the
+// protected members inside, and a final padding string makes the size exact.
+// It holds one block in memory, never the body.
+func writeBulk(w io.Writer, size int64) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	// The smallest possible padding member, `"pad":""`; a leading comma is added
+	// when it follows a block.
+	const padMin = len(`"pad":""`) + 1
+	fixed := int64(len(playerHead) + len(playerTail) + padMin)
+	if size < fixed {
+		return fmt.Errorf("bulk size %d is below the minimum %d", size, fixed)
+	}
+	written := int64(len(playerHead))
+	bw.WriteString(playerHead)
+	block := make([]byte, 0, 4096)
+	for n := 0; ; n++ {
+		block = block[:0]
+		if n > 0 {
+			block = append(block, ',')
+		}
+		block = fmt.Appendf(block, `"block_%07d":{`, n)
+		for i := range 120 {
+			block = append(block, '"')
+			block = append(block, material(i+n)...)
+			block = append(block, `":`...)
+			block = strconv.AppendInt(block, int64(counter(i+n)), 10)
+			block = append(block, ',')
+			if i == 60 {
+				block = append(block, `"nested":[{`...)
+				block = append(block, bulkBlockMembers...)
+				block = append(block, `}],`...)
+			}
+		}
+		block = append(block, bulkBlockMembers...)
+		block = append(block, '}')
+		if written+int64(len(block))+int64(len(playerTail)+padMin) > size {
+			break
+		}
+		bw.Write(block)
+		written += int64(len(block))
+	}
+	// Padding: `,"pad":"xxx…"` fills the rest exactly (no comma if no block came first).
+	pad := size - written - int64(len(playerTail))
+	padHead := `,"pad":"`
+	if written == int64(len(playerHead)) {
+		padHead = `"pad":"`
+	}
+	bw.WriteString(padHead)
+	for x := pad - int64(len(padHead)) - 1; x > 0; x-- {
+		bw.WriteByte('x')
+	}
+	bw.WriteString(`"` + playerTail)
+	return bw.Flush()
+}
+
+// backend serves the fake ServerAPI. Each gateway gets its own listener, so that
+// what reaches the backend can be told apart per gateway.
+type backend struct {
+	status, player []byte
+	keySeen        atomic.Int64 // requests that arrived carrying X-API-Key or ?key=
+}
+
+func newBackend(status, player []byte) *backend {
+	return &backend{status: status, player: player}
+}
+
+// serve answers on l until it is closed.
+func (b *backend) serve(l net.Listener) {
+	srv := &http.Server{Handler: b}
+	go srv.Serve(l)
+}
+
+func setBackendHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Access-Control-Allow-Origin", "*")
+}
+
+func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("X-Api-Key") != "" || r.URL.Query().Has("key") {
+		b.keySeen.Add(1)
+	}
+	setBackendHeaders(w.Header())
+	var body []byte
+	switch {
+	case r.URL.Path == statusPath:
+		body = b.status
+	case r.URL.Path == "/api/v1/player/"+playerUUID:
+		if s := r.URL.Query().Get(bulkParam); s != "" {
+			size, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || size <= 0 {
+				http.Error(w, "bad bulk size", http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+			_ = writeBulk(w, size)
+			return
+		}
+		body = b.player
+	default:
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+func mb(kb int64) float64 { return float64(kb) / 1024 }
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+func passMiss(pass bool) string {
+	if pass {
+		return "PASS"
+	}
+	return "MISS"
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return prefix + strings.Join(lines, "\n"+prefix)
+}
+
+// printMarkdown prints the results as Markdown tables for the README.
+func printMarkdown(c config, machine string, results []*result, probes [2]probeResult) {
+	fmt.Println("== Markdown")
+	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved rounds of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
+		command(), machine, c.workers, c.rounds, c.duration)
+	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | bar |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|")
+	for _, r := range results {
+		p, s := summarize(r.plain), summarize(r.sg)
+		bar := "–"
+		if r.bar > 0 {
+			bar = fmt.Sprintf("≥ %.2f %s", r.bar, passMiss(r.ratio >= r.bar))
+		}
+		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.3f | %s / %s | %s / %s | %s |\n",
+			r.sc.num, r.sc.name, size(r.reqs[1].wantLen), p.rps, s.rps, r.ratio, ms(p.p50), ms(p.p99), ms(s.p50), ms(s.p99), bar)
+	}
+	if c.noProbe {
+		return
+	}
+	growth := mb(probes[1].growthKB())
+	fmt.Println()
+	fmt.Printf("| %d MiB anonymous /player body, fresh process | plain | statusgate | bar |\n", c.bulk>>20)
+	fmt.Println("|---|---:|---:|---|")
+	fmt.Printf("| peak RSS growth (VmHWM after − before) | %.1f MB | %.1f MB | ≤ %d MB %s |\n",
+		mb(probes[0].growthKB()), growth, barProbeGrowthMB, passMiss(growth <= barProbeGrowthMB))
+	fmt.Printf("| protected members in the response | %d | %d | 0 |\n", probes[0].scan.leaked(), probes[1].scan.leaked())
+}
+
+// size formats a byte count.
+func size(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
