@@ -1,0 +1,212 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddytest"
+)
+
+// parseTestCaddyfile runs UnmarshalCaddyfile on input the way NewTestDispenser
+// sees it: file name "Testfile", first line 1.
+func parseTestCaddyfile(input string) (*Handler, error) {
+	h := new(Handler)
+	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+	return h, err
+}
+
+// TestCaddyfileOptions checks every subdirective and the JSON it becomes.
+func TestCaddyfileOptions(t *testing.T) {
+	tests := []struct {
+		name, input, want string
+	}{
+		{"bare directive", `statusgate`, `{}`},
+		{"empty block", "statusgate {\n}", `{}`},
+
+		{"auth on", "statusgate {\n\tauth on\n}", `{"auth":{"enabled":true}}`},
+		{"auth off", "statusgate {\n\tauth off\n}", `{"auth":{"enabled":false}}`},
+		{"auth true", "statusgate {\n\tauth true\n}", `{"auth":{"enabled":true}}`},
+		{"auth false", "statusgate {\n\tauth false\n}", `{"auth":{"enabled":false}}`},
+
+		{"key once", "statusgate {\n\tkey s3cret-s3cret-s3cret\n}", `{"auth":{"keys":["s3cret-s3cret-s3cret"]}}`},
+		{"key repeated keeps order", "statusgate {\n\tkey bbb\n\tkey aaa\n\tkey ccc\n}", `{"auth":{"keys":["bbb","aaa","ccc"]}}`},
+		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
+		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
+		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["a b c"]}}`},
+
+		{"allow_query_key bare", "statusgate {\n\tallow_query_key\n}", `{"auth":{"allow_query_key":true}}`},
+		{"allow_query_key on", "statusgate {\n\tallow_query_key on\n}", `{"auth":{"allow_query_key":true}}`},
+		{"allow_query_key true", "statusgate {\n\tallow_query_key true\n}", `{"auth":{"allow_query_key":true}}`},
+		// off is the default and false is omitted from the JSON, so auth is left out.
+		{"allow_query_key off", "statusgate {\n\tallow_query_key off\n}", `{}`},
+		{"allow_query_key false", "statusgate {\n\tallow_query_key false\n}", `{}`},
+
+		{"hide_protected bare", "statusgate {\n\thide_protected\n}", `{"auth":{"hide_protected":true}}`},
+		{"hide_protected on", "statusgate {\n\thide_protected on\n}", `{"auth":{"hide_protected":true}}`},
+		{"hide_protected off", "statusgate {\n\thide_protected off\n}", `{"auth":{"hide_protected":false}}`},
+		{"hide_protected false", "statusgate {\n\thide_protected false\n}", `{"auth":{"hide_protected":false}}`},
+
+		{"require_key on", "statusgate {\n\trequire_key status on\n}", `{"auth":{"require_key":{"status":true}}}`},
+		{"require_key off", "statusgate {\n\trequire_key server off\n}", `{"auth":{"require_key":{"server":false}}}`},
+		{"require_key true/false", "statusgate {\n\trequire_key bans false\n\trequire_key player true\n}", `{"auth":{"require_key":{"bans":false,"player":true}}}`},
+		{"require_key custom", "statusgate {\n\trequire_key custom/votes off\n}", `{"auth":{"require_key":{"custom/votes":false}}}`},
+
+		{"protected_fields with fields", "statusgate {\n\tprotected_fields player op uuid\n}", `{"auth":{"protected_fields":{"player":["op","uuid"]}}}`},
+		{"protected_fields none is an empty list", "statusgate {\n\tprotected_fields player\n}", `{"auth":{"protected_fields":{"player":[]}}}`},
+		{"protected_fields duplicates collapse", "statusgate {\n\tprotected_fields server ip motd ip port motd\n}", `{"auth":{"protected_fields":{"server":["ip","motd","port"]}}}`},
+		{"protected_fields several endpoints", "statusgate {\n\tprotected_fields worlds\n\tprotected_fields status online\n\tprotected_fields custom/shop price\n}", `{"auth":{"protected_fields":{"custom/shop":["price"],"status":["online"],"worlds":[]}}}`},
+
+		{"enable several", "statusgate {\n\tenable whitelist network custom/votes\n}", `{"endpoints":{"custom/votes":true,"network":true,"whitelist":true}}`},
+		{"disable several", "statusgate {\n\tdisable bans operators\n}", `{"endpoints":{"bans":false,"operators":false}}`},
+		{"enable and disable lines", "statusgate {\n\tenable whitelist\n\tdisable bans\n\tenable network\n\tdisable custom/old\n}", `{"endpoints":{"bans":false,"custom/old":false,"network":true,"whitelist":true}}`},
+		{"custom names", "statusgate {\n\tenable custom/a custom/Votes_2 custom/shop-list custom/0\n}", `{"endpoints":{"custom/0":true,"custom/Votes_2":true,"custom/a":true,"custom/shop-list":true}}`},
+
+		{"every option", `statusgate {
+	auth on
+	key {env.SG_KEY}
+	key literal-key-0123456789
+	allow_query_key
+	hide_protected off
+	require_key status on
+	require_key custom/votes off
+	protected_fields player op banned
+	protected_fields server
+	enable whitelist custom/votes
+	disable bans
+}`, `{"auth":{"enabled":true,"keys":["{env.SG_KEY}","literal-key-0123456789"],"allow_query_key":true,"hide_protected":false,` +
+			`"require_key":{"custom/votes":false,"status":true},"protected_fields":{"player":["op","banned"],"server":[]}},` +
+			`"endpoints":{"bans":false,"custom/votes":true,"whitelist":true}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := parseTestCaddyfile(tc.input)
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			got, err := json.Marshal(h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("JSON:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCaddyfileErrors checks that every mistake is refused with a message that
+// names the offending word and carries the file and line.
+func TestCaddyfileErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		input string
+		words []string // each must appear in the message
+		line  int
+	}{
+		{"unknown subdirective", "statusgate {\n\tauth on\n\tkeys abc\n}", []string{"unrecognized subdirective 'keys'"}, 3},
+		{"unknown subdirective without args", "statusgate {\n\tbogus\n}", []string{"unrecognized subdirective 'bogus'"}, 2},
+
+		{"unknown endpoint in require_key", "statusgate {\n\trequire_key stats on\n}", []string{"require_key", "unknown endpoint 'stats'"}, 2},
+		{"unknown endpoint in protected_fields", "statusgate {\n\n\tprotected_fields players op\n}", []string{"protected_fields", "unknown endpoint 'players'"}, 3},
+		{"unknown endpoint in enable", "statusgate {\n\tenable whitelist Network\n}", []string{"enable", "unknown endpoint 'Network'"}, 2},
+		{"unknown endpoint in disable", "statusgate {\n\tdisable bans\n\tdisable index/\n}", []string{"disable", "unknown endpoint 'index/'"}, 3},
+		{"endpoint index written with its path", "statusgate {\n\tenable api/v1/status\n}", []string{"unknown endpoint 'api/v1/status'"}, 2},
+
+		{"custom without name", "statusgate {\n\tenable custom/\n}", []string{"enable", "unknown endpoint 'custom/'"}, 2},
+		{"custom with two segments", "statusgate {\n\tenable custom/a/b\n}", []string{"unknown endpoint 'custom/a/b'"}, 2},
+		{"custom with a dot", "statusgate {\n\tenable custom/a.b\n}", []string{"unknown endpoint 'custom/a.b'"}, 2},
+		{"custom bad name in require_key", "statusgate {\n\trequire_key custom/a/b off\n}", []string{"require_key", "unknown endpoint 'custom/a/b'"}, 2},
+		{"custom bad name in protected_fields", "statusgate {\n\tprotected_fields custom/a.b x\n}", []string{"protected_fields", "unknown endpoint 'custom/a.b'"}, 2},
+		{"custom bad name in disable", "statusgate {\n\tdisable custom/\n}", []string{"disable", "unknown endpoint 'custom/'"}, 2},
+
+		{"bad boolean auth", "statusgate {\n\tauth yes\n}", []string{"auth: 'yes' is not on, off, true or false"}, 2},
+		{"bad boolean allow_query_key", "statusgate {\n\tallow_query_key 1\n}", []string{"allow_query_key: '1' is not on, off, true or false"}, 2},
+		{"bad boolean hide_protected", "statusgate {\n\thide_protected ON\n}", []string{"hide_protected: 'ON' is not on, off, true or false"}, 2},
+		// DECISIONS.md: "<opt>: '<word>' is not on, off, true or false"; the option is require_key.
+		{"bad boolean require_key", "statusgate {\n\trequire_key status maybe\n}", []string{"require_key", "'maybe' is not on, off, true or false"}, 2},
+
+		{"missing value auth", "statusgate {\n\tauth\n}", []string{"wrong argument count", "'auth'"}, 2},
+		{"missing value key", "statusgate {\n\tkey\n}", []string{"wrong argument count", "'key'"}, 2},
+		{"missing endpoint require_key", "statusgate {\n\trequire_key\n}", []string{"wrong argument count", "'require_key'"}, 2},
+		{"missing value require_key", "statusgate {\n\trequire_key status\n}", []string{"wrong argument count", "'status'"}, 2},
+		{"missing endpoint protected_fields", "statusgate {\n\tprotected_fields\n}", []string{"wrong argument count", "'protected_fields'"}, 2},
+		{"missing endpoint enable", "statusgate {\n\tenable\n}", []string{"wrong argument count", "'enable'"}, 2},
+		{"missing endpoint disable", "statusgate {\n\tdisable\n}", []string{"wrong argument count", "'disable'"}, 2},
+
+		{"extra args auth", "statusgate {\n\tauth on off\n}", []string{"wrong argument count", "'off'"}, 2},
+		{"extra args key", "statusgate {\n\tkey one two\n}", []string{"wrong argument count", "'two'"}, 2},
+		{"extra args allow_query_key", "statusgate {\n\tallow_query_key on please\n}", []string{"wrong argument count", "'please'"}, 2},
+		{"extra args hide_protected", "statusgate {\n\thide_protected off now\n}", []string{"wrong argument count", "'now'"}, 2},
+		{"extra args require_key", "statusgate {\n\trequire_key status on player\n}", []string{"wrong argument count", "'player'"}, 2},
+
+		{"args after the directive name", "statusgate on {\n\tauth off\n}", []string{"wrong argument count", "'on'"}, 1},
+		{"args after the bare directive name", "statusgate auth off", []string{"wrong argument count", "'auth'"}, 1},
+
+		{"auth twice", "statusgate {\n\tauth on\n\tauth on\n}", []string{"'auth' given twice"}, 3},
+		{"allow_query_key twice", "statusgate {\n\tallow_query_key\n\tallow_query_key off\n}", []string{"'allow_query_key' given twice"}, 3},
+		{"hide_protected twice", "statusgate {\n\thide_protected off\n\tkey k\n\thide_protected\n}", []string{"'hide_protected' given twice"}, 4},
+		{"require_key twice for one endpoint", "statusgate {\n\trequire_key status on\n\trequire_key status off\n}", []string{"'require_key status' given twice"}, 3},
+		{"protected_fields twice for one endpoint", "statusgate {\n\tprotected_fields player op\n\tprotected_fields player banned\n}", []string{"'protected_fields player' given twice"}, 3},
+		{"enable twice", "statusgate {\n\tenable whitelist\n\tenable network whitelist\n}", []string{"whitelist' given twice"}, 3},
+		{"enable twice on one line", "statusgate {\n\tenable custom/x custom/x\n}", []string{"custom/x' given twice"}, 2},
+		{"enable and disable one endpoint", "statusgate {\n\tenable bans\n\tdisable operators bans\n}", []string{"bans' given twice"}, 3},
+		{"disable and enable one endpoint", "statusgate {\n\tdisable network\n\tenable network\n}", []string{"network' given twice"}, 3},
+
+		{"empty literal key", "statusgate {\n\tkey \"\"\n}", []string{"key", "empty key"}, 2},
+		{"blank literal key", "statusgate {\n\tkey \" \t \"\n}", []string{"key", "empty key"}, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseTestCaddyfile(tc.input)
+			wantErrorWords(t, err, tc.words...)
+			if at := fmt.Sprintf(", at Testfile:%d", tc.line); !strings.HasSuffix(err.Error(), at) {
+				t.Errorf("error %q does not end with %q", err, at)
+			}
+		})
+	}
+}
+
+// TestAdaptCaddyfiles runs the testdata/adapt/*.caddyfiletest files the way
+// Caddy's own caddytest/integration/caddyfile_adapt_test.go does: a Caddyfile,
+// a line of dashes, then either the exact JSON the adapter must produce
+// (indented with tabs) or lines of text that the adapter's error must each
+// contain.
+func TestAdaptCaddyfiles(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "adapt", "*.caddyfiletest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatal("no testdata/adapt/*.caddyfiletest files")
+	}
+	newlines := regexp.MustCompile(`\r?\n`)
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parts := strings.Split(newlines.ReplaceAllString(string(data), "\n"), "----------")
+			if len(parts) != 2 {
+				t.Fatalf("want one ---------- separator, found %d", len(parts)-1)
+			}
+			input, expected := strings.TrimSpace(parts[0])+"\n", strings.TrimSpace(parts[1])
+
+			if strings.HasPrefix(expected, "{") {
+				if !caddytest.CompareAdapt(t, file, input, "caddyfile", expected) {
+					t.Errorf("adapting %s did not give the expected JSON (diff on stdout)", file)
+				}
+				return
+			}
+			_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+		})
+	}
+}
