@@ -127,6 +127,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			fields := []string{} // no fields: hide nothing, not "use the default"
 			for d.NextArg() {
+				if d.Val() == "" {
+					return d.Errf("protected_fields: empty field name")
+				}
 				if !slices.Contains(fields, d.Val()) {
 					fields = append(fields, d.Val())
 				}

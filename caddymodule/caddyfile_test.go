@@ -161,6 +161,7 @@ func TestCaddyfileErrors(t *testing.T) {
 
 		{"empty literal key", "statusgate {\n\tkey \"\"\n}", []string{"key", "empty key"}, 2},
 		{"blank literal key", "statusgate {\n\tkey \" \t \"\n}", []string{"key", "empty key"}, 2},
+		{"empty field name", "statusgate {\n\tprotected_fields player op \"\"\n}", []string{"protected_fields", "empty field name"}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
