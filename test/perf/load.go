@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,6 +20,7 @@ type target struct {
 	name   string
 	base   string // http://127.0.0.1:port
 	client *http.Client
+	pid    int // the Caddy process, for its CPU time; 0 if unknown
 }
 
 func newTarget(name, base string, workers int) *target {
@@ -66,11 +71,22 @@ type roundResult struct {
 	requests  int
 	elapsed   time.Duration
 	latencies []time.Duration // of every counted request
+	late      int             // requests that completed after the round's end
+	cpu       time.Duration   // CPU time of the target process during the round
 	failures  int             // wrong status or length, transport errors
 	firstFail string
 }
 
 func (r roundResult) rps() float64 { return float64(r.requests) / r.elapsed.Seconds() }
+
+// cpuPerRequest is the target process's CPU time per request served, counting
+// the requests still in flight at the round's end, whose CPU time is in cpu.
+func (r roundResult) cpuPerRequest() time.Duration {
+	if r.cpu == 0 || r.requests+r.late == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.requests+r.late)
+}
 
 // runRound drives t with workers concurrent keep-alive clients for d. Only
 // requests that complete within d count. Every response must be 200 with the
@@ -78,6 +94,7 @@ func (r roundResult) rps() float64 { return float64(r.requests) / r.elapsed.Seco
 func runRound(t *target, rq request, workers int, d time.Duration) roundResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cpu0 := processCPU(t.pid)
 	start := time.Now()
 	deadline := start.Add(d)
 	results := make([]roundResult, workers)
@@ -99,6 +116,7 @@ func runRound(t *target, rq request, workers int, d time.Duration) roundResult {
 				status, n, err := t.do(req)
 				t1 := time.Now()
 				if t1.After(deadline) {
+					res.late++
 					return
 				}
 				switch {
@@ -117,8 +135,12 @@ func runRound(t *target, rq request, workers int, d time.Duration) roundResult {
 	}
 	wg.Wait()
 	total := roundResult{elapsed: d}
+	if cpu1 := processCPU(t.pid); cpu0 > 0 && cpu1 > cpu0 {
+		total.cpu = cpu1 - cpu0
+	}
 	for _, r := range results {
 		total.requests += r.requests
+		total.late += r.late
 		total.latencies = append(total.latencies, r.latencies...)
 		total.failures += r.failures
 		if total.firstFail == "" {
@@ -145,4 +167,35 @@ func (t *target) do(req *http.Request) (int, int64, error) {
 	n, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, n, err
+}
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100
+// on every Linux architecture Go supports).
+const clockTick = 10 * time.Millisecond
+
+// processCPU is the user plus system CPU time of a process and all its
+// threads so far, from /proc/<pid>/stat; 0 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name may hold spaces; the fields after it start with state (field 3).
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * clockTick
 }

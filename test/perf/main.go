@@ -229,6 +229,7 @@ func run(c config) int {
 	}
 	cleanup = append(cleanup, sgGW.stop)
 	targets := [2]*target{newTarget("plain", plainGW.base(), c.workers), newTarget("statusgate", sgGW.base(), c.workers)}
+	targets[0].pid, targets[1].pid = plainGW.cmd.Process.Pid, sgGW.cmd.Process.Pid
 
 	var results []*result
 	for _, sc := range scenarios {
@@ -342,13 +343,13 @@ func runScenario(ctx context.Context, c config, sc scenario, targets [2]*target)
 		}
 		res.plain = append(res.plain, got[0])
 		res.sg = append(res.sg, got[1])
-		fmt.Printf("  round %d: plain %8.0f req/s  statusgate %8.0f req/s  ratio %.3f\n",
-			round+1, got[0].rps(), got[1].rps(), got[1].rps()/max(got[0].rps(), 1e-9))
+		fmt.Printf("  round %d: plain %7.0f req/s %6s CPU/req   statusgate %7.0f req/s %6s CPU/req   ratio %.3f\n",
+			round+1, got[0].rps(), us(got[0].cpuPerRequest()), got[1].rps(), us(got[1].cpuPerRequest()), got[1].rps()/max(got[0].rps(), 1e-9))
 	}
 	res.ratio = median(pairRatios(rpsOf(res.plain), rpsOf(res.sg)))
 	p, s := summarize(res.plain), summarize(res.sg)
-	fmt.Printf("  median: plain %.0f req/s (p50 %s, p99 %s)  statusgate %.0f req/s (p50 %s, p99 %s)  ratio %.3f\n\n",
-		p.rps, ms(p.p50), ms(p.p99), s.rps, ms(s.p50), ms(s.p99), res.ratio)
+	fmt.Printf("  median: plain %.0f req/s (p50 %s, p99 %s, Caddy CPU %s/req)  statusgate %.0f req/s (p50 %s, p99 %s, Caddy CPU %s/req)  ratio %.3f\n\n",
+		p.rps, ms(p.p50), ms(p.p99), us(p.cpu), s.rps, ms(s.p50), ms(s.p99), us(s.cpu), res.ratio)
 	return res, bad
 }
 
@@ -383,17 +384,20 @@ func profileScenario(c config, r *result, t *target, g *gateway) string {
 
 // summary is a gateway's figures over a scenario's rounds.
 type summary struct {
-	rps      float64 // median over the rounds
-	p50, p99 time.Duration
+	rps      float64       // median over the rounds
+	p50, p99 time.Duration // over every request of every round
+	cpu      time.Duration // median over the rounds of the Caddy process's CPU time per request
 }
 
 func summarize(rounds []roundResult) summary {
 	var all []time.Duration
-	for _, r := range rounds {
+	cpu := make([]float64, len(rounds))
+	for i, r := range rounds {
 		all = append(all, r.latencies...)
+		cpu[i] = float64(r.cpuPerRequest())
 	}
 	slices.Sort(all)
-	return summary{rps: median(rpsOf(rounds)), p50: percentile(all, 50), p99: percentile(all, 99)}
+	return summary{rps: median(rpsOf(rounds)), p50: percentile(all, 50), p99: percentile(all, 99), cpu: time.Duration(median(cpu))}
 }
 
 func rpsOf(rounds []roundResult) []float64 {

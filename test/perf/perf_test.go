@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,24 @@ func TestCaddyfile(t *testing.T) {
 	}
 	if len(apiKey) != 32 {
 		t.Errorf("apiKey is %d characters", len(apiKey))
+	}
+}
+
+func TestProcessCPU(t *testing.T) {
+	// Busy-loop until this process's CPU time moves on by two ticks.
+	before := processCPU(os.Getpid())
+	after := before
+	for end := time.Now().Add(5 * time.Second); after < before+2*clockTick && time.Now().Before(end); {
+		after = processCPU(os.Getpid())
+	}
+	if before <= 0 || after < before+2*clockTick {
+		t.Errorf("processCPU: %v, then %v after a busy loop", before, after)
+	}
+	if processCPU(0) != 0 {
+		t.Error("processCPU(0) != 0")
+	}
+	r := roundResult{requests: 90, late: 10, cpu: time.Second}
+	if got := r.cpuPerRequest(); got != 10*time.Millisecond {
+		t.Errorf("cpuPerRequest = %v", got)
 	}
 }

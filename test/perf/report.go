@@ -10,6 +10,8 @@ func mb(kb int64) float64 { return float64(kb) / 1024 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
 
+func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }
+
 func passMiss(pass bool) string {
 	if pass {
 		return "PASS"
@@ -27,16 +29,16 @@ func printMarkdown(c config, machine string, results []*result, probes [2]probeR
 	fmt.Println("== Markdown")
 	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved rounds of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
 		command(), machine, c.workers, c.rounds, c.duration)
-	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | bar |")
-	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|")
+	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | Caddy CPU/req plain / statusgate | bar |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|---|")
 	for _, r := range results {
 		p, s := summarize(r.plain), summarize(r.sg)
 		bar := "–"
 		if r.bar > 0 {
 			bar = fmt.Sprintf("≥ %.2f %s", r.bar, passMiss(r.ratio >= r.bar))
 		}
-		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.3f | %s / %s | %s / %s | %s |\n",
-			r.sc.num, r.sc.name, size(r.reqs[1].wantLen), p.rps, s.rps, r.ratio, ms(p.p50), ms(p.p99), ms(s.p50), ms(s.p99), bar)
+		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.3f | %s / %s | %s / %s | %s / %s | %s |\n",
+			r.sc.num, r.sc.name, size(r.reqs[1].wantLen), p.rps, s.rps, r.ratio, ms(p.p50), ms(p.p99), ms(s.p50), ms(s.p99), us(p.cpu), us(s.cpu), bar)
 	}
 	if c.noProbe {
 		return
