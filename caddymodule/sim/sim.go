@@ -1,0 +1,338 @@
+// Package sim is a demo backend for statusgate: a Caddy HTTP handler that
+// answers like the ServerAPI Paper plugin running with its own auth off
+// (see BACKEND-CONTRACT.md), with a simulated Minecraft server behind it.
+//
+// It exists so that the gateway can be tried, demonstrated and tested
+// end to end in one Caddy process, with no Minecraft server at hand. It is
+// compiled into cmd/caddy but is not part of the production module.
+//
+// What it reproduces, because a gateway must cope with it: every endpoint
+// and its data shape and key order, the {ok,data,meta} and error envelopes,
+// Java's way of writing doubles (20.0) and 64-bit world seeds beyond 2^53,
+// GET-only methods (HEAD 405 without a body), the inconsistent error
+// statuses (404 for a bad player UUID, 400 on placeholders), the JDK's own
+// text/html 404 and 400 pages, and the raw history and heartbeat fragments.
+// What it simplifies: stations are matched on exact path segments rather
+// than the JDK's plain string prefixes (a suffix after a station that
+// ignores its remainder is still served, as in the plugin), and the
+// rate limiter, the plugin's own auth layer, the HTML pages and the
+// "initializing" payload are left out (auth is off; the pages are off by
+// default in the plugin too).
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	caddy.RegisterModule(Sim{})
+}
+
+// frozenAt is the instant a frozen sim stands still at: 2026-07-17T14:53:20Z,
+// the time of the examples in BACKEND-CONTRACT.md.
+const frozenAt int64 = 1784300000000
+
+// Sim is the http.handlers.statusgate_sim module. It is a terminal handler:
+// it answers every request itself and never calls the next handler.
+//
+// The simulated server is the same for every request: a roster of players
+// (eight named ones with fixed UUIDs, plus generated ones), three worlds,
+// a plugin list, punishments and a custom station "votes". What moves
+// (who is online, TPS, memory, counters, world time, entity counts) is a
+// pure function of the seed and the clock, so two instances with the same
+// seed agree with each other at the same instant.
+type Sim struct {
+	// Seed of the simulated server. The same seed gives the same players'
+	// stats, online pattern, entity counts and so on. Default: a random
+	// seed, chosen at provision and logged, so that a restart shows a
+	// different server.
+	Seed *int64 `json:"seed,omitempty"`
+
+	// Frozen stops the simulated clock at 2026-07-17T14:53:20Z (epoch ms
+	// 1784300000000), so that every response, timestamps included, is
+	// byte-for-byte repeatable. Default: true when Seed is set, false
+	// otherwise. Set it to false with a seed for live data that is
+	// still reproducible at a given instant.
+	Frozen *bool `json:"frozen,omitempty"`
+
+	// ServerID is the plugin's network.server-id, reported as meta.server
+	// and as this server's name in /network. Blank or "global" in any
+	// case becomes "global", as in the plugin. Default: "global".
+	ServerID string `json:"server_id,omitempty"`
+
+	w      *world
+	clock  func() int64 // epoch ms; replaced in tests
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Sim) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.statusgate_sim",
+		New: func() caddy.Module { return new(Sim) },
+	}
+}
+
+// Provision draws the simulated server from the seed. The big per-player
+// detailed statistics are built on first use, not here, because Provision
+// also runs for `caddy validate` and `caddy adapt --validate`.
+func (s *Sim) Provision(ctx caddy.Context) error {
+	s.logger = ctx.Logger()
+	seed := rand.Int64()
+	if s.Seed != nil {
+		seed = *s.Seed
+	}
+	frozen := s.Seed != nil
+	if s.Frozen != nil {
+		frozen = *s.Frozen
+	}
+	if frozen {
+		s.clock = func() int64 { return frozenAt }
+	} else {
+		s.clock = func() int64 { return time.Now().UnixMilli() }
+	}
+	s.ServerID = strings.TrimSpace(s.ServerID)
+	if s.ServerID == "" || strings.EqualFold(s.ServerID, "global") {
+		s.ServerID = "global"
+	}
+	s.w = newWorld(seed, s.clock(), s.ServerID)
+	s.logger.Info("simulated ServerAPI backend ready",
+		zap.Int64("seed", seed),
+		zap.Bool("frozen", frozen),
+		zap.String("server_id", s.ServerID),
+		zap.Int("players", len(s.w.players)))
+	return nil
+}
+
+// Validate checks the provisioned configuration.
+func (s *Sim) Validate() error {
+	if strings.ContainsFunc(s.ServerID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return fmt.Errorf("server_id must not contain control characters")
+	}
+	return nil
+}
+
+// ServeHTTP answers like ServerAPI's ApiHandler: method check first, then
+// the station. The error envelope is written by hand, not returned as a
+// caddyhttp.Error, because the point of the sim is to send the plugin's own
+// bodies and headers to the gateway.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	// The JDK parses the request URI before any handler runs and answers a
+	// malformed escape with its own page. Go's server already does that for
+	// the path; the query is left to us.
+	if !validEscapes(r.URL.RawQuery) {
+		writeJDKPage(w, http.StatusBadRequest, "<h1>400 Bad Request</h1>URISyntaxException thrown")
+		return nil
+	}
+	path := r.URL.Path
+	if path != basePath && !strings.HasPrefix(path, basePath+"/") {
+		// No context: the JDK's own page, without JSON or CORS.
+		writeJDKPage(w, http.StatusNotFound, "<h1>404 Not Found</h1>No context found for request")
+		return nil
+	}
+	now := s.clock()
+	if !strings.EqualFold(r.Method, http.MethodGet) {
+		if r.Method == http.MethodHead {
+			// The JDK drops the body of a HEAD reply and sends no length.
+			setJSONHeaders(w.Header())
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return nil
+		}
+		s.writeError(w, now, path, errMethod)
+		return nil
+	}
+
+	st, rest := s.route(path)
+	if st == nil {
+		s.writeError(w, now, path, notFound(path))
+		return nil
+	}
+	c := &call{
+		now:      now,
+		at:       now,
+		path:     path,
+		rest:     rest,
+		rawQuery: r.URL.RawQuery,
+	}
+	// URI.getQuery() decodes the whole query before the flags are looked
+	// for, so %3D and %26 count; '+' stays a '+'.
+	c.query, _ = url.PathUnescape(r.URL.RawQuery)
+	var cachedAt *int64
+	if st.snapshot > 0 {
+		c.at = now - now%st.snapshot.Milliseconds()
+		cachedAt = &c.at
+	}
+	data, apiErr := st.build(s.w, c)
+	if apiErr != nil {
+		s.writeError(w, now, path, apiErr)
+		return nil
+	}
+
+	b := make([]byte, 0, 4096)
+	b = append(b, `{"ok":true,"data":`...)
+	b = appendJSON(b, data)
+	b = s.appendMeta(b, now)
+	if cachedAt != nil {
+		b = append(b, `,"cachedAt":`...)
+		b = strconv.AppendInt(b, *cachedAt, 10)
+	}
+	// Auth is off, so the plugin reports every caller as authenticated.
+	b = append(b, `,"authenticated":true}}`...)
+	writeJSON(w, http.StatusOK, b)
+	return nil
+}
+
+// UnmarshalCaddyfile is in caddyfile.go.
+
+const basePath = "/api"
+
+// route finds the station for a decoded path under the base: "/api/v1/x"
+// and the alias "/api/x" alike. It returns the remainder after the
+// station, slashes stripped at both ends as the plugin's remainderOf does,
+// and a nil station for a path that names none (including "//" and other
+// empty segments, which miss every context in the plugin too).
+func (s *Sim) route(path string) (*station, string) {
+	p := strings.TrimPrefix(path, basePath)
+	if p == "/v1" || strings.HasPrefix(p, "/v1/") {
+		p = p[len("/v1"):]
+	}
+	p = strings.TrimPrefix(p, "/")
+	if strings.Trim(p, "/") == "" {
+		return s.w.index, ""
+	}
+	name, rest, _ := strings.Cut(p, "/")
+	if name == "custom" {
+		var custom string
+		custom, rest, _ = strings.Cut(rest, "/")
+		name += "/" + custom
+	}
+	st := s.w.stationByName[name]
+	if st == nil {
+		return nil, ""
+	}
+	return st, strings.Trim(rest, "/")
+}
+
+// appendMeta writes `,"meta":{` and the members every envelope shares, in
+// the plugin's order; the caller closes the object.
+func (s *Sim) appendMeta(b []byte, now int64) []byte {
+	b = append(b, `,"meta":{"version":"v1","server":`...)
+	b = appendString(b, s.ServerID)
+	b = append(b, `,"updatedAt":`...)
+	return strconv.AppendInt(b, now, 10)
+}
+
+// writeError writes the plugin's error envelope; its meta never carries
+// authenticated, cachedAt or hiddenFields.
+func (s *Sim) writeError(w http.ResponseWriter, now int64, path string, e *apiError) {
+	b := make([]byte, 0, 256)
+	b = append(b, `{"ok":false,"error":{"status":`...)
+	b = strconv.AppendInt(b, int64(e.status), 10)
+	b = append(b, `,"message":`...)
+	b = appendString(b, e.msg)
+	b = append(b, `,"path":`...)
+	b = appendString(b, path)
+	b = append(b, '}')
+	b = s.appendMeta(b, now)
+	b = append(b, "}}"...)
+	writeJSON(w, e.status, b)
+}
+
+func setJSONHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Access-Control-Allow-Origin", "*")
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	setJSONHeaders(h)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// writeJDKPage imitates com.sun.net.httpserver's own error pages: HTML, no
+// CORS header, connection closed.
+func writeJDKPage(w http.ResponseWriter, status int, body string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html")
+	h.Set("Connection", "close")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
+
+// validEscapes reports whether every '%' in s starts a two-digit hex escape,
+// which is what java.net.URI demands of a query.
+func validEscapes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// call is what a station's builder gets to know about one request.
+type call struct {
+	now      int64  // epoch ms of this response (meta.updatedAt)
+	at       int64  // the snapshot instant on snapshot stations, else now
+	path     string // decoded request path
+	rest     string // remainder after the station, slashes stripped
+	query    string // decoded query, as URI.getQuery() gives it
+	rawQuery string
+}
+
+// flag reports whether the decoded query has an element exactly equal to
+// want, which is how the plugin reads history=true, detailed=true and
+// view=html: case-sensitive, anywhere, even next to a contradicting value.
+func (c *call) flag(want string) bool {
+	for _, el := range strings.Split(c.query, "&") {
+		if el == want {
+			return true
+		}
+	}
+	return false
+}
+
+// apiError is an error the plugin turns into its error envelope.
+type apiError struct {
+	status int
+	msg    string
+}
+
+var errMethod = &apiError{http.StatusMethodNotAllowed, "Method Not Allowed"}
+
+func notFound(path string) *apiError {
+	return &apiError{http.StatusNotFound, "No such endpoint: " + path}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Sim)(nil)
+	_ caddy.Validator             = (*Sim)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Sim)(nil)
+	_ caddyfile.Unmarshaler       = (*Sim)(nil)
+)
