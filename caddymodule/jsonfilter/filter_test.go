@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -488,6 +489,14 @@ type countWriter struct {
 	writes int
 }
 
+// discardCounter counts what it throws away.
+type discardCounter struct{ n int64 }
+
+func (d *discardCounter) Write(p []byte) (int, error) {
+	d.n += int64(len(p))
+	return len(p), nil
+}
+
 func (w *countWriter) Write(p []byte) (int, error) {
 	w.writes++
 	return w.Buffer.Write(p)
@@ -514,5 +523,85 @@ func TestResetNoAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocs per document", allocs)
+	}
+}
+
+// repeatReader yields head, then unit repeated count times with commas
+// between, then tail, without allocating: a large body that the test does
+// not hold in memory.
+type repeatReader struct {
+	parts [][]byte
+	left  int // units still to send
+	cur   []byte
+	stage int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		switch {
+		case r.stage == 0:
+			r.cur, r.stage = r.parts[0], 1
+		case r.stage == 1 && r.left > 0:
+			r.cur = r.parts[1]
+			if r.left == 1 {
+				r.cur = r.cur[:len(r.cur)-1] // no comma after the last unit
+			}
+			r.left--
+		case r.stage == 1:
+			r.cur, r.stage = r.parts[2], 2
+		default:
+			return 0, io.EOF
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// TestStreamMemory streams a 64 MB body in 32 KB chunks and checks that the
+// filter allocates (almost) nothing while doing it.
+func TestStreamMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 64 MB")
+	}
+	unit := playerRecord(false)
+	unit = append(unit[len(`{"ok":true,"data":`):bytes.Index(unit, []byte(`,"meta":`))], ',')
+	const size = 64 << 20
+	r := &repeatReader{
+		parts: [][]byte{[]byte(`{"ok":true,"meta":{"version":"v1"},"data":{"players":[`), unit, []byte(`]}}`)},
+		left:  size/len(unit) + 1,
+	}
+	buf := make([]byte, 32<<10)
+	var out discardCounter
+	f := New(io.Discard, opNames, Options{})
+	f.Write([]byte(`{}`)) // warm up: let the buffers reach their working size
+	f.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f.Reset(&out, opNames, Options{})
+	total := 0
+	for {
+		n, err := io.ReadFull(r, buf)
+		total += n
+		if _, werr := f.Write(buf[:n]); werr != nil {
+			t.Fatal(werr)
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	inuse := int64(after.HeapInuse) - int64(before.HeapInuse)
+	t.Logf("%d MB streamed: %d bytes allocated, heap in use %+d bytes, %d bytes out", total>>20, alloc, inuse, out.n)
+	if total < size || alloc > 1<<20 || inuse > 1<<20 {
+		t.Fatalf("%d bytes: allocated %d, heap in use %+d", total, alloc, inuse)
+	}
+	if !slices.Equal(f.Hidden(), []string{"op", "banned", "discord"}) {
+		t.Fatalf("hidden %q", f.Hidden())
 	}
 }

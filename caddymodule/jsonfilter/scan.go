@@ -9,12 +9,12 @@ import (
 // Byte classes. Tables rather than comparisons keep the hot loops (string
 // bodies, whitespace) to one load and one branch per byte.
 var (
-	strSpecial [256]bool  // ends a run of plain string bytes: '"', '\\', controls
-	isSpace    [256]bool  // JSON whitespace
-	hexVal     [256]int8  // value of a hex digit, -1 otherwise
-	unescape   [256]byte  // byte a one-letter escape stands for, 0 if invalid
-	valueStart [256]bool  // can start a JSON value: tells "not an object" from garbage
-	metaKey    = "meta"   // the top-level member that is held back
+	strSpecial [256]bool // ends a run of plain string bytes: '"', '\\', controls
+	isSpace    [256]bool // JSON whitespace
+	hexVal     [256]int8 // value of a hex digit, -1 otherwise
+	unescape   [256]byte // byte a one-letter escape stands for, 0 if invalid
+	valueStart [256]bool // can start a JSON value: tells "not an object" from garbage
+	metaKey    = "meta"  // the top-level member that is held back
 	dropKeys   = [2]string{"hiddenFields", "authenticated"}
 	metaKeyMax = len("authenticated") // longest of dropKeys
 )
