@@ -248,33 +248,45 @@ func jsonString(s string) string {
 }
 
 // wantBackendBytes asserts a response that passed the gateway untouched: 200
-// and exactly the bytes the backend sends for target.
+// and exactly the bytes the well-behaved backend sends for target.
 func wantBackendBytes(t testing.TB, r response, target string) {
 	t.Helper()
-	want := backendBody(target)
-	if r.Err != nil || r.Status != http.StatusOK || !bytes.Equal(r.Body, want) {
-		t.Errorf("%s: got %d %q (err %v)\nwant 200 with the backend's bytes %s", target, r.Status, clip(r.Body), r.Err, clip(want))
+	wantUntouched(t, r, target, backendBody(target))
+}
+
+// wantUntouched asserts 200 and exactly the backend's bytes.
+func wantUntouched(t testing.TB, r response, what string, backendBytes []byte) {
+	t.Helper()
+	if r.Err != nil || r.Status != http.StatusOK || !bytes.Equal(r.Body, backendBytes) {
+		t.Errorf("%s: got %d %q (err %v)\nwant 200 with the backend's bytes %s", what, r.Status, clip(r.Body), r.Err, clip(backendBytes))
 	}
 }
 
 // wantFiltered asserts a response that went through the field layer: 200 and
-// the backend's document for target with the member names in fields removed at
-// any depth outside the top-level meta, meta.hiddenFields listing those that
-// were removed in the order of fields, and meta.authenticated false. The
-// comparison is semantic (numbers as written); tests check raw bytes apart.
+// the well-behaved backend's document for target with the member names in
+// fields removed at any depth outside the top-level meta, meta.hiddenFields
+// listing those that were removed in the order of fields, and
+// meta.authenticated false. The comparison is semantic (numbers as written);
+// tests check raw bytes apart.
 func wantFiltered(t testing.TB, r response, target string, fields ...string) {
 	t.Helper()
+	wantFilteredFrom(t, r, target, backendBody(target), fields...)
+}
+
+// wantFilteredFrom is wantFiltered for a document the backend sent.
+func wantFilteredFrom(t testing.TB, r response, what string, backendBytes []byte, fields ...string) {
+	t.Helper()
 	if r.Err != nil || r.Status != http.StatusOK {
-		t.Errorf("%s: got %d %q (err %v), want 200", target, r.Status, clip(r.Body), r.Err)
+		t.Errorf("%s: got %d %q (err %v), want 200", what, r.Status, clip(r.Body), r.Err)
 		return
 	}
-	want := referenceFilter(t, backendBody(target), fields)
+	want := referenceFilter(t, backendBytes, fields)
 	got := decodeJSON(t, r.Body)
 	if !reflect.DeepEqual(got, want) {
 		wb, _ := json.Marshal(want)
-		t.Errorf("%s: filtered body\n got %s\nwant %s", target, clip(r.Body), clip(wb))
+		t.Errorf("%s: filtered body\n got %s\nwant %s", what, clip(r.Body), clip(wb))
 	}
-	wantJSONHeaders(t, r, target)
+	wantJSONHeaders(t, r, what)
 }
 
 // referenceFilter is the field layer's oracle, written the slow, obvious way:

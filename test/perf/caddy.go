@@ -255,6 +255,17 @@ func pprofTop(profile string, lines int, extra ...string) string {
 	return string(out)
 }
 
+// grepLines returns the first n lines of s that contain substr.
+func grepLines(s, substr string, n int) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, substr) && len(out) < n {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // tail returns the last n lines of a file, for error messages.
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)

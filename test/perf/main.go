@@ -50,9 +50,9 @@ const apiKey = "pf7Qx2LmA9cR4tVw8ZyB1nH6jK3sD5eG"
 
 // Bars: statusgate/plain throughput ratios and the memory limit.
 const (
-	barKeyedStatus   = 0.95
-	barAnonPlayer    = 0.75
-	barProbeGrowthMB = 16
+	barKeyedStatus    = 0.95
+	barAnonPlayer     = 0.75
+	barProbeGrowthMiB = 16
 )
 
 type config struct {
@@ -110,12 +110,11 @@ type scenario struct {
 
 // result is a scenario's measurements.
 type result struct {
-	sc          scenario
-	plain, sg   []roundResult
-	reqs        [2]request // plain, statusgate; with the verified sample's length
-	ratio       float64    // median of the per-pair ratios
-	bar         float64    // 0 when the scenario has no bar
-	profileNote string
+	sc        scenario
+	plain, sg []roundResult
+	reqs      [2]request // plain, statusgate; with the verified sample's length
+	ratio     float64    // median of the per-pair ratios
+	bar       float64    // 0 when the scenario has no bar
 }
 
 func run(c config) int {
@@ -209,8 +208,8 @@ func run(c config) int {
 				return setupErr(err)
 			}
 			probes[i] = p
-			fmt.Printf("  %-10s VmHWM %7.1f MB -> %7.1f MB  growth %6.1f MB  (VmRSS after %.1f MB; %d bytes read, %d protected members in it)\n",
-				name, mb(p.hwmBefore), mb(p.hwmAfter), mb(p.growthKB()), mb(p.rssAfter), p.scan.Bytes, p.scan.leaked())
+			fmt.Printf("  %-10s VmHWM %6.1f MiB -> %6.1f MiB, growth %5.1f MiB  (VmRSS after %.1f MiB; %d bytes read, %d protected members in them)\n",
+				name, mib(p.hwmBefore), mib(p.hwmAfter), mib(p.growthKB()), mib(p.rssAfter), p.scan.Bytes, p.scan.leaked())
 		}
 		for _, msg := range checkProbes(probes[0], probes[1], c.bulk) {
 			fail("%s", msg)
@@ -258,17 +257,18 @@ func run(c config) int {
 			continue
 		}
 		pass := r.ratio >= r.bar
-		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (bar >= %.2f)\n", passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.bar)
+		p, s := summarize(r.plain), summarize(r.sg)
+		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (bar >= %.2f); Caddy CPU per request plain %s, statusgate %s\n",
+			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.bar, us(p.cpu), us(s.cpu))
 		if !pass && c.profile && len(failures) == 0 {
-			r.profileNote = profileScenario(c, r, targets[1], sgGW)
-			fmt.Println(indent(r.profileNote, "    "))
+			fmt.Println(indent(profileScenario(c, r, targets[1], sgGW), "    "))
 		}
 	}
 	if !c.noProbe {
-		growth := mb(probes[1].growthKB())
-		pass := growth <= barProbeGrowthMB
-		fmt.Printf("  %s  %d MiB filtered body: statusgate peak RSS growth %.1f MB (bar <= %d MB; plain %.1f MB)\n",
-			passMiss(pass), c.bulk>>20, growth, barProbeGrowthMB, mb(probes[0].growthKB()))
+		growth := mib(probes[1].growthKB())
+		pass := growth <= barProbeGrowthMiB
+		fmt.Printf("  %s  %d MiB filtered body: statusgate peak RSS growth %.1f MiB (bar <= %d MiB; plain %.1f MiB)\n",
+			passMiss(pass), c.bulk>>20, growth, barProbeGrowthMiB, mib(probes[0].growthKB()))
 		if !pass && c.profile && probes[1].allocsProfile != "" {
 			fmt.Println(indent("allocations of the statusgate probe process (alloc_space):\n"+
 				pprofTop(probes[1].allocsProfile, 20, "-sample_index=alloc_space"), "    "))
@@ -377,9 +377,9 @@ func profileScenario(c config, r *result, t *target, g *gateway) string {
 	if perr != nil {
 		return "profile: " + perr.Error()
 	}
-	return fmt.Sprintf("CPU profile of statusgate under scenario %d (%ds, saved to %s):\n%s\nthe part under statusgate's own code:\n%s",
+	return fmt.Sprintf("CPU profile of statusgate under scenario %d (%ds, saved to %s):\n%s\nstatusgate's own functions in it (flat is their own time, cum includes what they call, next handler too):\n%s",
 		sc.num, c.profileSeconds, file, pprofTop(file, 25),
-		pprofTop(file, 15, "-cum", "-focus=github.com/statusgate/"))
+		grepLines(pprofTop(file, 0, "-cum"), "github.com/statusgate/", 20))
 }
 
 // summary is a gateway's figures over a scenario's rounds.

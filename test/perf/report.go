@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func mb(kb int64) float64 { return float64(kb) / 1024 }
+func mib(kb int64) float64 { return float64(kb) / 1024 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
 
@@ -43,12 +43,12 @@ func printMarkdown(c config, machine string, results []*result, probes [2]probeR
 	if c.noProbe {
 		return
 	}
-	growth := mb(probes[1].growthKB())
+	growth := mib(probes[1].growthKB())
 	fmt.Println()
 	fmt.Printf("| %d MiB anonymous /player body, fresh process | plain | statusgate | bar |\n", c.bulk>>20)
 	fmt.Println("|---|---:|---:|---|")
-	fmt.Printf("| peak RSS growth (VmHWM after − before) | %.1f MB | %.1f MB | ≤ %d MB %s |\n",
-		mb(probes[0].growthKB()), growth, barProbeGrowthMB, passMiss(growth <= barProbeGrowthMB))
+	fmt.Printf("| peak RSS growth (VmHWM after − before) | %.1f MiB | %.1f MiB | ≤ %d MiB %s |\n",
+		mib(probes[0].growthKB()), growth, barProbeGrowthMiB, passMiss(growth <= barProbeGrowthMiB))
 	fmt.Printf("| protected members in the response | %d | %d | 0 |\n", probes[0].scan.leaked(), probes[1].scan.leaked())
 }
 
