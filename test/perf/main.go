@@ -177,7 +177,7 @@ func run(c config) int {
 	}
 	fmt.Printf("backend:   in-process fake ServerAPI (auth off): /status %d B, /player?detailed=true %d B, probe body %d B streamed\n",
 		len(status), len(player), c.bulk)
-	fmt.Printf("load:      %d keep-alive workers; per scenario %s warm-up, then %d rounds of %s on each gateway, interleaved (plain,statusgate then statusgate,plain)\n\n",
+	fmt.Printf("load:      %d keep-alive workers; per scenario %s warm-up, then %d round(s) of %s on each gateway, interleaved (plain,statusgate then statusgate,plain)\n\n",
 		c.workers, c.warmup, c.rounds, c.duration)
 
 	scenarios := []scenario{
@@ -196,7 +196,7 @@ func run(c config) int {
 	// The memory probe runs first, on fresh processes.
 	var probes [2]probeResult
 	if !c.noProbe {
-		fmt.Printf("== memory probe: one %d MiB anonymous /player body through a fresh Caddy each\n", c.bulk>>20)
+		fmt.Printf("== memory probe: one %s anonymous /player body through a fresh Caddy each\n", size(c.bulk))
 		warm := []request{{path: statusPath}, {path: playerPath}}
 		for i, name := range []string{"plain", "statusgate"} {
 			key := ""
@@ -267,8 +267,8 @@ func run(c config) int {
 	if !c.noProbe {
 		growth := mib(probes[1].growthKB())
 		pass := growth <= barProbeGrowthMiB
-		fmt.Printf("  %s  %d MiB filtered body: statusgate peak RSS growth %.1f MiB (bar <= %d MiB; plain %.1f MiB)\n",
-			passMiss(pass), c.bulk>>20, growth, barProbeGrowthMiB, mib(probes[0].growthKB()))
+		fmt.Printf("  %s  %s filtered body: statusgate peak RSS growth %.1f MiB (bar <= %d MiB; plain %.1f MiB)\n",
+			passMiss(pass), size(c.bulk), growth, barProbeGrowthMiB, mib(probes[0].growthKB()))
 		if !pass && c.profile && probes[1].allocsProfile != "" {
 			fmt.Println(indent("allocations of the statusgate probe process (alloc_space):\n"+
 				pprofTop(probes[1].allocsProfile, 20, "-sample_index=alloc_space"), "    "))

@@ -27,7 +27,7 @@ func indent(s, prefix string) string {
 // printMarkdown prints the results as Markdown tables for the README.
 func printMarkdown(c config, machine string, results []*result, probes [2]probeResult) {
 	fmt.Println("== Markdown")
-	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved rounds of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
+	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved round(s) of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
 		command(), machine, c.workers, c.rounds, c.duration)
 	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | Caddy CPU/req plain / statusgate | bar |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|---|")
@@ -45,7 +45,7 @@ func printMarkdown(c config, machine string, results []*result, probes [2]probeR
 	}
 	growth := mib(probes[1].growthKB())
 	fmt.Println()
-	fmt.Printf("| %d MiB anonymous /player body, fresh process | plain | statusgate | bar |\n", c.bulk>>20)
+	fmt.Printf("| %s anonymous /player body, fresh process | plain | statusgate | bar |\n", size(c.bulk))
 	fmt.Println("|---|---:|---:|---|")
 	fmt.Printf("| peak RSS growth (VmHWM after − before) | %.1f MiB | %.1f MiB | ≤ %d MiB %s |\n",
 		mib(probes[0].growthKB()), growth, barProbeGrowthMiB, passMiss(growth <= barProbeGrowthMiB))
