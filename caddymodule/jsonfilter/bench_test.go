@@ -85,7 +85,7 @@ func playerRecord(detailed bool) []byte {
 	if !detailed {
 		return playerEnvelope(1, 30)
 	}
-	return playerEnvelope(8, 900)
+	return playerEnvelope(8, 1000)
 }
 
 var benchDocs = []struct {
@@ -94,7 +94,7 @@ var benchDocs = []struct {
 }{
 	{"2KB", playerRecord(false)},
 	{"200KB", playerRecord(true)},
-	{"2MB", playerEnvelope(80, 900)},
+	{"2MB", playerEnvelope(80, 1000)},
 }
 
 func TestBenchDocs(t *testing.T) {

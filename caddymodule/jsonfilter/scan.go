@@ -392,10 +392,7 @@ keyQuote: // p[i] == '"'
 			return err
 		}
 	}
-	j = i + 1
-	for j < n && !strSpecial[p[j]] {
-		j++
-	}
+	j = plainEnd(p, i+1)
 	if j < n && p[j] == '"' {
 		// The whole key is here without escapes: compare the raw bytes.
 		k := p[i+1 : j]
@@ -450,6 +447,10 @@ decideKey: // r says what the key just read means; i is past its closing quote
 	f.skipDepth = len(f.stack)
 
 colon:
+	if i < n && p[i] == ':' { // compact JSON: no space to skip
+		i++
+		goto value
+	}
 	for i < n && isSpace[p[i]] {
 		i++
 	}
@@ -635,9 +636,7 @@ done:
 	return f.syntax(p, i, "after top-level value")
 
 str:
-	for i < n && !strSpecial[p[i]] {
-		i++
-	}
+	i = plainEnd(p, i)
 	if i == n {
 		f.st = stStr
 		goto out
@@ -766,9 +765,7 @@ numMinus:
 	i++
 
 numInt:
-	for i < n && p[i]-'0' <= 9 {
-		i++
-	}
+	i = digitsEnd(p, i)
 	if i == n {
 		f.st = stNumInt
 		goto out
@@ -801,9 +798,7 @@ numDot:
 	i++
 
 numFrac:
-	for i < n && p[i]-'0' <= 9 {
-		i++
-	}
+	i = digitsEnd(p, i)
 	if i == n {
 		f.st = stNumFrac
 		goto out
@@ -840,9 +835,7 @@ numExpSign:
 	i++
 
 numExp:
-	for i < n && p[i]-'0' <= 9 {
-		i++
-	}
+	i = digitsEnd(p, i)
 	if i == n {
 		f.st = stNumExp
 		goto out
