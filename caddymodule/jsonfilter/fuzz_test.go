@@ -152,6 +152,7 @@ func expected(in node, nameList []string, auth bool) (want node, hidden []string
 	return want, hidden, true
 }
 
+// FuzzFilter is a differential test against encoding/json; see checkFilter.
 func FuzzFilter(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add([]byte(s))
@@ -159,8 +160,13 @@ func FuzzFilter(f *testing.F) {
 	f.Fuzz(checkFilter)
 }
 
-// checkFilter is FuzzFilter's property: see the package tests' README in the
-// fuzz target's comment.
+// checkFilter is FuzzFilter's property. Whole, byte by byte and in random
+// chunks the filter must agree. Input that encoding/json.Valid rejects, or
+// that is not an object, must fail. A valid object with at most one top-level
+// meta, an object, must come out valid, equal (member order, duplicates and
+// number text included) to the input with the names stripped outside meta,
+// and meta moved last with hiddenFields and authenticated replaced; any other
+// meta must fail with ErrMeta.
 func checkFilter(t *testing.T, data []byte) {
 	{
 		opts := Options{Authenticated: len(data)%2 == 1, MaxMeta: len(data) + 1}

@@ -816,15 +816,9 @@ numExp0:
 	}
 	if c = p[i]; c == '+' || c == '-' {
 		i++
-		goto numExpSign
 	}
-	if c-'0' > 9 {
-		return f.syntax(p, i, "in exponent of numeric literal")
-	}
-	i++
-	goto numExp
 
-numExpSign:
+numExpSign: // a digit must follow, after the sign if there was one
 	if i == n {
 		f.st = stNumExpSign
 		goto out
