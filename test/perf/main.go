@@ -258,8 +258,8 @@ func run(c config) int {
 		}
 		pass := r.ratio >= r.bar
 		p, s := summarize(r.plain), summarize(r.sg)
-		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (bar >= %.2f); Caddy CPU per request plain %s, statusgate %s\n",
-			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.bar, us(p.cpu), us(s.cpu))
+		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (bar >= %.2f); Caddy CPU per request plain %s, statusgate %s (plain/statusgate %.3f)\n",
+			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.bar, us(p.cpu), us(s.cpu), float64(p.cpu)/max(float64(s.cpu), 1))
 		if !pass && c.profile && len(failures) == 0 {
 			fmt.Println(indent(profileScenario(c, r, targets[1], sgGW), "    "))
 		}

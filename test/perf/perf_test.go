@@ -338,3 +338,42 @@ func TestProcessCPU(t *testing.T) {
 		t.Errorf("cpuPerRequest = %v", got)
 	}
 }
+
+func TestProcKB(t *testing.T) {
+	f := t.TempDir() + "/status"
+	os.WriteFile(f, []byte("Name:\tcaddy\nVmPeak:\t  200 kB\nVmHWM:\t   55512 kB\nVmRSS:\t 1 kB\n"), 0o600)
+	if n, err := procKB(f, "VmHWM"); n != 55512 || err != nil {
+		t.Errorf("VmHWM = %d, %v", n, err)
+	}
+	if _, err := procKB(f, "VmSwap"); err == nil {
+		t.Error("a missing field gave no error")
+	}
+	if n, err := vmKB(os.Getpid(), "VmHWM"); n <= 0 || err != nil {
+		t.Errorf("own VmHWM = %d, %v", n, err)
+	}
+}
+
+func TestBuildReuse(t *testing.T) {
+	repo := t.TempDir()
+	write := func(rel string, age time.Duration) {
+		p := repo + "/" + rel
+		os.MkdirAll(p[:strings.LastIndexByte(p, '/')], 0o755)
+		os.WriteFile(p, []byte("x"), 0o600)
+		when := time.Now().Add(-age)
+		os.Chtimes(p, when, when)
+	}
+	write("go.mod", 3*time.Hour)
+	write("caddymodule/a.go", 2*time.Hour)
+	write("caddymodule/a_test.go", time.Minute) // tests are not part of the binary
+	write("test/perf/main.go", time.Minute)     // nor is the harness
+	write(".git/x.go", time.Minute)
+	write("bin/caddy", time.Hour)
+	newest, which, err := newestSource(repo)
+	if err != nil || which != "caddymodule/a.go" || time.Since(newest) < 2*time.Hour-time.Minute {
+		t.Fatalf("newestSource = %v %q %v", newest, which, err)
+	}
+	msg, err := buildCaddy(repo, repo+"/bin/caddy", false)
+	if err != nil || !strings.HasPrefix(msg, "reused") {
+		t.Errorf("buildCaddy = %q, %v; want the binary reused", msg, err)
+	}
+}
