@@ -94,9 +94,10 @@ func (g gateway) caddyfile() string {
 // first use) and waits until it is the running one.
 func (g gateway) start(t *testing.T) *caddytest.Tester {
 	t.Helper()
+	failed := t.Failed()
 	tc := caddytest.NewTester(t)
 	tc.InitServer(g.caddyfile(), "caddyfile")
-	if t.Failed() {
+	if t.Failed() && !failed {
 		t.Fatalf("config not loaded:\n%s", g.caddyfile())
 	}
 	return tc
@@ -122,14 +123,17 @@ type response struct {
 // connection, so the target reaches Caddy byte for byte as written here (Go's
 // client would normalise some spellings), and reads the response with
 // net/http. headers are "Name: value" lines; Host defaults to the gateway.
-// A transport failure before a status line is reported with t.Errorf (safe
-// from any goroutine); a body that breaks off is only recorded in Err.
+// It fails nothing itself and is safe in any goroutine: a request that got no
+// response has Status 0, one whose body broke off keeps its status, and both
+// have Err set, which every want* helper reports.
 func send(t testing.TB, method, target string, headers ...string) response {
 	t.Helper()
+	fail := func(what string, err error) response {
+		return response{Err: fmt.Errorf("%s %q: %s: %w", method, target, what, err)}
+	}
 	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
 	if err != nil {
-		t.Errorf("%s %s: %v", method, target, err)
-		return response{Err: err}
+		return fail("dial", err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
@@ -144,15 +148,13 @@ func send(t testing.TB, method, target string, headers ...string) response {
 	}
 	req.WriteString("Connection: close\r\n\r\n")
 	if _, err := io.WriteString(conn, req.String()); err != nil {
-		t.Errorf("%s %s: %v", method, target, err)
-		return response{Err: err}
+		return fail("writing the request", err)
 	}
 
 	br := bufio.NewReader(conn)
 	res, err := http.ReadResponse(br, &http.Request{Method: method})
 	if err != nil {
-		t.Errorf("%s %s: reading the response: %v", method, target, err)
-		return response{Err: err}
+		return fail("reading the response", err)
 	}
 	r := response{Status: res.StatusCode, Header: res.Header, Chunked: slices.Contains(res.TransferEncoding, "chunked")}
 	r.Body, r.Err = io.ReadAll(res.Body)
@@ -234,7 +236,8 @@ func decodedPath(t testing.TB, target string) string {
 	t.Helper()
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		t.Fatalf("target %q: %v", target, err)
+		t.Errorf("target %q: %v", target, err)
+		return ""
 	}
 	return u.Path
 }
@@ -290,12 +293,13 @@ func wantFilteredFrom(t testing.TB, r response, what string, backendBytes []byte
 }
 
 // referenceFilter is the field layer's oracle, written the slow, obvious way:
-// decode, walk, delete.
+// decode, walk, delete. Like every helper here it is safe in any goroutine.
 func referenceFilter(t testing.TB, body []byte, fields []string) any {
 	t.Helper()
 	doc, ok := decodeJSON(t, body).(map[string]any)
 	if !ok {
-		t.Fatalf("backend document is not an object: %s", clip(body))
+		t.Errorf("backend document is not an object: %s", clip(body))
+		return nil
 	}
 	removed := map[string]bool{}
 	var strip func(v any) any
