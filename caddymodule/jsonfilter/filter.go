@@ -82,20 +82,16 @@ const (
 	stColon                   // after a key
 	stAfter                   // after a value
 	stDone                    // after the top-level value
-	stStr                     // in a string that is not being matched
-	stStrEsc                  // after '\' in such a string
-	stStrU                    // in its \uXXXX, uN digits read
+	stStr                     // in a string that is not being decoded
+	stStrEsc                  // after '\' in any string
+	stStrU                    // in a \uXXXX, uN digits read
 	stKeyStr                  // in a key being decoded for matching
-	stKeyEsc                  // after '\' in that key
-	stKeyU                    // in its \uXXXX
 	stNumMinus                // after '-'
 	stNumZero                 // after a leading 0
 	stNumInt                  // in integer digits
-	stNumDot                  // after '.'
-	stNumFrac                 // in fraction digits
+	stNumDigit                // a fraction or exponent digit must follow
+	stNumMore                 // in fraction or exponent digits (inExp says which)
 	stNumExp0                 // after 'e'
-	stNumExpSign              // after the exponent sign
-	stNumExp                  // in exponent digits
 	stLit                     // inside true, false or null
 )
 
@@ -139,13 +135,15 @@ type Filter struct {
 	off      int64 // input offset of the current chunk's first byte
 
 	// Parser.
-	st      state
-	strNext state  // stColon after a key, stAfter after a value
-	uN      uint8  // hex digits read in a \u escape
-	uVal    rune   // their value, for keys being decoded
-	lit     string // literal being matched
-	litN    int
-	stack   []byte // '{' or '[' per open container: the explicit stack
+	st       state
+	strNext  state  // stColon after a key, stAfter after a value
+	inExp    bool   // in a number's exponent rather than its fraction
+	uN       uint8  // hex digits read in a \u escape
+	uVal     rune   // their value, for keys being decoded
+	decoding bool   // the string is a key being decoded into key
+	lit      string // literal being matched
+	litN     int
+	stack    []byte // '{' or '[' per open container: the explicit stack
 
 	// Member removal. wrote says whether the innermost open object has
 	// written a member yet, which decides whether the comma before the next

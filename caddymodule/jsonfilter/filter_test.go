@@ -27,6 +27,9 @@ func feed(in []byte, names *Names, opts Options, next func(rest int) int) result
 	f := New(&out, names, opts)
 	for len(in) > 0 {
 		k := min(next(len(in)), len(in))
+		if _, err := f.Write(in[:0]); err != nil { // an empty Write changes nothing
+			return result{out.String(), nil, err}
+		}
 		if _, err := f.Write(in[:k]); err != nil {
 			return result{out.String(), nil, err}
 		}

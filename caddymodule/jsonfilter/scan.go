@@ -46,6 +46,15 @@ func init() {
 	}
 }
 
+// skipSpace returns the index of the first non-whitespace byte in p at or
+// after i, or len(p).
+func skipSpace(p []byte, i int) int {
+	for i < len(p) && isSpace[p[i]] {
+		i++
+	}
+	return i
+}
+
 // ctxFor says which names keys of an object at stack depth d are compared with.
 func (f *Filter) ctxFor(d int) keyCtx {
 	if f.inMeta {
@@ -291,35 +300,25 @@ func (f *Filter) scan(p []byte) error {
 		goto strU
 	case stKeyStr:
 		goto keyStr
-	case stKeyEsc:
-		goto keyEsc
-	case stKeyU:
-		goto keyU
 	case stNumMinus:
 		goto numMinus
 	case stNumZero:
 		goto numZero
 	case stNumInt:
 		goto numInt
-	case stNumDot:
-		goto numDot
-	case stNumFrac:
-		goto numFrac
+	case stNumDigit:
+		goto numDigit
+	case stNumMore:
+		goto numMore
 	case stNumExp0:
 		goto numExp0
-	case stNumExpSign:
-		goto numExpSign
-	case stNumExp:
-		goto numExp
 	case stLit:
 		goto lit
 	}
 	return f.fail(0, ErrSyntax, "internal error: unknown state")
 
 start:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stStart
 		goto out
@@ -345,9 +344,7 @@ pushObj: // p[i] == '{'
 	}
 
 keyOrEnd:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stKeyOrEnd
 		goto out
@@ -370,9 +367,7 @@ keyOrEnd:
 	goto keyQuote
 
 key:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stKey
 		goto out
@@ -410,10 +405,12 @@ keyQuote: // p[i] == '"'
 	}
 	f.key = append(f.key[:0], p[i+1:j]...)
 	f.pendHigh = 0
+	f.decoding = true
 	i = j
 	goto keyStr
 
 keyGiveUp: // the key can match nothing: keep it, scan the rest as a plain string
+	f.decoding = false
 	if runStart, err = f.keepHeld(p, runStart); err != nil {
 		return err
 	}
@@ -451,9 +448,7 @@ colon:
 		i++
 		goto value
 	}
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stColon
 		goto out
@@ -464,9 +459,7 @@ colon:
 	i++
 
 value:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stValue
 		goto out
@@ -526,9 +519,7 @@ pushArr: // p[i] == '['
 	i++
 
 valueOrEnd:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stValueOrEnd
 		goto out
@@ -539,9 +530,7 @@ valueOrEnd:
 	goto value
 
 after:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stAfter
 		goto out
@@ -626,9 +615,7 @@ popArr: // p[i] == ']'
 	goto after
 
 done:
-	for i < n && isSpace[p[i]] {
-		i++
-	}
+	i = skipSpace(p, i)
 	if i == n {
 		f.st = stDone
 		goto out
@@ -653,7 +640,7 @@ str:
 		return f.syntax(p, i-1, "in string literal")
 	}
 
-strEsc:
+strEsc: // after '\', in any string; a key being decoded also collects the byte
 	if i == n {
 		f.st = stStrEsc
 		goto out
@@ -662,13 +649,19 @@ strEsc:
 	if c == 'u' {
 		i++
 		f.uN = 0
+		f.uVal = 0
 		goto strU
 	}
 	if unescape[c] == 0 {
 		return f.syntax(p, i, "in string escape code")
 	}
 	i++
-	goto str
+	if !f.decoding {
+		goto str
+	}
+	f.flushHigh()
+	f.key = append(f.key, unescape[c])
+	goto keyGrown
 
 strU:
 	for ; f.uN < 4; f.uN++ {
@@ -679,9 +672,14 @@ strU:
 		if hexVal[p[i]] < 0 {
 			return f.syntax(p, i, "in \\u hexadecimal character escape")
 		}
+		f.uVal = f.uVal<<4 | rune(hexVal[p[i]])
 		i++
 	}
-	goto str
+	if !f.decoding {
+		goto str
+	}
+	f.appendU(f.uVal)
+	goto keyGrown
 
 keyStr: // decoding a key that has escapes or spans chunks
 	if i == n {
@@ -691,59 +689,21 @@ keyStr: // decoding a key that has escapes or spans chunks
 	c = p[i]
 	i++
 	if c == '"' {
+		f.decoding = false
 		f.flushHigh()
 		r = f.classify(f.key)
 		goto decideKey
 	}
 	if c == '\\' {
-		goto keyEsc
+		goto strEsc
 	}
 	if c < 0x20 {
 		return f.syntax(p, i-1, "in string literal")
 	}
 	f.flushHigh()
 	f.key = append(f.key, c)
-	if len(f.key) > f.keyMax {
-		goto keyGiveUp
-	}
-	goto keyStr
 
-keyEsc:
-	if i == n {
-		f.st = stKeyEsc
-		goto out
-	}
-	c = p[i]
-	if c == 'u' {
-		i++
-		f.uN = 0
-		f.uVal = 0
-		goto keyU
-	}
-	if unescape[c] == 0 {
-		return f.syntax(p, i, "in string escape code")
-	}
-	i++
-	f.flushHigh()
-	f.key = append(f.key, unescape[c])
-	if len(f.key) > f.keyMax {
-		goto keyGiveUp
-	}
-	goto keyStr
-
-keyU:
-	for ; f.uN < 4; f.uN++ {
-		if i == n {
-			f.st = stKeyU
-			goto out
-		}
-		if hexVal[p[i]] < 0 {
-			return f.syntax(p, i, "in \\u hexadecimal character escape")
-		}
-		f.uVal = f.uVal<<4 | rune(hexVal[p[i]])
-		i++
-	}
-	f.appendU(f.uVal)
+keyGrown:
 	if len(f.key) > f.keyMax {
 		goto keyGiveUp
 	}
@@ -787,29 +747,36 @@ numZero: // also the end of the integer part
 	}
 	goto after
 
-numDot:
+numDot: // after '.'
+	f.inExp = false
+
+numDigit: // a digit must follow: after '.', or after 'e' and its sign
 	if i == n {
-		f.st = stNumDot
+		f.st = stNumDigit
 		goto out
 	}
 	if p[i]-'0' > 9 {
+		if f.inExp {
+			return f.syntax(p, i, "in exponent of numeric literal")
+		}
 		return f.syntax(p, i, "after decimal point in numeric literal")
 	}
 	i++
 
-numFrac:
+numMore: // fraction or exponent digits
 	i = digitsEnd(p, i)
 	if i == n {
-		f.st = stNumFrac
+		f.st = stNumMore
 		goto out
 	}
-	if c = p[i]; c == 'e' || c == 'E' {
+	if c = p[i]; !f.inExp && (c == 'e' || c == 'E') {
 		i++
 		goto numExp0
 	}
 	goto after
 
-numExp0:
+numExp0: // after 'e'
+	f.inExp = true
 	if i == n {
 		f.st = stNumExp0
 		goto out
@@ -817,24 +784,7 @@ numExp0:
 	if c = p[i]; c == '+' || c == '-' {
 		i++
 	}
-
-numExpSign: // a digit must follow, after the sign if there was one
-	if i == n {
-		f.st = stNumExpSign
-		goto out
-	}
-	if p[i]-'0' > 9 {
-		return f.syntax(p, i, "in exponent of numeric literal")
-	}
-	i++
-
-numExp:
-	i = digitsEnd(p, i)
-	if i == n {
-		f.st = stNumExp
-		goto out
-	}
-	goto after
+	goto numDigit
 
 litStart: // p[i] is the first letter of f.lit
 	if n-i >= len(f.lit) && string(p[i:i+len(f.lit)]) == f.lit {
