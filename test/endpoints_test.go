@@ -213,6 +213,19 @@ func TestIndex(t *testing.T) {
 		check(t, true, false, nil, all...)
 	})
 
+	t.Run("protected_fields on the index", func(t *testing.T) {
+		startDefault(t, be, "protected_fields index description")
+		r := send(t, "GET", "/api/v1")
+		if names := memberNames(t, r.Body); r.Status != 200 || names["description"] || !names["requiresKey"] {
+			t.Errorf("anonymous index with description protected: %d %s", r.Status, r.Body)
+		}
+		if m := meta(t, r.Body); !reflect.DeepEqual(m["hiddenFields"], []any{"description"}) || m["authenticated"] != false {
+			t.Errorf("anonymous index meta %v", m)
+		}
+		wantIndex(t, send(t, "GET", "/api/v1", withKey(keyA)), true, true, all...)
+		be.wantSeen(t, "index with protected fields")
+	})
+
 	t.Run("auth off", func(t *testing.T) {
 		startDefault(t, be, "auth off")
 		var open []station

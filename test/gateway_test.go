@@ -9,6 +9,7 @@ package test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -410,6 +411,19 @@ func clip(b []byte) string {
 		return string(b[:300]) + fmt.Sprintf(" …(%d bytes)… ", len(b)-600) + string(b[len(b)-300:])
 	}
 	return string(b)
+}
+
+// gunzip decompresses a gzip body.
+func gunzip(t testing.TB, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err == nil {
+		b, err = io.ReadAll(zr)
+	}
+	if err != nil {
+		t.Errorf("gunzip: %v", err)
+	}
+	return b
 }
 
 // jsonUnmarshalStrict decodes b into v and refuses members v does not name.

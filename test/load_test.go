@@ -23,6 +23,11 @@ func TestConcurrentCallers(t *testing.T) {
 
 	var mu sync.Mutex
 	anonSeen, keyedSeen := []string{}, []string{} // what the backend should have got
+	expect := func(list *[]string, uri string) {
+		mu.Lock()
+		*list = append(*list, uri)
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
@@ -31,21 +36,15 @@ func TestConcurrentCallers(t *testing.T) {
 				switch (i + j) % 4 {
 				case 0:
 					wantFiltered(t, send(t, "GET", player+tag), player+tag, playerFields...)
-					mu.Lock()
-					anonSeen = append(anonSeen, player+tag)
-					mu.Unlock()
+					expect(&anonSeen, player+tag)
 				case 1:
 					wantBackendBytes(t, send(t, "GET", player+tag, withKey(keyA)), player+tag)
-					mu.Lock()
-					keyedSeen = append(keyedSeen, player+tag)
-					mu.Unlock()
+					expect(&keyedSeen, player+tag)
 				case 2:
 					wantNotFound(t, send(t, "GET", server+tag), server+tag)
 				case 3:
 					wantBackendBytes(t, send(t, "GET", server+tag, withKey(keyA)), server+tag)
-					mu.Lock()
-					keyedSeen = append(keyedSeen, server+tag)
-					mu.Unlock()
+					expect(&keyedSeen, server+tag)
 				}
 			}
 		})

@@ -69,6 +69,7 @@ func TestOptions(t *testing.T) {
 		wantError(t, send(t, "GET", "/api/bans", withKey(badKey)), http.StatusUnauthorized, "/api/bans")
 		wantNotFound(t, send(t, "GET", "/api/v1/nothing"), "/api/v1/nothing")
 		wantNotFound(t, send(t, "GET", "/api/v1/whitelist"), "/api/v1/whitelist")
+		wantError(t, send(t, "POST", server), http.StatusUnauthorized, server) // the key before the method
 		be.wantSeen(t, "hide_protected off")
 		wantBackendBytes(t, send(t, "GET", server, withKey(keyA)), server)
 		be.wantSeen(t, "keyed, hide off", server)
@@ -154,10 +155,15 @@ func TestOptions(t *testing.T) {
 			wantBackendBytes(t, send(t, "GET", server, withKey(k)), server)
 		}
 		be.wantSeen(t, "each key", server, server, server)
-		for _, k := range []string{badKey, keyA + keyB, keyA[:len(keyA)-1], " ", keyEnv} {
+		for _, k := range []string{badKey, keyA + keyB, keyA[:len(keyA)-1], " ", keyEnv, keyA + ", " + keyB} {
 			wantNotFound(t, send(t, "GET", server, withKey(k)), server)
 		}
+		// The first X-API-Key header decides.
+		wantNotFound(t, send(t, "GET", server, withKey(badKey), withKey(keyA)), server)
 		be.wantSeen(t, "wrong keys")
+		wantBackendBytes(t, send(t, "GET", server, withKey(keyB), withKey(badKey)), server)
+		wantBackendBytes(t, send(t, "GET", server, "x-api-key: \t"+keyC+" \t"), server)
+		be.wantSeen(t, "first header, trimmed", server, server)
 	})
 
 	t.Run("key from env", func(t *testing.T) {
