@@ -83,7 +83,6 @@ func newestSource(repo string) (time.Time, string, error) {
 // gateway is one Caddy process: a site on a loopback port that proxies to the
 // backend, with or without statusgate in front, and an admin endpoint for pprof.
 type gateway struct {
-	name      string
 	port      int
 	adminPort int
 	cmd       *exec.Cmd
@@ -136,7 +135,7 @@ func startGateway(ctx context.Context, bin, dir, name, backend, key string) (*ga
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{name: name, port: port, adminPort: adminPort, exited: make(chan struct{})}
+	g := &gateway{port: port, adminPort: adminPort, exited: make(chan struct{})}
 	conf := filepath.Join(dir, name+".Caddyfile")
 	if err := os.WriteFile(conf, []byte(caddyfile(adminPort, port, backend, key)), 0o600); err != nil {
 		return nil, err
@@ -150,6 +149,9 @@ func startGateway(ctx context.Context, bin, dir, name, backend, key string) (*ga
 	g.cmd = exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
 	g.cmd.Stdout, g.cmd.Stderr = logf, logf
 	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
+	// Caddy goes when the harness goes, even if it dies without cleaning up
+	// (killed, or its output piped into head).
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := g.cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err

@@ -11,14 +11,14 @@ import (
 // probeResult is one gateway's memory probe: a fresh Caddy process, one large
 // filtered-path body streamed through it.
 type probeResult struct {
-	gateway        string
-	hwmBefore      int64 // VmHWM in kB after warm-up
-	hwmAfter       int64 // VmHWM in kB after the large body
-	rssAfter       int64 // VmRSS in kB after the large body
-	status         int
-	scan           keyScan
-	allocsProfile  string // alloc profile taken after the body, statusgate only
-	scanErr, other error
+	gateway       string
+	hwmBefore     int64 // VmHWM in kB after warm-up
+	hwmAfter      int64 // VmHWM in kB after the large body
+	rssAfter      int64 // VmRSS in kB after the large body
+	status        int
+	scan          keyScan
+	allocsProfile string // alloc profile taken after the body, statusgate only
+	scanErr       error
 }
 
 func (p probeResult) growthKB() int64 { return p.hwmAfter - p.hwmBefore }
