@@ -337,8 +337,8 @@ func adaptAndValidate(t *testing.T, caddyfile string) error {
 
 // TestValidateRefusesBadConfig checks that a config error stops Caddy: an
 // unknown endpoint at adaptation, with the file and line; a key that resolves
-// to nothing and an empty field name at validation, when the handler is
-// provisioned.
+// to nothing at validation, when the handler is provisioned; an empty field
+// name at adaptation, with its line.
 func TestValidateRefusesBadConfig(t *testing.T) {
 	os.Unsetenv("UNSET_VAR_FOR_TEST") //nolint:errcheck // absent is what we want
 	tests := []struct {
@@ -350,7 +350,7 @@ func TestValidateRefusesBadConfig(t *testing.T) {
 		{"unset key variable", "key {env.UNSET_VAR_FOR_TEST}",
 			[]string{"auth.keys[0] '{env.UNSET_VAR_FOR_TEST}'"}},
 		{"empty field name", `protected_fields player op ""`,
-			[]string{"auth.protected_fields.player: empty field name"}},
+			[]string{"protected_fields: empty field name", "Caddyfile:7"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,6 +13,21 @@ type route struct {
 	param string // decoded; empty when the endpoint has none
 }
 
+// clientPath returns the request path as the client spelled it, escapes and
+// all. url.URL.EscapedPath is not enough: when the raw path holds a byte it
+// would have escaped ('{', '|', '^', ...), it forgets the raw spelling and
+// re-escapes the decoded path, which turns %77orlds back into worlds. RawPath
+// is used whenever it is a faithful spelling of Path; a stale one (a handler
+// changed Path alone) is ignored.
+func clientPath(u *url.URL) string {
+	if u.RawPath != "" {
+		if p, err := url.PathUnescape(u.RawPath); err == nil && p == u.Path {
+			return u.RawPath
+		}
+	}
+	return u.EscapedPath()
+}
+
 // underAPI reports whether the escaped request path is /api or below it, and
 // returns what follows /api ("", "/", "/v1/status", ...).
 func underAPI(escaped string) (rest string, ok bool) {

@@ -262,13 +262,13 @@ func (h *Handler) Validate() error {
 // backend's {ok,error,meta} envelope, which also keeps a disguised 404
 // byte-for-byte the same as a genuine one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	clientPath := r.URL.Path
+	decodedPath := r.URL.Path // what error envelopes show, like the backend's
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}
-	rest, ok := underAPI(r.URL.EscapedPath())
+	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
-		writeError(w, http.StatusNotFound, clientPath)
+		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 	if r.Method == http.MethodOptions {
@@ -277,7 +277,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	rt, ok := h.table.route(rest)
 	if !ok {
-		writeError(w, http.StatusNotFound, clientPath)
+		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 
@@ -287,12 +287,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if h.hide {
 			status = http.StatusNotFound
 		}
-		writeError(w, status, clientPath)
+		writeError(w, status, decodedPath)
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", allowedMethods)
-		writeError(w, http.StatusMethodNotAllowed, clientPath)
+		writeError(w, http.StatusMethodNotAllowed, decodedPath)
 		return nil
 	}
 
@@ -301,11 +301,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
 	filtered := h.authOn && !keyed
 	if rt.ep.name == "index" {
-		h.serveIndex(w, keyed, filtered, rt.ep.fields, clientPath)
+		h.serveIndex(w, keyed, filtered, rt.ep.fields, decodedPath)
 		return nil
 	}
 	h.prepareUpstream(r, rt, filtered)
-	return h.proxy(w, r, next, rt.ep, filtered, clientPath)
+	return h.proxy(w, r, next, rt.ep, filtered, decodedPath)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.

@@ -204,6 +204,8 @@ func TestPathSpellings(t *testing.T) {
 		"/api/v1/serverx", "/api/v1/%2573erver", "/api/./v1/server", "/api/v1/server%20",
 		"/api/v1/ｓerver", "/api/v1/server?", "/api/v1/index", "/api/v1/v1/server",
 		"/%61pi/v1/server", "/api/v1/custom/../server",
+		// A raw byte net/url would escape makes EscapedPath forget the raw spelling.
+		"/api/v1/%73erver{", "/api/v1/%77orlds/x{", "/api/%761/worlds/x{", "/api/v1%2Fworlds/x{", "/api/%77orlds/a|b",
 	}
 	for _, p := range spellings {
 		be := &backend{}
