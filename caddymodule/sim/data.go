@@ -7,12 +7,14 @@ import (
 	"strings"
 )
 
-// untypedStats are Bukkit's UNTYPED statistics in enum order, with a base
-// for a very active player and a growth per hour online.
-var untypedStats = []struct {
+type untypedStat struct {
 	name          string
 	base, perHour int64
-}{
+}
+
+// untypedStats are Bukkit's UNTYPED statistics in enum order, with a base
+// for a very active player and a growth per hour online.
+var untypedStats = []untypedStat{
 	{"damage_dealt", 480000, 900}, {"damage_taken", 210000, 400}, {"deaths", 140, 1},
 	{"mob_kills", 9000, 25}, {"player_kills", 12, 0}, {"fish_caught", 300, 1},
 	{"animals_bred", 900, 2}, {"leave_game", 2100, 1}, {"jump", 260000, 500},
@@ -46,12 +48,7 @@ var (
 )
 
 func statIndex(name string) int {
-	return slices.IndexFunc(untypedStats, func(s struct {
-		name          string
-		base, perHour int64
-	}) bool {
-		return s.name == name
-	})
+	return slices.IndexFunc(untypedStats, func(s untypedStat) bool { return s.name == name })
 }
 
 // --- materials and entities for the detailed statistics --------------------

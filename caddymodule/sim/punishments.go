@@ -44,8 +44,9 @@ func (r *punishment) permanent() any {
 // anchor (the provision instant, or the frozen instant, where the times
 // match the examples of the contract: the ban at 1784200000000 that
 // expires at 1784804800000).
-func punishmentRecords(anchor int64) []punishment {
-	griefer, anna, luna, kid, pixel, old := named[1], named[2], named[4], named[5], named[6], named[7]
+func (w *world) punishmentRecords(anchor int64) []punishment {
+	griefer, anna, luna, kid, pixel, old := w.byUUID[grieferUUID], w.byUUID[annaUUID], w.byUUID[lunaUUID],
+		w.byUUID[kidUUID], w.byUUID[pixelUUID], w.byUUID[oldTimerUUID]
 	ban := anchor - 100000000
 	recs := []punishment{
 		{typ: "kick", uuid: griefer.uuid, name: griefer.name, reason: "§eSpamming chat", by: anna.name, at: ban - 5*minute, extra: "KICK_COMMAND"},
@@ -76,9 +77,13 @@ func punishmentRecords(anchor int64) []punishment {
 	return recs
 }
 
-// archivedKicks are log rows older than the returned window that the
-// summary still counts, so that summary and list differ as in the plugin.
-const archivedKicks = 14
+// The log also holds older kicks, beyond the returned window, against
+// players who appear nowhere else: the summary counts over the whole log
+// and so differs from the list, as in the plugin.
+const (
+	archivedKicks   = 14
+	archivedTargets = 7
+)
 
 func (w *world) punishments(c *call) (any, *apiError) {
 	if c.flag("view=html") {
@@ -116,7 +121,7 @@ func (w *world) punishments(c *call) (any, *apiError) {
 		{"summary", obj{
 			{"total", total}, {"bans", counts["ban"]}, {"ipBans", counts["ipban"]}, {"mutes", counts["mute"]},
 			{"jails", counts["jail"]}, {"kicks", kicks}, {"warnings", counts["warning"]},
-			{"punishedPlayers", len(targets) + archivedKicks/2}, {"activeNow", activeNow},
+			{"punishedPlayers", len(targets) + archivedTargets}, {"activeNow", activeNow},
 		}},
 		{"cmiAvailable", true},
 		{"returned", len(records)},

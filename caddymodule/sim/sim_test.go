@@ -14,13 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// Known players and worlds the gateway's tests rely on.
-const (
-	alexUUID    = "40094f2f-ca8f-4826-8b31-11e0f4c449df" // Alex_MC: op, always online
-	grieferUUID = "8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21" // Griefer42: banned
-	annaUUID    = "1c9e0a44-7b0d-4a9e-8f21-3e5d6c7b8a90" // ModAnna: op
-	unknownUUID = "00000000-0000-4000-8000-000000000001"
-)
+// unknownUUID is a valid UUID the simulated server has never seen.
+const unknownUUID = "00000000-0000-4000-8000-000000000001"
 
 func newSim(t testing.TB, s *Sim) *Sim {
 	t.Helper()

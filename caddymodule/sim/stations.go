@@ -200,7 +200,7 @@ func (w *world) player(c *call) (any, *apiError) {
 	played := w.hoursPlayed(p, c.now)
 	stat := make(obj, len(untypedStats))
 	for i, st := range untypedStats {
-		stat[i] = member{st.name, p.statBase[i] + int64(float64(p.statRate[i])*played)}
+		stat[i] = member{st.name, w.stat(p, i, c.now)}
 	}
 	var det any = obj{}
 	if detailed {
@@ -217,7 +217,7 @@ func (w *world) player(c *call) (any, *apiError) {
 		{"offline", w.lastSeen(p, c.now)},
 		{"playtime", p.statBase[playOneMinute]*50 + int64(played*float64(hour))}, // CMI counts ms
 		{"afk", online && w.noise(c.now, 3*minute, int64(p.idx), 0xaf) < 0.2},
-		{"balance", round2(p.balance + played*1.75)},
+		{"balance", w.balance(p, c.now)},
 		{"addons", false},
 		{"pass", false},
 		{"discord", p.discord},
@@ -327,13 +327,12 @@ func (w *world) pluginsStation(*call) (any, *apiError) {
 }
 
 func (w *world) whitelist(*call) (any, *apiError) {
-	var ids []string
-	for _, p := range w.players {
-		if p.whitelisted {
-			ids = append(ids, p.uuid)
-		}
+	// The server is whitelist-only: everyone on the roster is on it.
+	ids := make([]string, len(w.players))
+	for i, p := range w.players {
+		ids[i] = p.uuid
 	}
-	return obj{{"enabled", true}, {"count", len(ids)}, {"players", nonNil(ids)}}, nil
+	return obj{{"enabled", true}, {"count", len(ids)}, {"players", ids}}, nil
 }
 
 func (w *world) operators(*call) (any, *apiError) {
@@ -458,7 +457,7 @@ func (w *world) resolve(p *player, uuid, tok string, now int64) any {
 		}
 		return "no"
 	case "%vault_eco_balance%":
-		return string(appendJavaDouble(nil, round2(p.balance+w.hoursPlayed(p, now)*1.75)))
+		return string(appendJavaDouble(nil, w.balance(p, now)))
 	case "%luckperms_primary_group_name%":
 		return p.rank
 	case "%cmi_user_nickname%":
@@ -467,7 +466,7 @@ func (w *world) resolve(p *player, uuid, tok string, now int64) any {
 		}
 		return p.name
 	case "%statistic_deaths%":
-		return itoa64(p.statBase[deaths] + int64(float64(p.statRate[deaths])*w.hoursPlayed(p, now)))
+		return itoa64(w.stat(p, deaths, now))
 	}
 	return tok
 }

@@ -45,7 +45,7 @@ type player struct {
 	nickname, messageColor, nickColor any // string or nil (no CMI data)
 	rank                              any // string or nil
 	discord                           any // linked Discord ID as a string, or nil
-	op, banned, whitelisted           bool
+	op, banned                        bool
 	alwaysOnline, neverOnline         bool
 	share                             float64 // fraction of time online
 	slot                              int64   // ms one online or offline stretch lasts
@@ -61,26 +61,40 @@ type player struct {
 	votesPerDay                       float64
 }
 
-// named are the players a gateway's tests and walk-throughs can rely on:
-// their UUIDs, names and flags do not depend on the seed.
-var named = []struct {
-	uuid, name            string
-	rank, discord         any
-	nickname, msgColor    any
-	op, banned            bool
-	always, never         bool
-	share                 float64
-	balance               float64
-	activity, votesPerDay float64
-}{
-	{"40094f2f-ca8f-4826-8b31-11e0f4c449df", "Alex_MC", "vip", "298765432109876543", "§bAlexie", "#55FF55", true, false, true, false, 1, 1520.75, 1.0, 1.2},
-	{"8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21", "Griefer42", "default", nil, nil, nil, false, true, false, true, 0, 12.5, 0.55, 0},
-	{"1c9e0a44-7b0d-4a9e-8f21-3e5d6c7b8a90", "ModAnna", "moderator", "412345678901234567", "&dAnna", "&d", true, false, false, false, 0.6, 8800.0, 0.8, 0.9},
-	{"5e7c3b2a-9d41-4f6e-b8a0-6c2d1e9f7a35", "BuilderBen", "builder", nil, nil, nil, false, false, false, false, 0.5, 20000.0, 0.9, 0.5},
-	{"c3a1f0d2-7e6b-4a59-9c8d-0b1a2e3f4d56", "LunaSky", "vip", "523456789012345678", "§dLuna§f✦", "#FF55FF", false, false, false, false, 0.4, 310.4, 0.7, 1.0},
-	{"9f8e7d6c-5b4a-4392-8170-6a5b4c3d2e1f", "Creeper_Kid", "default", nil, nil, nil, false, false, false, false, 0.3, 47.0, 0.6, 0.3},
-	{"2b3c4d5e-6f70-4812-9a3b-4c5d6e7f8091", "PixelFox", "default", "634567890123456789", nil, nil, false, false, false, false, 0.35, 95.25, 0.65, 0.6},
-	{"7a6b5c4d-3e2f-4109-8877-665544332211", "OldTimer", "veteran", nil, nil, nil, false, false, false, true, 0, 4321.0, 0.75, 0},
+// The named players: a gateway's tests and walk-throughs can rely on their
+// UUIDs, names and flags, which do not depend on the seed.
+const (
+	alexUUID     = "40094f2f-ca8f-4826-8b31-11e0f4c449df" // Alex_MC: op, always online, Discord linked
+	grieferUUID  = "8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21" // Griefer42: banned, never online
+	annaUUID     = "1c9e0a44-7b0d-4a9e-8f21-3e5d6c7b8a90" // ModAnna: op, the moderator
+	benUUID      = "5e7c3b2a-9d41-4f6e-b8a0-6c2d1e9f7a35" // BuilderBen
+	lunaUUID     = "c3a1f0d2-7e6b-4a59-9c8d-0b1a2e3f4d56" // LunaSky
+	kidUUID      = "9f8e7d6c-5b4a-4392-8170-6a5b4c3d2e1f" // Creeper_Kid: muted
+	pixelUUID    = "2b3c4d5e-6f70-4812-9a3b-4c5d6e7f8091" // PixelFox
+	oldTimerUUID = "7a6b5c4d-3e2f-4109-8877-665544332211" // OldTimer: not seen for months
+)
+
+// namedPlayers returns fresh copies of the named players; addPlayer fills
+// in what is drawn from the seed.
+func namedPlayers(anchor int64) []*player {
+	return []*player{
+		{uuid: alexUUID, name: "Alex_MC", rank: "vip", discord: "298765432109876543", nickname: "§bAlexie",
+			messageColor: "#55FF55", op: true, alwaysOnline: true, registry: 1700001234567,
+			balance: 1520.75, activity: 1, votesPerDay: 1.2},
+		{uuid: grieferUUID, name: "Griefer42", rank: "default", banned: true, neverOnline: true,
+			lastSeenFixed: anchor - 100000000 - 5*minute, // kicked, then banned (see punishmentRecords)
+			balance:       12.5, activity: 0.55},
+		{uuid: annaUUID, name: "ModAnna", rank: "moderator", discord: "412345678901234567", nickname: "&dAnna",
+			messageColor: "&d", op: true, share: 0.6, balance: 8800, activity: 0.8, votesPerDay: 0.9},
+		{uuid: benUUID, name: "BuilderBen", rank: "builder", share: 0.5, balance: 20000, activity: 0.9, votesPerDay: 0.5},
+		{uuid: lunaUUID, name: "LunaSky", rank: "vip", discord: "523456789012345678", nickname: "§dLuna§f✦",
+			messageColor: "#FF55FF", share: 0.4, balance: 310.4, activity: 0.7, votesPerDay: 1},
+		{uuid: kidUUID, name: "Creeper_Kid", rank: "default", share: 0.3, balance: 47, activity: 0.6, votesPerDay: 0.3},
+		{uuid: pixelUUID, name: "PixelFox", rank: "default", discord: "634567890123456789", share: 0.35, balance: 95.25,
+			activity: 0.65, votesPerDay: 0.6},
+		{uuid: oldTimerUUID, name: "OldTimer", rank: "veteran", neverOnline: true, lastSeenFixed: 1741000000000,
+			balance: 4321, activity: 0.75},
+	}
 }
 
 // generatedPlayers is how many seed-drawn players join the named ones, so
@@ -96,18 +110,11 @@ func newWorld(seed int64, anchor int64, serverID string) *world {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x57a7_05ea_7e00_0001))
 	w := &world{seed: seed, anchor: anchor, serverID: serverID, byUUID: map[string]*player{}}
 
-	for i, n := range named {
-		p := &player{
-			idx: i, uuid: n.uuid, name: n.name, rank: n.rank, discord: n.discord,
-			nickname: n.nickname, messageColor: normaliseColor(n.msgColor), nickColor: firstColor(n.nickname),
-			op: n.op, banned: n.banned, whitelisted: true,
-			alwaysOnline: n.always, neverOnline: n.never, share: n.share,
-			balance: n.balance, activity: n.activity, votesPerDay: n.votesPerDay,
-		}
+	for _, p := range namedPlayers(anchor) {
 		w.addPlayer(p, rng)
 	}
 	used := map[string]bool{}
-	for i := range generatedPlayers {
+	for range generatedPlayers {
 		var name string
 		for name == "" || used[name] {
 			name = nameParts[0][rng.IntN(len(nameParts[0]))] + nameParts[1][rng.IntN(len(nameParts[1]))]
@@ -117,8 +124,8 @@ func newWorld(seed int64, anchor int64, serverID string) *world {
 		}
 		used[name] = true
 		p := &player{
-			idx: len(named) + i, uuid: randomUUID(rng), name: name, rank: "default",
-			whitelisted: true, share: 0.08 + 0.35*rng.Float64(),
+			uuid: randomUUID(rng), name: name, rank: "default",
+			share:   0.08 + 0.35*rng.Float64(),
 			balance: math.Round(rng.Float64()*500000) / 100, activity: 0.3 + 0.5*rng.Float64(),
 			votesPerDay: rng.Float64(),
 		}
@@ -127,22 +134,23 @@ func newWorld(seed int64, anchor int64, serverID string) *world {
 		}
 		w.addPlayer(p, rng)
 	}
-	// The named players' first joins are fixed so that gateway tests can
-	// compare them; the drawn ones are already in registry.
-	w.byUUID[named[0].uuid].registry = 1700001234567
-	w.byUUID[named[1].uuid].lastSeenFixed = anchor - 100000000 - 5*minute // kicked, then banned
-	w.byUUID[named[7].uuid].lastSeenFixed = 1741000000000
-
 	w.worlds = newWorlds(rng)
 	w.plugins = pluginList()
-	w.records = punishmentRecords(anchor)
+	w.records = w.punishmentRecords(anchor)
 	w.buildStations()
 	return w
 }
 
+// addPlayer completes p with what is drawn from the seed and adds it to
+// the roster.
 func (w *world) addPlayer(p *player, rng *rand.Rand) {
+	p.idx = len(w.players)
+	p.messageColor = normaliseColor(p.messageColor)
+	p.nickColor = firstColor(p.nickname)
 	p.slot = (1 + rng.Int64N(5)) * minute
-	p.registry = 1690000000000 + rng.Int64N(70*day*3)
+	if p.registry == 0 {
+		p.registry = 1690000000000 + rng.Int64N(70*day*3)
+	}
 	p.statBase = make([]int64, len(untypedStats))
 	p.statRate = make([]int64, len(untypedStats))
 	for i, st := range untypedStats {
@@ -152,6 +160,16 @@ func (w *world) addPlayer(p *player, rng *rand.Rand) {
 	p.detailedHead = int64(2000 + 40000*p.activity*rng.Float64())
 	w.players = append(w.players, p)
 	w.byUUID[p.uuid] = p
+}
+
+// stat is the value of untyped statistic i for p at t.
+func (w *world) stat(p *player, i int, t int64) int64 {
+	return p.statBase[i] + int64(float64(p.statRate[i])*w.hoursPlayed(p, t))
+}
+
+// balance is p's Vault balance at t: it grows a little with play time.
+func (w *world) balance(p *player, t int64) float64 {
+	return round2(p.balance + w.hoursPlayed(p, t)*1.75)
 }
 
 // --- time ------------------------------------------------------------------
