@@ -119,9 +119,9 @@ func TestExactVersion(t *testing.T) {
 func TestTolerantGoproxy(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://goproxy.example,direct":                  "https://goproxy.example|off",
-		"https://a.example|https://b.example,direct":       "https://a.example|https://b.example|off",
+		"https://a.example|https://b.example,direct":      "https://a.example|https://b.example|off",
 		"https://goproxy.example":                         "https://goproxy.example|off",
-		" https://a.example , off":                         "https://a.example|off",
+		" https://a.example , off":                        "https://a.example|off",
 		"file:///srv/goproxy,https://goproxy.example|off": "file:///srv/goproxy|https://goproxy.example|off",
 	} {
 		if got, ok := tolerantGoproxy(in); !ok || got != want {
