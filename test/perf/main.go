@@ -373,12 +373,15 @@ func profileScenario(c config, r *result, t *target, g *gateway) string {
 	done := make(chan roundResult, 1)
 	go func() { done <- runRound(t, rq, c.workers, time.Duration(c.profileSeconds+1)*time.Second) }()
 	perr := g.adminGet("/debug/pprof/profile?seconds="+strconv.Itoa(c.profileSeconds), file)
-	<-done
+	load := <-done
 	if perr != nil {
 		return "profile: " + perr.Error()
 	}
-	return fmt.Sprintf("CPU profile of statusgate under scenario %d (%ds, saved to %s):\n%s\nstatusgate's own functions in it (flat is their own time, cum includes what they call, next handler too):\n%s",
-		sc.num, c.profileSeconds, file, pprofTop(file, 25),
+	// To read the profile per request: the requests served while it ran.
+	perSecond := time.Duration(float64(time.Second) / (load.rps() * float64(c.profileSeconds)))
+	return fmt.Sprintf("CPU profile of statusgate under scenario %d (%ds, saved to %s), at %.0f req/s and %s of Caddy CPU per request,\n"+
+		"so 1s of samples is %s per request:\n%s\nstatusgate's own functions in it (flat is their own time, cum includes what they call, next handler too):\n%s",
+		sc.num, c.profileSeconds, file, load.rps(), us(load.cpuPerRequest()), us(perSecond), pprofTop(file, 25),
 		grepLines(pprofTop(file, 0, "-cum"), "github.com/statusgate/", 20))
 }
 
