@@ -6,8 +6,9 @@ import (
 	"unicode/utf8"
 )
 
-// Byte classes. Tables rather than comparisons keep the hot loops (string
-// bodies, whitespace) to one load and one branch per byte.
+// Byte classes, so that byte-at-a-time loops (whitespace, the last bytes of a
+// chunk) cost one load and one branch per byte; swar.go has the word-at-a-time
+// loops for string bodies and digits.
 var (
 	strSpecial [256]bool // ends a run of plain string bytes: '"', '\\', controls
 	isSpace    [256]bool // JSON whitespace
