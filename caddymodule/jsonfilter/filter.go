@@ -42,6 +42,7 @@ var (
 	ErrMeta      = errors.New("jsonfilter: unusable top-level meta")
 	ErrNotObject = errors.New("jsonfilter: top-level value is not an object")
 	errNotReady  = errors.New("jsonfilter: Filter used without New or Reset")
+	errClosed    = errors.New("jsonfilter: Write after Close")
 )
 
 // Error describes why a document was rejected and where.
@@ -227,8 +228,11 @@ func (f *Filter) Write(p []byte) (int, error) {
 	if f.err != nil {
 		return 0, f.err
 	}
-	if !f.ready || f.closed {
+	if !f.ready {
 		return 0, errNotReady
+	}
+	if f.closed {
+		return 0, errClosed
 	}
 	if err := f.scan(p); err != nil {
 		f.err = err
@@ -244,8 +248,11 @@ func (f *Filter) Close() error {
 	if f.err != nil {
 		return f.err
 	}
-	if !f.ready || f.closed {
+	if !f.ready {
 		return errNotReady
+	}
+	if f.closed {
+		return nil // a second Close after success changes nothing
 	}
 	f.closed = true
 	if f.st != stDone {

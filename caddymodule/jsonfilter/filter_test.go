@@ -426,6 +426,16 @@ func TestErrors(t *testing.T) {
 		t.Fatalf("truncated: %v", err)
 	}
 
+	out.Reset()
+	f.Reset(&out, opNames, Options{})
+	f.Write([]byte(`{}`))
+	if err := f.Close(); err != nil || f.Close() != nil || out.String() != `{"meta":{"authenticated":false}}` {
+		t.Fatalf("second Close: %v, output %s", err, out.String())
+	}
+	if _, err := f.Write([]byte(` `)); err == nil {
+		t.Fatal("Write after Close accepted")
+	}
+
 	var zero Filter
 	if _, err := zero.Write([]byte(`{}`)); err == nil {
 		t.Fatal("zero Filter accepted a Write")
