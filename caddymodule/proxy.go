@@ -16,11 +16,19 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
-// holdBack is how much filtered output is held before the response is committed.
-// A body that ends within it is sent whole with a Content-Length, and a body
-// that turns out to be broken within it becomes a clean 502 instead of a cut
-// connection. Larger bodies stream, so memory stays flat.
-const holdBack = 32 << 10
+// holdBack is how much filtered output is held before the response is
+// committed. A body that ends within it is sent whole, in one write, with an
+// exact Content-Length, and a body found broken within it becomes a clean 502
+// instead of a cut connection; almost every body the backend sends fits. Larger
+// bodies stream, so memory per request stays bounded whatever the body's size.
+// The buffer starts at outChunk and grows only as far as a body needs.
+const holdBack = 256 << 10
+
+// outChunk is the initial size of the output buffer. Once a response streams,
+// output is gathered into writes of at least this size: the filter hands over
+// a piece per kept run, and every write of a chunked response costs the client
+// connection a chunk header and a syscall or two.
+const outChunk = 32 << 10
 
 // Reasons a filtered response is refused before any of it is sent.
 var (
@@ -115,7 +123,7 @@ type proxyWriter struct {
 	filtered bool
 	filter   *jsonfilter.Filter
 	out      clientSink // the filter's destination
-	buf      []byte     // output held back; cap holdBack
+	buf      []byte     // output not yet written: held back, then gathered; cap <= holdBack
 
 	status    int   // status next asked for
 	headerIn  bool  // next called WriteHeader or Write
@@ -138,7 +146,7 @@ var writers filterPool
 func (fp *filterPool) get(w http.ResponseWriter, filtered bool, fields *jsonfilter.Names) *proxyWriter {
 	pw, _ := fp.p.Get().(*proxyWriter)
 	if pw == nil {
-		pw = &proxyWriter{buf: make([]byte, 0, holdBack)}
+		pw = &proxyWriter{buf: make([]byte, 0, outChunk)}
 		pw.out.pw = pw
 	}
 	pw.w, pw.filtered = w, filtered
@@ -221,24 +229,34 @@ func (pw *proxyWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// emit takes the filter's output: held back while it fits, then streamed.
+// emit takes the filter's output: held back until the response is committed,
+// then gathered into writes of a full buffer.
 func (pw *proxyWriter) emit(p []byte) (int, error) {
-	if !pw.committed {
-		if len(pw.buf)+len(p) <= cap(pw.buf) {
-			pw.buf = append(pw.buf, p...)
-			return len(p), nil
-		}
-		if err := pw.commit(); err != nil {
-			return 0, err
-		}
+	if need := len(pw.buf) + len(p); need > cap(pw.buf) && !pw.committed && cap(pw.buf) < holdBack {
+		grown := make([]byte, len(pw.buf), min(max(need, 2*cap(pw.buf)), holdBack))
+		copy(grown, pw.buf)
+		pw.buf = grown
 	}
-	return pw.w.Write(p)
+	if len(pw.buf)+len(p) <= cap(pw.buf) {
+		pw.buf = append(pw.buf, p...)
+		return len(p), nil
+	}
+	if err := pw.send(); err != nil {
+		return 0, err
+	}
+	if len(p) >= cap(pw.buf) {
+		return pw.w.Write(p)
+	}
+	pw.buf = append(pw.buf, p...)
+	return len(p), nil
 }
 
-// commit sends the status line and the held-back output.
-func (pw *proxyWriter) commit() error {
-	pw.committed = true
-	pw.w.WriteHeader(pw.status)
+// send commits the response if it is not yet, and writes what is buffered.
+func (pw *proxyWriter) send() error {
+	if !pw.committed {
+		pw.committed = true
+		pw.w.WriteHeader(pw.status)
+	}
 	if len(pw.buf) == 0 {
 		return nil
 	}
@@ -265,19 +283,23 @@ func (pw *proxyWriter) finish() error {
 		pw.failed = err
 		return err
 	}
-	if pw.committed {
-		return nil
+	if !pw.committed {
+		pw.w.Header().Set("Content-Length", strconv.Itoa(len(pw.buf)))
 	}
-	pw.w.Header().Set("Content-Length", strconv.Itoa(len(pw.buf)))
-	return pw.commit()
+	return pw.send()
 }
 
 // FlushError is what http.ResponseController and reverse_proxy's flushes call.
 // It must not reach the client while output is held back: a flush would commit
 // a status the filter may still have to take back.
 func (pw *proxyWriter) FlushError() error {
-	if pw.filtered && !pw.committed {
-		return nil
+	if pw.filtered {
+		if !pw.committed {
+			return nil
+		}
+		if err := pw.send(); err != nil {
+			return err
+		}
 	}
 	return http.NewResponseController(pw.w).Flush()
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
 const testKey = "k3y-0123456789abcdef"
@@ -371,7 +373,9 @@ func TestFieldLayer(t *testing.T) {
 }
 
 func TestFailClosed(t *testing.T) {
-	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 100<<10) + `","op":true,` // broken after 100 KiB
+	broken := func(n int) string { // valid for n bytes, then cut off inside a protected member
+		return `{"ok":true,"data":{"pad":"` + strings.Repeat("x", n) + `","op":true,`
+	}
 	tests := []struct {
 		name   string
 		be     *backend
@@ -390,7 +394,8 @@ func TestFailClosed(t *testing.T) {
 		{name: "unreachable", be: &backend{err: caddyhttp.Error(http.StatusBadGateway, errors.New("dial tcp: connection refused"))}, status: 502},
 		{name: "timeout", be: &backend{err: caddyhttp.Error(http.StatusGatewayTimeout, errors.New("i/o timeout"))}, status: 504},
 		{name: "aborted before any output", be: &backend{panic: http.ErrAbortHandler}, status: 502},
-		{name: "broken after the hold-back window", be: &backend{body: big}, cut: true},
+		{name: "broken within the hold-back window", be: &backend{body: broken(100 << 10)}, status: 502},
+		{name: "broken after the hold-back window", be: &backend{body: broken(holdBack + 1)}, cut: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -578,4 +583,73 @@ func TestStartupWarnings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countingRecorder counts the writes that reach the client.
+type countingRecorder struct {
+	*httptest.ResponseRecorder
+	writes []int
+}
+
+func (c *countingRecorder) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, len(p))
+	return c.ResponseRecorder.Write(p)
+}
+
+// TestFilteredWrites checks how filtered output reaches the client: a body
+// within the hold-back in one write with its exact length, a larger one as a
+// stream of full-buffer writes, both byte for byte what jsonfilter makes.
+func TestFilteredWrites(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
+	for _, n := range []int{2000, 12000} { // about 100 KiB and 600 KiB of input
+		body := `{"ok":true,"data":{"list":[` + strings.Repeat(member, n) + `{}]},"meta":{"authenticated":true}}`
+		want, _, err := jsonfilter.Apply(nil, []byte(body), h.table.byName["player"].fields, jsonfilter.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
+		r := httptest.NewRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+		if err := h.ServeHTTP(rec, r, &chunkedBackend{body: body, chunk: 4096}); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Fatalf("%d members: body differs from jsonfilter.Apply", n)
+		}
+		cl := rec.Header().Get("Content-Length")
+		if len(want) <= holdBack {
+			if len(rec.writes) != 1 || cl != strconv.Itoa(len(want)) {
+				t.Errorf("%d bytes: writes %v, Content-Length %q; want one write with the exact length", len(want), rec.writes, cl)
+			}
+			continue
+		}
+		if cl != "" {
+			t.Errorf("streamed body has Content-Length %q", cl)
+		}
+		for i, w := range rec.writes[:len(rec.writes)-1] {
+			if w < outChunk {
+				t.Errorf("write %d of %d is %d bytes; want at least %d", i, len(rec.writes), w, outChunk)
+			}
+		}
+	}
+}
+
+// chunkedBackend writes its body in small pieces, as reverse_proxy does with
+// what it reads from the upstream connection.
+type chunkedBackend struct {
+	body  string
+	chunk int
+}
+
+func (b *chunkedBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for s := b.body; s != ""; {
+		n := min(b.chunk, len(s))
+		if _, err := io.WriteString(w, s[:n]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
 }

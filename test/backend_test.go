@@ -34,10 +34,11 @@ const (
 	sendGzip                   // gzip body with Content-Encoding: gzip, whatever was asked for
 	sendTruncated              // JSON that stops in the middle, with a clean end of the response
 	sendCutShort               // Content-Length promises more than comes; the connection closes
-	sendLateError              // 100 KB of valid JSON with protected members, then a syntax error
+	sendEarlyError             // 100 KB of valid JSON with protected members, then a syntax error
+	sendLateError              // 1 MB of the same, then a syntax error: past the gateway's hold-back
 	sendDeep                   // 200,000 '[' deep
 	sendSlow                   // the response headers come after 1.5 s
-	sendBig                    // a valid player record of more than 32 KiB after filtering
+	sendBig                    // a valid player record of more than 256 KiB after filtering
 	sendMetaFirst              // the envelope with meta before data
 )
 
@@ -173,8 +174,10 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			conn.Close()
 		}
 		return
+	case sendEarlyError:
+		body = lateErrorBody(100_000)
 	case sendLateError:
-		body = lateErrorBody()
+		body = lateErrorBody(1_000_000)
 	case sendDeep:
 		body = append([]byte(`{"ok":true,"data":`), bytes.Repeat([]byte("["), 200_000)...)
 	case sendSlow:
@@ -323,12 +326,15 @@ func backendResponse(u *url.URL) (int, []byte) {
 	return 404, errorEnvelope(404, "No such endpoint: "+path, path)
 }
 
-// bigPlayerBody is a valid player record of about 150 KB, 90 KB after the
-// default player fields are removed: far more than the gateway holds back.
+// bigSessions is the number of sessions in bigPlayerBody.
+const bigSessions = 7000
+
+// bigPlayerBody is a valid player record of about 520 KB, 315 KB after the
+// default player fields are removed: more than the gateway's 256 KiB hold-back.
 func bigPlayerBody() []byte {
 	var b strings.Builder
 	b.WriteString(`{"ok":true,"data":{"uuid":"` + alex + `","name":"Alex_MC","op":true,"sessions":[`)
-	for i := range 2000 {
+	for i := range bigSessions {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -338,12 +344,12 @@ func bigPlayerBody() []byte {
 	return []byte(b.String())
 }
 
-// lateErrorBody is 100 KB of valid JSON full of protected members, then a
+// lateErrorBody is size bytes of valid JSON full of protected members, then a
 // syntax error inside one of them.
-func lateErrorBody() []byte {
+func lateErrorBody(size int) []byte {
 	var b bytes.Buffer
 	b.WriteString(`{"ok":true,"data":{"uuid":"` + alex + `","sessions":[`)
-	for i := 0; b.Len() < 100_000; i++ {
+	for i := 0; b.Len() < size; i++ {
 		fmt.Fprintf(&b, `{"server":"s%d","op":true,"discord":"%s","ticks":%d},`, i, discordID, i)
 	}
 	b.WriteString(`{"server":"late","discord":"` + discordID + `","op":tru}]}}`)

@@ -87,14 +87,21 @@ func TestFailClosed(t *testing.T) {
 		})
 	}
 
-	t.Run("invalid JSON after 100 KB cuts the connection", func(t *testing.T) {
+	t.Run("invalid JSON after 100 KB is a 502: it is within the hold-back", func(t *testing.T) {
+		be.misbehave(sendEarlyError)
+		defer be.misbehave(behave)
+		wantError(t, send(t, "GET", anon), http.StatusBadGateway, anon)
+		be.wantSeen(t, "early error", anon)
+	})
+
+	t.Run("invalid JSON after 1 MB cuts the connection", func(t *testing.T) {
 		be.misbehave(sendLateError)
 		defer be.misbehave(behave)
 		r := send(t, "GET", anon)
 		if r.Status != 200 || !r.Chunked || !errors.Is(r.Err, io.ErrUnexpectedEOF) {
 			t.Errorf("late error: status %d, chunked %v, err %v; want 200, chunked, unexpected EOF", r.Status, r.Chunked, r.Err)
 		}
-		if len(r.Body) < 32<<10 || !bytes.HasPrefix(r.Body, []byte(`{"ok":true,"data":{"uuid":"`+alex+`","sessions":[{"server":"s0","ticks":0},`)) {
+		if len(r.Body) < 256<<10 || !bytes.HasPrefix(r.Body, []byte(`{"ok":true,"data":{"uuid":"`+alex+`","sessions":[{"server":"s0","ticks":0},`)) {
 			t.Errorf("late error: %d bytes before the cut, want the filtered start of the document: %s", len(r.Body), clip(r.Body))
 		}
 		for _, raw := range []string{discordID, `"op":`, `"discord":`} {
@@ -162,7 +169,7 @@ func TestLogsKeepKeysOut(t *testing.T) {
 		send(t, m, "/api/v1/server?key="+keyA, withKey(keyA))
 		requests++
 	}
-	for _, m := range []misbehaviour{sendSlow, sendHTML, sendLateError, sendCutShort, sendGzip} {
+	for _, m := range []misbehaviour{sendSlow, sendHTML, sendEarlyError, sendLateError, sendCutShort, sendGzip} {
 		be.misbehave(m)
 		sendAll(player, "/api/v1/server")
 	}
