@@ -29,17 +29,17 @@ const (
 type misbehaviour int32
 
 const (
-	behave        misbehaviour = iota
-	sendHTML                   // 200 text/html, as the plugin's HTML pages
-	sendGzip                   // gzip body with Content-Encoding: gzip, whatever was asked for
-	sendTruncated              // JSON that stops in the middle, with a clean end of the response
-	sendCutShort               // Content-Length promises more than comes; the connection closes
-	sendEarlyError             // 100 KB of valid JSON with protected members, then a syntax error
-	sendLateError              // 1 MB of the same, then a syntax error: past the gateway's hold-back
-	sendDeep                   // 200,000 '[' deep
-	sendSlow                   // the response headers come after 1.5 s
-	sendBig                    // a valid player record of more than 256 KiB after filtering
-	sendMetaFirst              // the envelope with meta before data
+	behave         misbehaviour = iota
+	sendHTML                    // 200 text/html, as the plugin's HTML pages
+	sendGzip                    // gzip body with Content-Encoding: gzip, whatever was asked for
+	sendTruncated               // JSON that stops in the middle, with a clean end of the response
+	sendCutShort                // Content-Length promises more than comes; the connection closes
+	sendEarlyError              // 100 KB of valid JSON with protected members, then a syntax error
+	sendLateError               // 1 MB of the same, then a syntax error: past the gateway's hold-back
+	sendDeep                    // 200,000 '[' deep
+	sendSlow                    // the response headers come after 1.5 s
+	sendBig                     // a valid player record of more than 256 KiB after filtering
+	sendMetaFirst               // the envelope with meta before data
 )
 
 // backend stands in for the ServerAPI plugin with its own auth off: GET only
