@@ -329,7 +329,7 @@ func TestFieldLayer(t *testing.T) {
 	t.Run("anonymous", func(t *testing.T) {
 		h, _ := newTestHandler(t, "key "+testKey)
 		got := serve(t, h, &backend{body: playerBody, header: http.Header{"Etag": {`"x"`}}}, "GET", uuid, nil)
-		want := `{"ok":true,"data":{"uuid":"u","name":"Alex","stat":{"jump":1},"detailed":{"list":[{"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"hiddenFields":["op","banned","discord"],"authenticated":false}}`
+		want := `{"ok":true,"data":{"uuid":"u","name":"Alex","stat":{"jump":1},"detailed":{"list":[{"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"authenticated":false,"hiddenFields":["op","banned","discord"]}}`
 		if got.Code != 200 || got.Body.String() != want {
 			t.Fatalf("%d\n got %s\nwant %s", got.Code, got.Body, want)
 		}

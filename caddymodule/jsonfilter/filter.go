@@ -274,11 +274,17 @@ func (f *Filter) Close() error {
 		m = append(m[:0], `,"meta":{`...)
 		f.metaWrote = false
 	}
+	// The backend's order: authenticated, then hiddenFields.
+	if f.metaWrote {
+		m = append(m, ',')
+	}
+	if f.auth {
+		m = append(m, `"authenticated":true`...)
+	} else {
+		m = append(m, `"authenticated":false`...)
+	}
 	if len(f.hidden) > 0 {
-		if f.metaWrote {
-			m = append(m, ',')
-		}
-		m = append(m, `"hiddenFields":[`...)
+		m = append(m, `,"hiddenFields":[`...)
 		sep := false
 		for j, ok := range f.found {
 			if ok {
@@ -290,16 +296,9 @@ func (f *Filter) Close() error {
 			}
 		}
 		m = append(m, ']')
-		f.metaWrote = true
 	}
-	if f.metaWrote {
-		m = append(m, ',')
-	}
-	if f.auth {
-		m = append(m, `"authenticated":true}}`...)
-	} else {
-		m = append(m, `"authenticated":false}}`...)
-	}
+	m = append(m, "}}"...)
+
 	f.meta = m
 	if !f.topWrote {
 		m = m[1:] // no member before meta: no comma

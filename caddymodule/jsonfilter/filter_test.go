@@ -79,37 +79,37 @@ func TestFilter(t *testing.T) {
 		err    error // wanted error kind
 	}{
 		{"brief example", `{"ok":true,"meta":{"version":"v1"},"data":{"op":true,"x":1}}`,
-			`{"ok":true,"data":{"x":1},"meta":{"version":"v1","hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"only member removed", `{"op":1}`, `{"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"nested only member", `{"a":{"op":1}}`, `{"a":{},` + `"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"first member", `{"a":{"op":1,"b":2}}`, `{"a":{"b":2},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"last member", `{"a":{"b":2,"op":1}}`, `{"a":{"b":2},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"middle member", `{"a":{"b":2,"op":1,"c":3}}`, `{"a":{"b":2,"c":3},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"ok":true,"data":{"x":1},"meta":{"version":"v1","authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"only member removed", `{"op":1}`, `{"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"nested only member", `{"a":{"op":1}}`, `{"a":{},` + `"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"first member", `{"a":{"op":1,"b":2}}`, `{"a":{"b":2},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"last member", `{"a":{"b":2,"op":1}}`, `{"a":{"b":2},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"middle member", `{"a":{"b":2,"op":1,"c":3}}`, `{"a":{"b":2,"c":3},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"every member", `{"a":{"op":1,"banned":false,"discord":"x"}}`,
-			`{"a":{},"meta":{"hiddenFields":["op","banned","discord"],"authenticated":false}}`, []string{"op", "banned", "discord"}, nil},
+			`{"a":{},"meta":{"authenticated":false,"hiddenFields":["op","banned","discord"]}}`, []string{"op", "banned", "discord"}, nil},
 		{"every top-level member", `{"op":1,"banned":[1,{"x":2}],"discord":{}}`,
-			`{"meta":{"hiddenFields":["op","banned","discord"],"authenticated":false}}`, []string{"op", "banned", "discord"}, nil},
+			`{"meta":{"authenticated":false,"hiddenFields":["op","banned","discord"]}}`, []string{"op", "banned", "discord"}, nil},
 		{"hidden in configuration order", `{"discord":1,"op":2}`,
-			`{"meta":{"hiddenFields":["op","discord"],"authenticated":false}}`, []string{"op", "discord"}, nil},
+			`{"meta":{"authenticated":false,"hiddenFields":["op","discord"]}}`, []string{"op", "discord"}, nil},
 		{"spaces around removed", "{ \"a\" : 1 , \"op\" : { \"x\" : [ 1 ] } , \"b\" : 2 }",
-			`{ "a" : 1 , "b" : 2 ,"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{ "a" : 1 , "b" : 2 ,"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"removed first with spaces", "{\n  \"op\": 1,\n  \"b\": 2\n}",
-			"{\n  \"b\": 2\n,\"meta\":{\"hiddenFields\":[\"op\"],\"authenticated\":false}}", []string{"op"}, nil},
-		{"escaped key", `{"o\u0070":1,"x":2}`, `{"x":2,"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
-		{"fully escaped key", `{"x":{"\u006f\u0070":1}}`, `{"x":{},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			"{\n  \"b\": 2\n,\"meta\":{\"authenticated\":false,\"hiddenFields\":[\"op\"]}}", []string{"op"}, nil},
+		{"escaped key", `{"o\u0070":1,"x":2}`, `{"x":2,"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
+		{"fully escaped key", `{"x":{"\u006f\u0070":1}}`, `{"x":{},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"escaped slash is not a name", `{"o\/p":1}`, `{"o\/p":1,` + noMeta + `}`, nil, nil},
 		{"array of objects", `{"list":[{"op":1,"keep":2},{"keep":3,"op":4}]}`,
-			`{"list":[{"keep":2},{"keep":3}],"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"list":[{"keep":2},{"keep":3}],"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"duplicates", `{"a":{"op":1,"op":2,"x":0,"op":3}}`,
-			`{"a":{"x":0},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"a":{"x":0},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"duplicated parents", `{"a":[{"op":1}],"a":[{"op":2}]}`,
-			`{"a":[{}],"a":[{}],"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"a":[{}],"a":[{}],"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"names in values", `{"role":"op","list":["op","banned"],"x":{"k":"discord"}}`,
 			`{"role":"op","list":["op","banned"],"x":{"k":"discord"},` + noMeta + `}`, nil, nil},
 		{"near misses", `{"opx":1,"OP":2,"op ":3," op":4,"o":5,"opp":6,"bann":7,"discords":8}`,
 			`{"opx":1,"OP":2,"op ":3," op":4,"o":5,"opp":6,"bann":7,"discords":8,` + noMeta + `}`, nil, nil},
 		{"removed value of every type", `{"x":[{"op":"s\"}"},{"op":-1.5e+3},{"op":true},{"op":null},{"op":[[],{}]},{"op":{"a":{"b":"}"}}}]}`,
-			`{"x":[{},{},{},{},{},{}],"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"x":[{},{},{},{},{},{}],"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"numbers verbatim", `{"seed":-4172144997902289642,"hp":20.0,"big":1e400,"e":1.5E+2,"z":-0,"f":0.00010}`,
 			`{"seed":-4172144997902289642,"hp":20.0,"big":1e400,"e":1.5E+2,"z":-0,"f":0.00010,` + noMeta + `}`, nil, nil},
 		{"escapes and unicode verbatim", `{"s":"\u00e9\n\"é→\ud83d\ude00","k\u00e9y":"\/"}`,
@@ -120,21 +120,21 @@ func TestFilter(t *testing.T) {
 		{"leading and trailing whitespace", " \n{\"a\":1}\r\n\t ", " \n{\"a\":1," + noMeta + "}", nil, nil},
 
 		// meta
-		{"meta first", `{"meta":{"v":1},"a":{"op":1}}`, `{"a":{},"meta":{"v":1,"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+		{"meta first", `{"meta":{"v":1},"a":{"op":1}}`, `{"a":{},"meta":{"v":1,"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"meta last", `{"a":1,"meta":{"v":1}}`, `{"a":1,"meta":{"v":1,"authenticated":false}}`, nil, nil},
 		{"meta only", `{"meta":{"v":1}}`, `{"meta":{"v":1,"authenticated":false}}`, nil, nil},
 		{"meta empty", `{"meta":{}}`, `{"meta":{"authenticated":false}}`, nil, nil},
-		{"meta absent, names removed", `{"x":{"banned":1}}`, `{"x":{},"meta":{"hiddenFields":["banned"],"authenticated":false}}`, []string{"banned"}, nil},
+		{"meta absent, names removed", `{"x":{"banned":1}}`, `{"x":{},"meta":{"authenticated":false,"hiddenFields":["banned"]}}`, []string{"banned"}, nil},
 		{"meta is not filtered", `{"meta":{"op":true,"x":{"banned":1}},"ok":true}`,
 			`{"ok":true,"meta":{"op":true,"x":{"banned":1},"authenticated":false}}`, nil, nil},
 		{"meta replaces authenticated and hiddenFields", `{"meta":{"authenticated":true,"version":"v1","hiddenFields":["x"],"authenticated":1},"op":1}`,
-			`{"meta":{"version":"v1","hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"meta":{"version":"v1","authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"meta with only replaced members", `{"meta":{"authenticated":true}}`, `{"meta":{"authenticated":false}}`, nil, nil},
 		{"meta nested names kept", `{"meta":{"x":{"authenticated":1,"hiddenFields":2}}}`,
 			`{"meta":{"x":{"authenticated":1,"hiddenFields":2},"authenticated":false}}`, nil, nil},
 		{"escaped meta key", `{"m\u0065ta":{"v":1},"a":1}`, `{"a":1,"meta":{"v":1,"authenticated":false}}`, nil, nil},
 		{"nested meta is ordinary", `{"data":{"meta":{"op":1}}}`,
-			`{"data":{"meta":{}},"meta":{"hiddenFields":["op"],"authenticated":false}}`, []string{"op"}, nil},
+			`{"data":{"meta":{}},"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"meta with spaces", `{ "meta" : { "v" : 1 } , "a" : 2 }`, `{ "a" : 2 ,"meta":{ "v" : 1 ,"authenticated":false}}`, nil, nil},
 		{"meta not object", `{"meta":"x"}`, "", nil, ErrMeta},
 		{"meta null", `{"a":1,"meta":null}`, "", nil, ErrMeta},
@@ -230,7 +230,7 @@ func TestUnescapedMatching(t *testing.T) {
 		{`{"\ud83d\ude00":1}`, `{"\ud83d\ude00":1,`, nil},
 		{`{"\ud83dx":1}`, `{"\ud83dx":1,`, nil},
 		// "meta" is a name: the top-level meta stays, a nested one goes.
-		{`{"meta":{"a":1},"x":{"meta":2}}`, `{"x":{},"meta":{"a":1,"hiddenFields":["meta"],"authenticated":false}}`, []string{"meta"}},
+		{`{"meta":{"a":1},"x":{"meta":2}}`, `{"x":{},"meta":{"a":1,"authenticated":false,"hiddenFields":["meta"]}}`, []string{"meta"}},
 	}
 	for _, tt := range tests {
 		got := runAll(t, []byte(tt.in), names, Options{})
@@ -250,7 +250,7 @@ func TestNames(t *testing.T) {
 	}
 	// Invalid UTF-8 in a name can never match a decoded key.
 	got := runAll(t, []byte("{\"\xff\":1,\"\":2,\"a\":3,\"b\":4,\"c\":5}"), n, Options{})
-	if got.err != nil || got.out != "{\"\xff\":1,\"c\":5,\"meta\":{\"hiddenFields\":[\"b\",\"a\",\"\"],\"authenticated\":false}}" {
+	if got.err != nil || got.out != "{\"\xff\":1,\"c\":5,\"meta\":{\"authenticated\":false,\"hiddenFields\":[\"b\",\"a\",\"\"]}}" {
 		t.Fatalf("got %q %v", got.out, got.err)
 	}
 	// No names: only meta.authenticated changes; a nil *Names is the same.
@@ -266,7 +266,7 @@ func TestNames(t *testing.T) {
 		many = append(many, fmt.Sprintf("name%d", k))
 	}
 	got = runAll(t, []byte(`{"name39":1,"name4":2,"name40":3}`), NewNames(many), Options{})
-	if got.err != nil || got.out != `{"name40":3,"meta":{"hiddenFields":["name4","name39"],"authenticated":false}}` {
+	if got.err != nil || got.out != `{"name40":3,"meta":{"authenticated":false,"hiddenFields":["name4","name39"]}}` {
 		t.Fatalf("got %q %v", got.out, got.err)
 	}
 }
@@ -274,7 +274,7 @@ func TestNames(t *testing.T) {
 func TestHiddenFieldsEscaping(t *testing.T) {
 	n := NewNames([]string{`a"b`, "<x>", "\u2028"})
 	got := runAll(t, []byte(`{"a\"b":1,"<x>":2,"\u2028":3}`), n, Options{})
-	want := `{"meta":{"hiddenFields":["a\"b","<x>","\u2028"],"authenticated":false}}`
+	want := `{"meta":{"authenticated":false,"hiddenFields":["a\"b","<x>","\u2028"]}}`
 	if got.err != nil || got.out != want {
 		t.Fatalf("got %s %v, want %s", got.out, got.err, want)
 	}
@@ -492,7 +492,7 @@ func TestStreams(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"data":{"name":"Alex","stat":[1,2,3],"x":1},"meta":{"hiddenFields":["op"],"authenticated":false}}`; out.String() != want {
+	if want := `{"data":{"name":"Alex","stat":[1,2,3],"x":1},"meta":{"authenticated":false,"hiddenFields":["op"]}}`; out.String() != want {
 		t.Fatalf("got %s", out.String())
 	}
 }
@@ -517,7 +517,7 @@ func (w *countWriter) Write(p []byte) (int, error) {
 
 func TestApplyAppends(t *testing.T) {
 	out, hidden, err := Apply([]byte("prefix:"), []byte(`{"op":1}`), opNames, Options{Authenticated: true})
-	if err != nil || string(out) != `prefix:{"meta":{"hiddenFields":["op"],"authenticated":true}}` || !slices.Equal(hidden, []string{"op"}) {
+	if err != nil || string(out) != `prefix:{"meta":{"authenticated":true,"hiddenFields":["op"]}}` || !slices.Equal(hidden, []string{"op"}) {
 		t.Fatalf("got %s %q %v", out, hidden, err)
 	}
 }

@@ -104,7 +104,7 @@ func strip(n node, names map[string]bool, found map[string]bool) node {
 }
 
 // expected is the reference result for a top-level object: names stripped
-// outside meta, meta moved last with hiddenFields and authenticated replaced.
+// outside meta, meta moved last with authenticated and hiddenFields replaced.
 // ok is false when the filter must refuse the document.
 func expected(in node, nameList []string, auth bool) (want node, hidden []string, ok bool) {
 	names := map[string]bool{}
@@ -140,6 +140,7 @@ func expected(in node, nameList []string, auth bool) (want node, hidden []string
 			hidden = append(hidden, s)
 		}
 	}
+	newMeta.obj = append(newMeta.obj, member{"authenticated", node{scalar: auth}})
 	if len(hidden) > 0 {
 		list := node{kind: '[', arr: []node{}}
 		for _, s := range hidden {
@@ -147,7 +148,6 @@ func expected(in node, nameList []string, auth bool) (want node, hidden []string
 		}
 		newMeta.obj = append(newMeta.obj, member{"hiddenFields", list})
 	}
-	newMeta.obj = append(newMeta.obj, member{"authenticated", node{scalar: auth}})
 	want.obj = append(want.obj, member{"meta", newMeta})
 	return want, hidden, true
 }
@@ -231,7 +231,7 @@ func TestFuzzSeedsDecode(t *testing.T) {
 	if !ok || err != nil || !reflect.DeepEqual(decodeTree(out), want) || !reflect.DeepEqual(hidden, gotHidden) {
 		t.Fatalf("%s %q %v", out, gotHidden, err)
 	}
-	if string(out) != `{"x":{"k":3},"meta":{"v":1,"hiddenFields":["op","a","é"],"authenticated":false}}` {
+	if string(out) != `{"x":{"k":3},"meta":{"v":1,"authenticated":false,"hiddenFields":["op","a","é"]}}` {
 		t.Fatalf("got %s", out)
 	}
 }

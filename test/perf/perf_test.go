@@ -156,7 +156,7 @@ func TestBulkBody(t *testing.T) {
 
 func TestKeyScanner(t *testing.T) {
 	doc := `{"ok":true,"op":1,"data":{"role":"op","list":[{"a":[{"o\u0070":1}]},{"banned":"x","opx":2,"OP":3}],` +
-		`"s":"\"op\":1","nested":{"discord":{"discord":null}}},"meta":{"op":true,"hiddenFields":["op"],"authenticated":false}}`
+		`"s":"\"op\":1","nested":{"discord":{"discord":null}}},"meta":{"op":true,"authenticated":false,"hiddenFields":["op"]}}`
 	scan, err := scanKeys(strings.NewReader(doc), protectedNames)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +174,7 @@ func TestKeyScanner(t *testing.T) {
 	if scan.DataKeys != 14 {
 		t.Errorf("DataKeys = %d, want 14", scan.DataKeys)
 	}
-	if string(scan.Meta) != `{"op":true,"hiddenFields":["op"],"authenticated":false}` {
+	if string(scan.Meta) != `{"op":true,"authenticated":false,"hiddenFields":["op"]}` {
 		t.Errorf("Meta = %s", scan.Meta)
 	}
 	if scan.Bytes != int64(len(doc)) {
