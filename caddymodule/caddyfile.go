@@ -54,14 +54,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[what] = true
 		return nil
 	}
+	// onceSwitch reads the on|off value of an option that may appear once.
+	onceSwitch := func(opt string, optional bool) (bool, error) {
+		if err := once(opt); err != nil {
+			return false, err
+		}
+		return parseSwitch(d, opt, optional)
+	}
 	for d.NextBlock(0) {
 		opt := d.Val()
 		switch opt {
 		case "auth":
-			if err := once(opt); err != nil {
-				return err
-			}
-			on, err := parseSwitch(d, opt, false)
+			on, err := onceSwitch(opt, false)
 			if err != nil {
 				return err
 			}
@@ -81,20 +85,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			auth.Keys = append(auth.Keys, key)
 
 		case "allow_query_key":
-			if err := once(opt); err != nil {
-				return err
-			}
-			on, err := parseSwitch(d, opt, true)
+			on, err := onceSwitch(opt, true)
 			if err != nil {
 				return err
 			}
 			auth.AllowQueryKey = on
 
 		case "hide_protected":
-			if err := once(opt); err != nil {
-				return err
-			}
-			on, err := parseSwitch(d, opt, true)
+			on, err := onceSwitch(opt, true)
 			if err != nil {
 				return err
 			}

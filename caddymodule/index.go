@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
@@ -99,5 +100,5 @@ func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields
 		}
 		b = out
 	}
-	writeJSON(w, http.StatusOK, b)
+	apijson.Write(w, http.StatusOK, b)
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
 )
 
 // errorMessages are the messages of the gateway's own error envelopes. They
@@ -17,24 +19,6 @@ var errorMessages = map[int]string{
 	http.StatusBadGateway:          "Bad gateway",
 	http.StatusGatewayTimeout:      "Gateway timeout",
 	http.StatusInternalServerError: "Internal server error",
-}
-
-// setJSONHeaders sets the headers the backend puts on every JSON response, so
-// that the gateway's own responses look like the backend's.
-func setJSONHeaders(hdr http.Header) {
-	hdr.Set("Content-Type", "application/json; charset=utf-8")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("Access-Control-Allow-Origin", "*")
-}
-
-// writeJSON sends a complete JSON body with the backend's headers.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	hdr := w.Header()
-	setJSONHeaders(hdr)
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // writeError sends the backend's error envelope:
@@ -53,7 +37,7 @@ func writeError(w http.ResponseWriter, status int, path string) {
 	b = append(b, `},"meta":{"version":"v1","updatedAt":`...)
 	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
 	b = append(b, "}}"...)
-	writeJSON(w, status, b)
+	apijson.Write(w, status, b)
 }
 
 // preflightMaxAge is how long browsers may cache the preflight answer, in seconds.

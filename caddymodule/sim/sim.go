@@ -34,6 +34,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
 )
 
 func init() {
@@ -146,7 +148,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	if !strings.EqualFold(r.Method, http.MethodGet) {
 		if r.Method == http.MethodHead {
 			// The JDK drops the body of a HEAD reply and sends no length.
-			setJSONHeaders(w.Header())
+			apijson.SetHeaders(w.Header())
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return nil
 		}
@@ -190,7 +192,7 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	}
 	// Auth is off, so the plugin reports every caller as authenticated.
 	b = append(b, `,"authenticated":true}}`...)
-	writeJSON(w, http.StatusOK, b)
+	apijson.Write(w, http.StatusOK, b)
 	return nil
 }
 
@@ -247,22 +249,7 @@ func (s *Sim) writeError(w http.ResponseWriter, now int64, path string, e *apiEr
 	b = append(b, '}')
 	b = s.appendMeta(b, now)
 	b = append(b, "}}"...)
-	writeJSON(w, e.status, b)
-}
-
-func setJSONHeaders(h http.Header) {
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Access-Control-Allow-Origin", "*")
-}
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	h := w.Header()
-	setJSONHeaders(h)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	apijson.Write(w, e.status, b)
 }
 
 // writeJDKPage imitates com.sun.net.httpserver's own error pages: HTML, no
