@@ -2,6 +2,7 @@ package jsonfilter
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -144,6 +145,44 @@ func BenchmarkValidate(b *testing.B) {
 			for b.Loop() {
 				if !gjson.ValidBytes(d.doc) {
 					b.Fatal("invalid")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRoundTrip is what the filter replaces: decode into Go values with
+// encoding/json, delete the names at any depth, encode again. It is here for
+// comparison only (it also changes numbers and key order, see FILTER-NOTES.md).
+func BenchmarkRoundTrip(b *testing.B) {
+	var strip func(v any)
+	strip = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for _, n := range benchNames.list {
+				delete(v, n)
+			}
+			for _, e := range v {
+				strip(e)
+			}
+		case []any:
+			for _, e := range v {
+				strip(e)
+			}
+		}
+	}
+	for _, d := range benchDocs {
+		b.Run(d.name, func(b *testing.B) {
+			b.SetBytes(int64(len(d.doc)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var v any
+				if err := json.Unmarshal(d.doc, &v); err != nil {
+					b.Fatal(err)
+				}
+				strip(v)
+				if _, err := json.Marshal(v); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})
