@@ -77,7 +77,7 @@ func newIndexCache(h *Handler) *indexCache {
 // backend's config, not the gateway's. While hide_protected is on, a caller
 // without an accepted key sees only the endpoints it may read. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields *jsonfilter.Names, clientPath string) {
+func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields *jsonfilter.Names, decodedPath string) {
 	data := h.index.all
 	if !keyed && h.hide {
 		data = h.index.public
@@ -95,7 +95,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.
 			h.logger.Error("filtering the index", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, clientPath)
+			writeError(w, http.StatusInternalServerError, decodedPath)
 			return
 		}
 		b = out

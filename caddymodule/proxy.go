@@ -42,7 +42,7 @@ var (
 // a backend failure into the gateway's own 502 or 504 while nothing has been
 // sent, and cuts the connection when the response was already under way, so a
 // client never takes a truncated body for a whole one.
-func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ep *endpoint, filtered bool, clientPath string) error {
+func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ep *endpoint, filtered bool, decodedPath string) error {
 	pw := writers.get(w, filtered, ep.fields)
 	done := false
 	defer func() {
@@ -59,7 +59,7 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		if rec != http.ErrAbortHandler || pw.sent() {
 			panic(rec)
 		}
-		h.refuse(w, http.StatusBadGateway, clientPath, ep, pw.cause(errors.New("backend response broke off")))
+		h.refuse(w, http.StatusBadGateway, decodedPath, ep, pw.cause(errors.New("backend response broke off")))
 		writers.put(pw)
 	}()
 
@@ -83,19 +83,19 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout {
 		status = http.StatusGatewayTimeout
 	}
-	h.refuse(w, status, clientPath, ep, err)
+	h.refuse(w, status, decodedPath, ep, err)
 	return nil
 }
 
 // refuse replaces whatever the backend's headers put into w with the gateway's
 // own error envelope, and logs why.
-func (h *Handler) refuse(w http.ResponseWriter, status int, clientPath string, ep *endpoint, cause error) {
+func (h *Handler) refuse(w http.ResponseWriter, status int, decodedPath string, ep *endpoint, cause error) {
 	h.logFailure(status, ep, cause)
 	hdr := w.Header()
 	for k := range hdr {
 		delete(hdr, k)
 	}
-	writeError(w, status, clientPath)
+	writeError(w, status, decodedPath)
 }
 
 // logFailure logs a backend failure without the request: its headers and query
