@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 // apiVersion is the interface version label of SEED-SPEC.md section 9.

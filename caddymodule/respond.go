@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 // errorMessages are the messages of the gateway's own error envelopes. They

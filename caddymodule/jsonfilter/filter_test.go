@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // result is what one run of the filter produced.
@@ -523,10 +525,11 @@ func TestApplyAppends(t *testing.T) {
 }
 
 func TestResetNoAlloc(t *testing.T) {
-	doc := playerRecord(false)
-	f := New(io.Discard, benchNames, Options{})
+	doc := fixture.PlayerRecord(false)
+	playerNames := NewNames([]string{"op", "banned", "chatplatform", "discord"})
+	f := New(io.Discard, playerNames, Options{})
 	allocs := testing.AllocsPerRun(20, func() {
-		f.Reset(io.Discard, benchNames, Options{})
+		f.Reset(io.Discard, playerNames, Options{})
 		for c := range slices.Chunk(doc, 512) {
 			f.Write(c)
 		}
@@ -577,7 +580,7 @@ func TestStreamMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("streams 64 MB")
 	}
-	unit := playerRecord(false)
+	unit := fixture.PlayerRecord(false)
 	unit = append(unit[len(`{"ok":true,"data":`):bytes.Index(unit, []byte(`,"meta":`))], ',')
 	const size = 64 << 20
 	r := &repeatReader{

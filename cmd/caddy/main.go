@@ -8,7 +8,7 @@ import (
 	// plug in Caddy modules here
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/statusgate/statusgate/caddymodule"
-	_ "github.com/statusgate/statusgate/caddymodule/sim"
+	_ "github.com/statusgate/statusgate/internal/sim"
 )
 
 func main() {

@@ -35,7 +35,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/apijson"
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 func init() {
