@@ -45,7 +45,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	auth := new(AuthConfig)
+	auth := &h.Auth
 	seen := map[string]bool{}
 	once := func(what string) error {
 		if seen[what] {
@@ -161,10 +161,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)
 		}
-	}
-	if auth.Enabled != nil || auth.Keys != nil || auth.AllowQueryKey || auth.HideProtected != nil ||
-		auth.RequireKey != nil || auth.ProtectedFields != nil {
-		h.Auth = auth
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package caddymodule
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
@@ -104,8 +106,17 @@ func validCustomName(s string) bool {
 
 // endpointNameError is the message for a name that is not an endpoint.
 func endpointNameError(name string) error {
-	return fmt.Errorf("unknown endpoint '%s' (want one of index, status, player, server, performance, worlds, gamerules, entities, spawnlimits, punishments, bans, operators, whitelist, plugins, placeholders, network, constants, or custom/<name> with letters, digits, '_' and '-')", name)
+	return fmt.Errorf("unknown endpoint '%s' (want one of %s, or custom/<name> with letters, digits, '_' and '-')", name, builtinNames)
 }
+
+// builtinNames lists the built-in endpoint names for messages, in table order.
+var builtinNames = func() string {
+	names := make([]string, len(builtins))
+	for i, b := range builtins {
+		names[i] = b.name
+	}
+	return strings.Join(names, ", ")
+}()
 
 // endpointTable is the provisioned routing table.
 type endpointTable struct {
@@ -120,4 +131,87 @@ func (t *endpointTable) lookup(name string) *endpoint {
 		return nil
 	}
 	return ep
+}
+
+// buildTable applies the config to the built-in defaults. Every endpoint name in
+// the config must be known; custom stations come into being by being named.
+func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[string][]string) (*endpointTable, error) {
+	var custom []string
+	check := func(section string, names []string) error {
+		for _, name := range names {
+			if !validEndpointName(name) {
+				return fmt.Errorf("%s: %w", section, endpointNameError(name))
+			}
+			if strings.HasPrefix(name, customPrefix) && !slices.Contains(custom, name) {
+				custom = append(custom, name)
+			}
+		}
+		return nil
+	}
+	if err := check("endpoints", slices.Sorted(maps.Keys(enabled))); err != nil {
+		return nil, err
+	}
+	if err := check("auth.require_key", slices.Sorted(maps.Keys(requireKey))); err != nil {
+		return nil, err
+	}
+	if err := check("auth.protected_fields", slices.Sorted(maps.Keys(fields))); err != nil {
+		return nil, err
+	}
+	for name, list := range fields {
+		for _, f := range list {
+			if f == "" {
+				return nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
+			}
+		}
+	}
+	slices.Sort(custom)
+
+	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
+	add := func(b builtin) {
+		ep := &endpoint{
+			name:        b.name,
+			description: b.description,
+			rule:        b.rule,
+			kind:        b.kind,
+			enabled:     !b.disabled,
+			requireKey:  !b.public,
+			basePath:    "/api/v1/" + b.name,
+		}
+		if b.name == "index" {
+			ep.basePath = "/api/v1"
+		}
+		ep.indexPath = ep.basePath
+		if b.rule == paramRequired && b.kind == paramUUID {
+			ep.indexPath += "/{uuid}"
+		}
+		if on, ok := enabled[b.name]; ok {
+			ep.enabled = on
+		}
+		if need, ok := requireKey[b.name]; ok {
+			ep.requireKey = need
+		}
+		names := b.fields
+		if list, ok := fields[b.name]; ok {
+			names = list
+		}
+		if !authOn {
+			ep.requireKey = false
+			names = nil
+		}
+		if len(names) > 0 {
+			ep.fields = jsonfilter.NewNames(names)
+		}
+		t.byName[b.name] = ep
+		t.ordered = append(t.ordered, ep)
+	}
+	for _, b := range builtins {
+		add(b)
+	}
+	for _, name := range custom {
+		// A custom station is a single parameterless segment below custom/,
+		// disabled until enabled and protected unless configured otherwise,
+		// like a freshly generated custom/<name>.yml of the plugin.
+		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true})
+	}
+	return t, nil
 }

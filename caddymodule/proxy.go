@@ -38,44 +38,36 @@ var (
 	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
 )
 
+// exchange is one forwarded request: what the proxy step and its failure
+// paths need to know about it.
+type exchange struct {
+	w           http.ResponseWriter // the client's writer
+	r           *http.Request       // already rewritten for the backend
+	ep          *endpoint
+	filtered    bool   // the response goes through the field layer
+	decodedPath string // what the gateway's error envelopes show
+}
+
+// errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
+var errBrokeOff = errors.New("backend response broke off")
+
 // proxy hands the rewritten request to next and guards what comes back. It turns
 // a backend failure into the gateway's own 502 or 504 while nothing has been
 // sent, and cuts the connection when the response was already under way, so a
 // client never takes a truncated body for a whole one.
-func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler, ep *endpoint, filtered bool, decodedPath string) error {
-	pw := writers.get(w, filtered, ep.fields)
-	done := false
-	defer func() {
-		if done {
-			writers.put(pw)
-			return
-		}
-		// next panicked; reverse_proxy does so with http.ErrAbortHandler when
-		// the body breaks off or the filter refuses it mid-copy.
-		rec := recover()
-		if rec == nil {
-			return // runtime.Goexit
-		}
-		if rec != http.ErrAbortHandler || pw.sent() {
-			panic(rec)
-		}
-		h.refuse(w, http.StatusBadGateway, decodedPath, ep, pw.cause(errors.New("backend response broke off")))
-		writers.put(pw)
-	}()
-
-	err := next.ServeHTTP(pw, r)
-	if err == nil {
-		err = pw.finish()
-	}
-	done = true
+func (h *Handler) proxy(x exchange, next caddyhttp.Handler) error {
+	pw := writers.get(x.w, x.filtered, x.ep.fields)
+	err := forward(pw, x.r, next)
+	sent := pw.sent()
+	writers.put(pw)
 	if err == nil {
 		return nil
 	}
-	if pw.sent() {
+	if sent {
 		// Headers and part of the body are out; only a cut connection tells the
 		// client that the rest is missing. ErrAbortHandler is the standard way,
 		// and net/http does not log it.
-		h.logFailure(http.StatusBadGateway, ep, err)
+		h.logFailure(http.StatusBadGateway, x.ep, err)
 		panic(http.ErrAbortHandler)
 	}
 	status := http.StatusBadGateway
@@ -83,19 +75,65 @@ func (h *Handler) proxy(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout {
 		status = http.StatusGatewayTimeout
 	}
-	h.refuse(w, status, decodedPath, ep, err)
+	h.refuse(x, status, err)
 	return nil
 }
 
-// refuse replaces whatever the backend's headers put into w with the gateway's
-// own error envelope, and logs why.
-func (h *Handler) refuse(w http.ResponseWriter, status int, decodedPath string, ep *endpoint, cause error) {
-	h.logFailure(status, ep, cause)
-	hdr := w.Header()
+// forward runs next into pw and finishes the body. reverse_proxy panics with
+// http.ErrAbortHandler when the body breaks off or the filter refuses it
+// mid-copy; while nothing has been sent that becomes an error the gateway can
+// still answer. Once the client has part of the response, and for any other
+// panic, the panic goes on: pw is then not reused.
+func forward(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			if rec != http.ErrAbortHandler || pw.sent() {
+				panic(rec)
+			}
+			err = pw.cause(errBrokeOff)
+		}
+	}()
+	if err = next.ServeHTTP(pw, r); err == nil {
+		err = pw.finish()
+	}
+	return err
+}
+
+// prepareUpstream rewrites r into the request the backend gets: the canonical
+// path that was authorised, the query without key, no key header, no
+// client-supplied real-IP headers, GET for HEAD, and an identity body when the
+// response is going to be filtered.
+func (h *Handler) prepareUpstream(r *http.Request, rt route, filtered bool) {
+	path, rawPath := rt.upstreamPath()
+	r.URL.Path = path
+	r.URL.RawPath = rawPath
+	r.URL.RawQuery = stripQueryKey(r.URL.RawQuery)
+	r.RequestURI = r.URL.RequestURI()
+	r.Method = http.MethodGet
+
+	hdr := r.Header
+	delete(hdr, "X-Api-Key")
+	// The backend's real-ip option trusts these ahead of X-Forwarded-For
+	// and takes a single value verbatim; reverse_proxy manages X-Forwarded-For.
+	delete(hdr, "Cf-Connecting-Ip")
+	delete(hdr, "True-Client-Ip")
+	delete(hdr, "X-Real-Ip")
+	// No connection upgrades: a tunnel would carry bytes past the gateway.
+	delete(hdr, "Upgrade")
+	if filtered {
+		hdr.Set("Accept-Encoding", "identity")
+	}
+}
+
+// refuse replaces whatever the backend's headers put into the client's writer
+// with the gateway's own error envelope, and logs why.
+func (h *Handler) refuse(x exchange, status int, cause error) {
+	h.logFailure(status, x.ep, cause)
+	hdr := x.w.Header()
 	for k := range hdr {
 		delete(hdr, k)
 	}
-	writeError(w, status, decodedPath)
+	writeError(x.w, status, x.decodedPath)
 }
 
 // logFailure logs a backend failure without the request: its headers and query
@@ -313,6 +351,15 @@ func (pw *proxyWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) { return ni
 
 // Unwrap lets http.ResponseController reach deadlines and the like.
 func (pw *proxyWriter) Unwrap() http.ResponseWriter { return pw.w }
+
+// proxyWriter must keep these methods: without them http.ResponseController
+// and reverse_proxy would unwrap it and flush or hijack the client's writer,
+// past the hold-back and past the field layer.
+var (
+	_ http.Hijacker                   = (*proxyWriter)(nil)
+	_ http.Flusher                    = (*proxyWriter)(nil)
+	_ interface{ FlushError() error } = (*proxyWriter)(nil)
+)
 
 // isJSON reports whether a Content-Type is JSON: application/json or a +json type.
 func isJSON(ct string) bool {

@@ -10,18 +10,13 @@
 package caddymodule
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
-
-	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
 func init() {
@@ -34,7 +29,7 @@ func init() {
 type Handler struct {
 	// Auth holds the access rules; it mirrors the backend plugin's auth.* keys.
 	// Absent means the defaults: auth on, no keys, hide_protected on.
-	Auth *AuthConfig `json:"auth,omitempty"`
+	Auth AuthConfig `json:"auth,omitzero"`
 
 	// Endpoints switches endpoints on and off by name (see INTERFACE.md). Every
 	// built-in endpoint is enabled by default except whitelist and network;
@@ -105,10 +100,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
-	auth := h.Auth
-	if auth == nil {
-		auth = new(AuthConfig)
-	}
+	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
@@ -147,107 +139,6 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 	}
 	if h.authOn && h.qkey {
 		h.logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
-	}
-	return nil
-}
-
-// buildTable applies the config to the built-in defaults. Every endpoint name in
-// the config must be known; custom stations come into being by being named.
-func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[string][]string) (*endpointTable, error) {
-	var custom []string
-	check := func(section string, names []string) error {
-		for _, name := range names {
-			if !validEndpointName(name) {
-				return fmt.Errorf("%s: %w", section, endpointNameError(name))
-			}
-			if strings.HasPrefix(name, customPrefix) && !slices.Contains(custom, name) {
-				custom = append(custom, name)
-			}
-		}
-		return nil
-	}
-	if err := check("endpoints", mapKeys(enabled)); err != nil {
-		return nil, err
-	}
-	if err := check("auth.require_key", mapKeys(requireKey)); err != nil {
-		return nil, err
-	}
-	if err := check("auth.protected_fields", mapKeys(fields)); err != nil {
-		return nil, err
-	}
-	for name, list := range fields {
-		for _, f := range list {
-			if f == "" {
-				return nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
-			}
-		}
-	}
-	sort.Strings(custom)
-
-	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
-	add := func(b builtin) {
-		ep := &endpoint{
-			name:        b.name,
-			description: b.description,
-			rule:        b.rule,
-			kind:        b.kind,
-			enabled:     !b.disabled,
-			requireKey:  !b.public,
-			basePath:    "/api/v1/" + b.name,
-		}
-		if b.name == "index" {
-			ep.basePath = "/api/v1"
-		}
-		ep.indexPath = ep.basePath
-		if b.rule == paramRequired && b.kind == paramUUID {
-			ep.indexPath += "/{uuid}"
-		}
-		if on, ok := enabled[b.name]; ok {
-			ep.enabled = on
-		}
-		if need, ok := requireKey[b.name]; ok {
-			ep.requireKey = need
-		}
-		names := b.fields
-		if list, ok := fields[b.name]; ok {
-			names = list
-		}
-		if !authOn {
-			ep.requireKey = false
-			names = nil
-		}
-		if len(names) > 0 {
-			ep.fields = jsonfilter.NewNames(names)
-		}
-		t.byName[b.name] = ep
-		t.ordered = append(t.ordered, ep)
-	}
-	for _, b := range builtins {
-		add(b)
-	}
-	for _, name := range custom {
-		// A custom station is a single parameterless segment below custom/,
-		// disabled until enabled and protected unless configured otherwise,
-		// like a freshly generated custom/<name>.yml of the plugin.
-		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true})
-	}
-	return t, nil
-}
-
-func mapKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-// Validate checks the provisioned config. Provision already refused everything
-// it could not resolve; what is left are combinations that cannot work.
-func (h *Handler) Validate() error {
-	if h.table == nil {
-		return errors.New("not provisioned")
 	}
 	return nil
 }
@@ -305,41 +196,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	h.prepareUpstream(r, rt, filtered)
-	return h.proxy(w, r, next, rt.ep, filtered, decodedPath)
+	return h.proxy(exchange{w: w, r: r, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, next)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
 const allowedMethods = "GET, HEAD, OPTIONS"
 
-// prepareUpstream rewrites r into the request the backend gets: the canonical
-// path that was authorised, the query without key, no key header, no
-// client-supplied real-IP headers, GET for HEAD, and an identity body when the
-// response is going to be filtered.
-func (h *Handler) prepareUpstream(r *http.Request, rt route, filtered bool) {
-	path, rawPath := rt.upstreamPath()
-	r.URL.Path = path
-	r.URL.RawPath = rawPath
-	r.URL.RawQuery = stripQueryKey(r.URL.RawQuery)
-	r.RequestURI = r.URL.RequestURI()
-	r.Method = http.MethodGet
-
-	hdr := r.Header
-	delete(hdr, "X-Api-Key")
-	// The backend's real-ip option trusts these ahead of X-Forwarded-For
-	// and takes a single value verbatim; reverse_proxy manages X-Forwarded-For.
-	delete(hdr, "Cf-Connecting-Ip")
-	delete(hdr, "True-Client-Ip")
-	delete(hdr, "X-Real-Ip")
-	// No connection upgrades: a tunnel would carry bytes past the gateway.
-	delete(hdr, "Upgrade")
-	if filtered {
-		hdr.Set("Accept-Encoding", "identity")
-	}
-}
-
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
-	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -564,7 +564,7 @@ func TestStartupWarnings(t *testing.T) {
 	defer cancel()
 	core, logs := observer.New(zap.InfoLevel)
 	off := false
-	h := &Handler{Auth: &AuthConfig{Enabled: &off, Keys: []string{"short"}}}
+	h := &Handler{Auth: AuthConfig{Enabled: &off, Keys: []string{"short"}}}
 	// Provision takes its logger from the context; swap it in through a
 	// wrapper so the warnings can be read.
 	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
