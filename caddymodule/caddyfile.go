@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/internal/onoff"
 )
 
 func init() {
@@ -59,7 +61,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err := once(opt); err != nil {
 			return false, err
 		}
-		return parseSwitch(d, opt, optional)
+		return onoff.Parse(d, opt, optional)
 	}
 	for d.NextBlock(0) {
 		opt := d.Val()
@@ -106,7 +108,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := once(opt + " " + name); err != nil {
 				return err
 			}
-			on, err := parseSwitch(d, opt, false)
+			on, err := onoff.Parse(d, opt, false)
 			if err != nil {
 				return err
 			}
@@ -176,29 +178,6 @@ func endpointArg(d *caddyfile.Dispenser) (string, error) {
 		return "", d.Errf("%s: %v", opt, endpointNameError(name))
 	}
 	return name, nil
-}
-
-// parseSwitch reads the on|off argument of subdirective opt and makes sure
-// nothing follows it. With optional, a bare subdirective means on.
-func parseSwitch(d *caddyfile.Dispenser, opt string, optional bool) (bool, error) {
-	if !d.NextArg() {
-		if optional {
-			return true, nil
-		}
-		return false, d.ArgErr()
-	}
-	var on bool
-	switch d.Val() {
-	case "on", "true":
-		on = true
-	case "off", "false":
-	default:
-		return false, d.Errf("%s: '%s' is not on, off, true or false", opt, d.Val())
-	}
-	if d.NextArg() {
-		return false, d.ArgErr()
-	}
-	return on, nil
 }
 
 // Interface guard

@@ -83,10 +83,9 @@ func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields
 		data = h.index.public
 	}
 	b := make([]byte, 0, len(data)+96)
-	b = append(b, `{"ok":true,"data":`...)
+	b = append(b, apijson.DataHead...)
 	b = append(b, data...)
-	b = append(b, `,"meta":{"version":"v1","updatedAt":`...)
-	b = strconv.AppendInt(b, time.Now().UnixMilli(), 10)
+	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
 	b = append(b, `,"authenticated":`...)
 	b = strconv.AppendBool(b, keyed)
 	b = append(b, "}}"...)

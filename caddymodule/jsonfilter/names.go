@@ -2,8 +2,9 @@ package jsonfilter
 
 import (
 	"bytes"
-	"encoding/json"
 	"unicode/utf8"
+
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 // linearLimit is the number of matchable names up to which a lookup compares
@@ -53,7 +54,7 @@ func NewNames(names []string) *Names {
 		seen[s] = true
 		idx := len(n.list)
 		n.list = append(n.list, s)
-		n.quoted = append(n.quoted, quoteJSON(s))
+		n.quoted = append(n.quoted, apijson.AppendString(nil, s))
 		if !utf8.ValidString(s) {
 			continue
 		}
@@ -118,15 +119,6 @@ func (n *Names) lookup(key []byte) int {
 		}
 	}
 	return -1
-}
-
-// quoteJSON encodes s as a JSON string without HTML escaping.
-func quoteJSON(s string) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 var emptyNames = NewNames(nil)

@@ -6,6 +6,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/internal/onoff"
 )
 
 func init() {
@@ -30,7 +32,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	}
 //
 // The block is optional: a bare `statusgate_sim` serves live data from a
-// random seed. `frozen` without an argument means on; true/false work too.
+// random seed. `frozen` without an argument means on; true and false are
+// accepted wherever on and off are.
 func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
@@ -48,15 +51,9 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			s.Seed = &n
 		case "frozen":
-			on := true
-			if d.NextArg() {
-				switch d.Val() {
-				case "on", "true":
-				case "off", "false":
-					on = false
-				default:
-					return d.Errf("frozen must be on or off, got '%s'", d.Val())
-				}
+			on, err := onoff.Parse(d, "frozen", true)
+			if err != nil {
+				return err
 			}
 			s.Frozen = &on
 		case "server_id":

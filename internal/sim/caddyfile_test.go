@@ -51,7 +51,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"seed not a number", "statusgate_sim {\n seed abc\n}", "seed must be a 64-bit integer"},
 		{"seed too big", "statusgate_sim {\n seed 9223372036854775808\n}", "seed must be a 64-bit integer"},
 		{"seed twice on a line", "statusgate_sim {\n seed 1 2\n}", "wrong argument count"},
-		{"frozen bad", "statusgate_sim {\n frozen maybe\n}", "frozen must be on or off"},
+		{"frozen bad", "statusgate_sim {\n frozen maybe\n}", "frozen: 'maybe' is not on, off, true or false"},
 		{"frozen extra", "statusgate_sim {\n frozen on off\n}", "wrong argument count"},
 		{"server_id without value", "statusgate_sim {\n server_id\n}", "wrong argument count"},
 	} {

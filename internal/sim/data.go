@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 type untypedStat struct {
@@ -261,7 +263,7 @@ func (w *world) renderDetailedTail(p *player) []byte {
 	for i, cat := range detailedCategories {
 		if i > 0 {
 			b = append(b, ',')
-			b = appendString(b, cat.name)
+			b = apijson.AppendString(b, cat.name)
 			b = append(b, ":{"...)
 		}
 		first := i > 0
@@ -280,7 +282,7 @@ func (w *world) renderDetailedTail(p *player) []byte {
 				b = append(b, ',')
 			}
 			first = false
-			b = appendString(b, name)
+			b = apijson.AppendString(b, name)
 			b = append(b, ':')
 			b = appendJSON(b, n)
 		}

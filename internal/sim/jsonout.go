@@ -4,7 +4,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/statusgate/statusgate/internal/apijson"
 )
 
 // The plugin writes its JSON by hand (J/json/Json.java) and the sim does the
@@ -35,7 +36,7 @@ func appendJSON(b []byte, v any) []byte {
 	case bool:
 		return strconv.AppendBool(b, v)
 	case string:
-		return appendString(b, v)
+		return apijson.AppendString(b, v)
 	case int:
 		return strconv.AppendInt(b, int64(v), 10)
 	case int64:
@@ -50,7 +51,7 @@ func appendJSON(b []byte, v any) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendString(b, m.k)
+			b = apijson.AppendString(b, m.k)
 			b = append(b, ':')
 			b = appendJSON(b, m.v)
 		}
@@ -91,46 +92,6 @@ func appendArray[T any](b []byte, vs []T) []byte {
 		b = appendJSON(b, v)
 	}
 	return append(b, ']')
-}
-
-// appendString escapes exactly what Json.java escapes: '"', '\\' and control
-// characters. Everything else, '<', '/', U+2192 included, is written raw.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= utf8.RuneSelf {
-			r, n := utf8.DecodeRuneInString(s[i:])
-			b = utf8.AppendRune(b, r) // invalid bytes become U+FFFD, as Java's UTF-8 encoder does
-			i += n
-			continue
-		}
-		switch c {
-		case '"':
-			b = append(b, `\"`...)
-		case '\\':
-			b = append(b, `\\`...)
-		case '\b':
-			b = append(b, `\b`...)
-		case '\f':
-			b = append(b, `\f`...)
-		case '\n':
-			b = append(b, `\n`...)
-		case '\r':
-			b = append(b, `\r`...)
-		case '\t':
-			b = append(b, `\t`...)
-		default:
-			if c < 0x20 {
-				b = append(b, `\u00`...)
-				b = append(b, "0123456789abcdef"[c>>4], "0123456789abcdef"[c&0xf])
-			} else {
-				b = append(b, c)
-			}
-		}
-		i++
-	}
-	return append(b, '"')
 }
 
 // appendJavaDouble writes d as BigDecimal.valueOf(d).toPlainString() does:

@@ -40,23 +40,6 @@ func TestAppendJavaDouble(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	for in, want := range map[string]string{
-		`plain`:          `"plain"`,
-		`q"b\`:           `"q\"b\\"`,
-		"a\nb\tc\r\b\f":  `"a\nb\tc\r\b\f"`,
-		"\x01\x1f":       `"\u0001\u001f"`,
-		"</script>":      `"</script>"`,
-		"/api → /api/v1": `"/api → /api/v1"`,
-		"§bAlexie":       `"§bAlexie"`,
-		"bad\xffbyte":    "\"bad\uFFFDbyte\"",
-	} {
-		if got := string(appendString(nil, in)); got != want {
-			t.Errorf("%q: got %s, want %s", in, got, want)
-		}
-	}
-}
-
 func TestAppendJSON(t *testing.T) {
 	n := int64(5)
 	v := obj{

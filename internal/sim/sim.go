@@ -183,9 +183,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	}
 
 	b := make([]byte, 0, 4096)
-	b = append(b, `{"ok":true,"data":`...)
+	b = append(b, apijson.DataHead...)
 	b = appendJSON(b, data)
-	b = s.appendMeta(b, now)
+	b = apijson.AppendMeta(b, s.ServerID, now)
 	if cachedAt != nil {
 		b = append(b, `,"cachedAt":`...)
 		b = strconv.AppendInt(b, *cachedAt, 10)
@@ -227,29 +227,9 @@ func (s *Sim) route(path string) (*station, string) {
 	return st, strings.Trim(rest, "/")
 }
 
-// appendMeta writes `,"meta":{` and the members every envelope shares, in
-// the plugin's order; the caller closes the object.
-func (s *Sim) appendMeta(b []byte, now int64) []byte {
-	b = append(b, `,"meta":{"version":"v1","server":`...)
-	b = appendString(b, s.ServerID)
-	b = append(b, `,"updatedAt":`...)
-	return strconv.AppendInt(b, now, 10)
-}
-
-// writeError writes the plugin's error envelope; its meta never carries
-// authenticated, cachedAt or hiddenFields.
+// writeError writes the plugin's error envelope.
 func (s *Sim) writeError(w http.ResponseWriter, now int64, path string, e *apiError) {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"ok":false,"error":{"status":`...)
-	b = strconv.AppendInt(b, int64(e.status), 10)
-	b = append(b, `,"message":`...)
-	b = appendString(b, e.msg)
-	b = append(b, `,"path":`...)
-	b = appendString(b, path)
-	b = append(b, '}')
-	b = s.appendMeta(b, now)
-	b = append(b, "}}"...)
-	apijson.Write(w, e.status, b)
+	apijson.Write(w, e.status, apijson.AppendError(make([]byte, 0, 256), e.status, e.msg, path, s.ServerID, now))
 }
 
 // writeJDKPage imitates com.sun.net.httpserver's own error pages: HTML, no

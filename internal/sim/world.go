@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"sync"
 )
 
@@ -373,12 +372,3 @@ func stripColor(s string) string {
 
 func itoa(n int) string     { return itoa64(int64(n)) }
 func itoa64(n int64) string { return string(appendJSON(nil, n)) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}

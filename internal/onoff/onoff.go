@@ -1,0 +1,30 @@
+// Package onoff reads the on|off argument of a Caddyfile subdirective, with
+// one wording for every module of this repository: on and true mean on, off
+// and false mean off, and nothing else is accepted.
+package onoff
+
+import "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+// Parse reads the on|off argument of subdirective opt, the dispenser's
+// current token, and makes sure nothing follows it on the line. With
+// optional, a bare subdirective means on; without, it is an argument error.
+func Parse(d *caddyfile.Dispenser, opt string, optional bool) (bool, error) {
+	if !d.NextArg() {
+		if optional {
+			return true, nil
+		}
+		return false, d.ArgErr()
+	}
+	var on bool
+	switch d.Val() {
+	case "on", "true":
+		on = true
+	case "off", "false":
+	default:
+		return false, d.Errf("%s: '%s' is not on, off, true or false", opt, d.Val())
+	}
+	if d.NextArg() {
+		return false, d.ArgErr()
+	}
+	return on, nil
+}
