@@ -27,6 +27,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	_ "github.com/statusgate/statusgate/caddymodule"
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 const (
@@ -293,63 +294,16 @@ func wantFilteredFrom(t testing.TB, r response, what string, backendBytes []byte
 	wantJSONHeaders(t, r, what)
 }
 
-// referenceFilter is the field layer's oracle, written the slow, obvious way:
-// decode, walk, delete. Like every helper here it is safe in any goroutine.
+// referenceFilter is the field layer's oracle, written the slow, obvious way
+// (fixture.FilteredValue: decode, walk, delete). Like every helper here it is
+// safe in any goroutine.
 func referenceFilter(t testing.TB, body []byte, fields []string) any {
 	t.Helper()
-	doc, ok := decodeJSON(t, body).(map[string]any)
-	if !ok {
-		t.Errorf("backend document is not an object: %s", clip(body))
-		return nil
+	want, err := fixture.FilteredValue(body, fields)
+	if err != nil {
+		t.Errorf("backend document %s: %v", clip(body), err)
 	}
-	removed := map[string]bool{}
-	var strip func(v any) any
-	strip = func(v any) any {
-		switch v := v.(type) {
-		case map[string]any:
-			for k, x := range v {
-				if slices.Contains(fields, k) {
-					removed[k] = true
-					delete(v, k)
-					continue
-				}
-				v[k] = strip(x)
-			}
-		case []any:
-			for i := range v {
-				v[i] = strip(v[i])
-			}
-		}
-		return v
-	}
-	for k, v := range doc {
-		if k == "meta" {
-			continue
-		}
-		if slices.Contains(fields, k) {
-			removed[k] = true
-			delete(doc, k)
-			continue
-		}
-		doc[k] = strip(v)
-	}
-	meta, _ := doc["meta"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		doc["meta"] = meta
-	}
-	delete(meta, "hiddenFields")
-	var hidden []any
-	for _, f := range fields {
-		if removed[f] {
-			hidden = append(hidden, f)
-		}
-	}
-	if hidden != nil {
-		meta["hiddenFields"] = hidden
-	}
-	meta["authenticated"] = false
-	return doc
+	return want
 }
 
 // decodeJSON decodes one JSON document, numbers as json.Number.

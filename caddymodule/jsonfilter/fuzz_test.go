@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // fuzzNameList is the fixed name set of FuzzFilter: short names the fuzzer
@@ -33,123 +35,14 @@ var fuzzSeeds = []string{
 	`{"\ud800":1,"\ud83d\ude00":2,"é":3}`,
 }
 
-// node is a JSON value decoded with every member kept, in order, duplicates
-// included, numbers as their literal text: what the filter must preserve.
-type node struct {
-	obj    []member
-	arr    []node
-	scalar any // json.Number, string, bool or nil
-	kind   byte
-}
-
-type member struct {
-	key string
-	val node
-}
-
-// parseTree decodes one value from d (which must be known-valid JSON).
-func parseTree(d *json.Decoder) node {
-	tok, err := d.Token()
+// tree decodes b, which encoding/json.Valid accepted, into the reference's form.
+func tree(t *testing.T, b []byte) fixture.Node {
+	t.Helper()
+	n, err := fixture.DecodeTree(b)
 	if err != nil {
-		panic(err)
-	}
-	switch tok {
-	case json.Delim('{'):
-		n := node{kind: '{', obj: []member{}}
-		for d.More() {
-			k, _ := d.Token()
-			n.obj = append(n.obj, member{k.(string), parseTree(d)})
-		}
-		d.Token()
-		return n
-	case json.Delim('['):
-		n := node{kind: '[', arr: []node{}}
-		for d.More() {
-			n.arr = append(n.arr, parseTree(d))
-		}
-		d.Token()
-		return n
-	}
-	return node{scalar: tok}
-}
-
-func decodeTree(b []byte) node {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	return parseTree(d)
-}
-
-// strip removes names everywhere in n, recording those it removed; it does
-// not look inside removed values, just as the filter does not.
-func strip(n node, names map[string]bool, found map[string]bool) node {
-	switch n.kind {
-	case '{':
-		out := node{kind: '{', obj: []member{}}
-		for _, m := range n.obj {
-			if names[m.key] {
-				found[m.key] = true
-				continue
-			}
-			out.obj = append(out.obj, member{m.key, strip(m.val, names, found)})
-		}
-		return out
-	case '[':
-		out := node{kind: '[', arr: []node{}}
-		for _, v := range n.arr {
-			out.arr = append(out.arr, strip(v, names, found))
-		}
-		return out
+		t.Fatalf("decoding %q: %v", b, err)
 	}
 	return n
-}
-
-// expected is the reference result for a top-level object: names stripped
-// outside meta, meta moved last with authenticated and hiddenFields replaced.
-// ok is false when the filter must refuse the document.
-func expected(in node, nameList []string, auth bool) (want node, hidden []string, ok bool) {
-	names := map[string]bool{}
-	for _, s := range nameList {
-		names[s] = true
-	}
-	found := map[string]bool{}
-	want = node{kind: '{', obj: []member{}}
-	meta := node{kind: '{', obj: []member{}}
-	metas := 0
-	for _, m := range in.obj {
-		switch {
-		case m.key == "meta":
-			metas++
-			meta = m.val
-		case names[m.key]:
-			found[m.key] = true
-		default:
-			want.obj = append(want.obj, member{m.key, strip(m.val, names, found)})
-		}
-	}
-	if metas > 1 || meta.kind != '{' {
-		return node{}, nil, false
-	}
-	newMeta := node{kind: '{', obj: []member{}}
-	for _, m := range meta.obj {
-		if m.key != "hiddenFields" && m.key != "authenticated" {
-			newMeta.obj = append(newMeta.obj, m)
-		}
-	}
-	for _, s := range nameList {
-		if found[s] {
-			hidden = append(hidden, s)
-		}
-	}
-	newMeta.obj = append(newMeta.obj, member{"authenticated", node{scalar: auth}})
-	if len(hidden) > 0 {
-		list := node{kind: '[', arr: []node{}}
-		for _, s := range hidden {
-			list.arr = append(list.arr, node{scalar: s})
-		}
-		newMeta.obj = append(newMeta.obj, member{"hiddenFields", list})
-	}
-	want.obj = append(want.obj, member{"meta", newMeta})
-	return want, hidden, true
 }
 
 // FuzzFilter is a differential test against encoding/json; see checkFilter.
@@ -201,7 +94,7 @@ func checkFilter(t *testing.T, data []byte) {
 			}
 			return
 		}
-		want, wantHidden, ok := expected(decodeTree(data), fuzzNameList, opts.Authenticated)
+		want, wantHidden, ok := fixture.Filtered(tree(t, data), fuzzNameList, opts.Authenticated)
 		if !ok {
 			if !errors.Is(err, ErrMeta) {
 				t.Fatalf("ambiguous or non-object meta: err %v, want ErrMeta", err)
@@ -214,7 +107,7 @@ func checkFilter(t *testing.T, data []byte) {
 		if !json.Valid(out) {
 			t.Fatalf("invalid output %q from %q", out, data)
 		}
-		if got := decodeTree(out); !reflect.DeepEqual(got, want) {
+		if got := tree(t, out); !reflect.DeepEqual(got, want) {
 			t.Fatalf("input  %q\noutput %q: wrong content", data, out)
 		}
 		if !slices.Equal(hidden, wantHidden) {
@@ -226,9 +119,9 @@ func checkFilter(t *testing.T, data []byte) {
 // TestFuzzSeedsDecode keeps the fuzz helpers honest on a known case.
 func TestFuzzSeedsDecode(t *testing.T) {
 	in := []byte(`{"meta":{"authenticated":true,"v":1},"a":2,"x":{"op":1,"é":[{"banned":2}],"k":3}}`)
-	want, hidden, ok := expected(decodeTree(in), fuzzNameList, false)
+	want, hidden, ok := fixture.Filtered(tree(t, in), fuzzNameList, false)
 	out, gotHidden, err := Apply(nil, in, fuzzNames, Options{})
-	if !ok || err != nil || !reflect.DeepEqual(decodeTree(out), want) || !reflect.DeepEqual(hidden, gotHidden) {
+	if !ok || err != nil || !reflect.DeepEqual(tree(t, out), want) || !reflect.DeepEqual(hidden, gotHidden) {
 		t.Fatalf("%s %q %v", out, gotHidden, err)
 	}
 	if string(out) != `{"x":{"k":3},"meta":{"v":1,"authenticated":false,"hiddenFields":["op","a","é"]}}` {

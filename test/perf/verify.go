@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // decodeJSON parses a whole document, keeping numbers as their text.
@@ -22,66 +24,12 @@ func decodeJSON(b []byte) (any, error) {
 	return v, nil
 }
 
-// stripNames removes members named in names from v at any depth, and reports
-// each name it removed.
-func stripNames(v any, names map[string]bool, removed map[string]bool) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if names[k] {
-				delete(x, k)
-				removed[k] = true
-				continue
-			}
-			x[k] = stripNames(e, names, removed)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = stripNames(e, names, removed)
-		}
-	}
-	return v
-}
-
 // filteredView is what the field layer must make of a backend document for a
 // caller without a key: names removed everywhere but in the top-level meta,
 // meta.authenticated false, and meta.hiddenFields listing what was removed (in
 // the order of names) when anything was.
 func filteredView(backendBody []byte, names []string) (any, error) {
-	v, err := decodeJSON(backendBody)
-	if err != nil {
-		return nil, err
-	}
-	doc, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("backend body is not an object")
-	}
-	set := map[string]bool{}
-	for _, n := range names {
-		set[n] = true
-	}
-	removed := map[string]bool{}
-	for k, e := range doc {
-		if k != "meta" {
-			doc[k] = stripNames(e, set, removed)
-		}
-	}
-	meta, _ := doc["meta"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-		doc["meta"] = meta
-	}
-	meta["authenticated"] = false
-	var hidden []any
-	for _, n := range names {
-		if removed[n] {
-			hidden = append(hidden, n)
-		}
-	}
-	if hidden != nil {
-		meta["hiddenFields"] = hidden
-	}
-	return doc, nil
+	return fixture.FilteredValue(backendBody, names)
 }
 
 // checkPassThrough: a response that must carry the backend's bytes untouched.
