@@ -129,7 +129,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"bad boolean auth", "statusgate {\n\tauth yes\n}", []string{"auth: 'yes' is not on, off, true or false"}, 2},
 		{"bad boolean allow_query_key", "statusgate {\n\tallow_query_key 1\n}", []string{"allow_query_key: '1' is not on, off, true or false"}, 2},
 		{"bad boolean hide_protected", "statusgate {\n\thide_protected ON\n}", []string{"hide_protected: 'ON' is not on, off, true or false"}, 2},
-		// DECISIONS.md: "<opt>: '<word>' is not on, off, true or false"; the option is require_key.
+		// The wording is "<opt>: '<word>' is not on, off, true or false"; the option is require_key.
 		{"bad boolean require_key", "statusgate {\n\trequire_key status maybe\n}", []string{"require_key", "'maybe' is not on, off, true or false"}, 2},
 
 		{"missing value auth", "statusgate {\n\tauth\n}", []string{"wrong argument count", "'auth'"}, 2},

@@ -26,8 +26,9 @@ const (
 	paramUUID                  // a player UUID: hex digits and dashes
 )
 
-// builtin describes one endpoint of the seed's table: its defaults and how its
-// path is shaped. The slice order is the seed's table order, which the index keeps.
+// builtin describes one endpoint the ServerAPI plugin serves: its defaults and
+// how its path is shaped. The slice order is the plugin's own endpoint order,
+// which the index keeps.
 type builtin struct {
 	name        string
 	description string
@@ -38,7 +39,8 @@ type builtin struct {
 	fields      []string // protected fields by default
 }
 
-// builtins is the seed's endpoint table (SEED-SPEC.md section 4, INTERFACE.md defaults).
+// builtins is the endpoint table: every endpoint of the ServerAPI plugin's
+// /api/v1 with statusgate's defaults (README, "Configuration").
 var builtins = []builtin{
 	{name: "index", description: "This list of endpoints", public: true},
 	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true},
@@ -121,7 +123,7 @@ var builtinNames = func() string {
 // endpointTable is the provisioned routing table.
 type endpointTable struct {
 	byName  map[string]*endpoint // enabled and disabled built-ins, and configured custom stations
-	ordered []*endpoint          // index order: the seed's table order, then custom stations by name
+	ordered []*endpoint          // index order: the builtins order, then custom stations by name
 }
 
 // lookup returns the enabled endpoint called name, or nil.

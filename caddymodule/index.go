@@ -13,7 +13,8 @@ import (
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
-// apiVersion is the interface version label of SEED-SPEC.md section 9.
+// apiVersion is the version of the HTTP interface statusgate offers, which the
+// index reports; it moves with the interface, not with releases.
 const apiVersion = "1.1.0"
 
 // indexCache holds the two possible data parts of the index, rendered once at

@@ -127,12 +127,12 @@ func fieldNames(t *testing.T, names *jsonfilter.Names, want []string) []string {
 	return hidden
 }
 
-// builtinOrder is the seed's table order, which the endpoint table keeps.
+// builtinOrder is the plugin's endpoint order, which the endpoint table keeps.
 var builtinOrder = []string{"index", "status", "player", "server", "performance", "worlds",
 	"gamerules", "entities", "spawnlimits", "punishments", "bans", "operators", "whitelist",
 	"plugins", "placeholders", "network", "constants"}
 
-// defaultTable is the defaults table of INTERFACE.md.
+// defaultTable is the defaults table of README's "Configuration".
 func defaultTable() map[string]epWant {
 	want := map[string]epWant{}
 	for _, name := range builtinOrder {

@@ -31,7 +31,7 @@ type Handler struct {
 	// Absent means the defaults: auth on, no keys, hide_protected on.
 	Auth AuthConfig `json:"auth,omitzero"`
 
-	// Endpoints switches endpoints on and off by name (see INTERFACE.md). Every
+	// Endpoints switches endpoints on and off by name (README, "Configuration"). Every
 	// built-in endpoint is enabled by default except whitelist and network;
 	// custom/<name> stations exist only when enabled here.
 	Endpoints map[string]bool `json:"endpoints,omitempty"`
@@ -143,7 +143,7 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 	return nil
 }
 
-// ServeHTTP decides the request in the order INTERFACE.md fixes: path, preflight,
+// ServeHTTP decides the request in a fixed order (README, "How a request is decided"): path, preflight,
 // endpoint, key, method; then answers the index itself or forwards the canonical
 // request to next and filters the response on its way back.
 //

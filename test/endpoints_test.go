@@ -106,7 +106,7 @@ type station struct {
 var (
 	stStatus = station{"status", "/api/v1/status", false}
 	stPlayer = station{"player", "/api/v1/player/{uuid}", false}
-	// the protected endpoints enabled by default, in the seed's table order
+	// the protected endpoints enabled by default, in the plugin's endpoint order
 	stProtected = []station{
 		{"server", "/api/v1/server", true},
 		{"performance", "/api/v1/performance", true},

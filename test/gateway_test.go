@@ -166,8 +166,8 @@ func send(t testing.TB, method, target string, headers ...string) response {
 	return r
 }
 
-// errorMessages are the gateway's messages (INTERFACE.md, "Responses statusgate
-// writes itself").
+// errorMessages are the messages of the envelopes the gateway writes itself
+// (README, "How a request is decided", the gateway's own responses).
 var errorMessages = map[int]string{
 	401: "A valid API key is required",
 	404: "Not found",

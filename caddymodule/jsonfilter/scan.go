@@ -266,6 +266,49 @@ func (f *Filter) syntax(p []byte, i int, context string) error {
 // Output is a run of kept bytes p[runStart:i] written only when something
 // interrupts it (a removed member, a dropped comma) or the chunk ends, so a
 // document with few removals costs about one dst.Write per chunk.
+//
+// The map: a saved state (type state), its label, and where the label goes.
+// Labels without a state never outlive a chunk: they consume bytes already
+// in hand.
+//
+//	stStart      start       '{' → pushObj; any other value → ErrNotObject
+//	             pushObj     depth check, key context → keyOrEnd
+//	stKeyOrEnd   keyOrEnd    '}' → popObj; '"' → keyQuote
+//	stKey        key         '"' → keyQuote (after ',' in an object)
+//	             keyQuote    no names to match here → str; the whole key in the
+//	                         chunk without escapes → decideKey; already too long
+//	                         to match → keyGiveUp; else → keyStr (escapes, or
+//	                         the key spans chunks)
+//	             keyGiveUp   keep the key → str
+//	             decideKey   kept → colon; removed, or the top-level meta: drop
+//	                         what was held, skip the member → colon
+//	stColon      colon       ':' → value
+//	stValue      value       '"' → str; '{' → pushObj; '[' → pushArr;
+//	                         '-' → numMinus; '0' → numZero; 1-9 → numInt;
+//	                         t/f/n → litStart (stLit: lit)
+//	             pushArr     depth check → valueOrEnd
+//	stValueOrEnd valueOrEnd  ']' → popArr; else → value
+//	stAfter      after       ',' → key or value; '}' → popObj; ']' → popArr
+//	             popObj      the top-level '}' → done (Close writes meta before
+//	                         it); the end of meta's value → after, as after a
+//	                         removed member; any other → after
+//	             popArr      → after
+//	stDone       done        only whitespace may follow
+//	stStr        str         '"' → colon (a key) or after (a value); '\' → strEsc
+//	stStrEsc     strEsc      'u' → strU; else → str, or keyGrown when decoding a key
+//	stStrU       strU        four hex digits → str or keyGrown
+//	stKeyStr     keyStr      '"' → decideKey; '\' → strEsc
+//	             keyGrown    key now too long to match → keyGiveUp; else → keyStr
+//	stNumMinus   numMinus    '0' → numZero; 1-9 → numInt
+//	stNumInt     numInt      digits, then as numZero
+//	stNumZero    numZero     '.' → numDot; 'e'/'E' → numExp0; else → after
+//	stNumDigit   numDot/numDigit  a digit → numMore
+//	stNumMore    numMore     'e'/'E' → numExp0 (not after an exponent); else → after
+//	stNumExp0    numExp0     sign, → numDigit
+//	stLit        lit         the rest of true/false/null → after
+//
+// Every label that runs out of input saves its state in f.st and jumps to out,
+// which flushes the pending run; every error returns through f.fail or f.syntax.
 func (f *Filter) scan(p []byte) error {
 	var (
 		n        = len(p)

@@ -1,6 +1,6 @@
 // Package sim is a demo backend for statusgate: a Caddy HTTP handler that
 // answers like the ServerAPI Paper plugin running with its own auth off
-// (see BACKEND-CONTRACT.md), with a simulated Minecraft server behind it.
+// (README, "A tour of the demo"), with a simulated Minecraft server behind it.
 //
 // It exists so that the gateway can be tried, demonstrated and tested
 // end to end in one Caddy process, with no Minecraft server at hand. It is
@@ -43,7 +43,7 @@ func init() {
 }
 
 // frozenAt is the instant a frozen sim stands still at: 2026-07-17T14:53:20Z,
-// the time of the examples in BACKEND-CONTRACT.md.
+// the time of the plugin's documented example responses.
 const frozenAt int64 = 1784300000000
 
 // Sim is the http.handlers.statusgate_sim module. It is a terminal handler:

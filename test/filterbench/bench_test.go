@@ -87,7 +87,7 @@ func BenchmarkValidate(b *testing.B) {
 
 // BenchmarkRoundTrip is what the filter replaces: decode into Go values with
 // encoding/json, delete the names at any depth, encode again. It is here for
-// comparison only (it also changes numbers and key order, see FILTER-NOTES.md).
+// comparison only (it also rewrites numbers and reorders keys, which the filter must not).
 func BenchmarkRoundTrip(b *testing.B) {
 	var strip func(v any)
 	strip = func(v any) {

@@ -26,7 +26,7 @@ const (
 )
 
 // protectedNames are the player endpoint's default protected fields that the
-// ServerAPI plugin actually sends (chatplatform is the seed's name for discord).
+// ServerAPI plugin actually sends (the interface calls the chat-platform field chatplatform, the plugin discord).
 var protectedNames = []string{"op", "banned", "discord"}
 
 // statusBody is a /api/v1/status envelope: a few online players, meta.authenticated true.
@@ -56,9 +56,6 @@ const playerHead = `{"ok":true,"data":{"uuid":"` + playerUUID + `","name":"Alex_
 // playerTail closes "detailed", "data" and adds meta.
 const playerTail = `}},` + fakeMeta + `}`
 
-// statCategories are the typed statistics of a detailed player record.
-var statCategories = []string{"mine_block", "use_item", "break_item", "craft_item", "pickup", "drop", "kill_entity", "entity_killed_by"}
-
 var (
 	materialPrefixes = []string{"", "oak_", "spruce_", "birch_", "jungle_", "acacia_", "dark_oak_", "mangrove_", "cherry_", "bamboo_",
 		"crimson_", "warped_", "stone_", "cobblestone_", "mossy_", "deepslate_", "polished_", "cut_", "smooth_", "waxed_", "exposed_",
@@ -77,37 +74,6 @@ func material(i int) string {
 
 // counter is a deterministic pseudo-random stat value for entry i.
 func counter(i int) int { return int(uint32(i)*2654435761>>8) % 200000 }
-
-// playerBody is a detailed /api/v1/player/{uuid} envelope of about size bytes:
-// per-category objects of material counters, like ?detailed=true of a player
-// who has played for a long time.
-func playerBody(size int) []byte {
-	b := make([]byte, 0, size+256)
-	b = append(b, playerHead...)
-	nMaterials := len(materialPrefixes) * len(materialBases)
-	for c, cat := range statCategories {
-		if c > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, '"')
-		b = append(b, cat...)
-		b = append(b, `":{`...)
-		// Each category gets an equal share of what is left of size.
-		share := (size - len(b) - len(playerTail)) / (len(statCategories) - c)
-		end := len(b) + share - 1
-		for i := 0; i < nMaterials && len(b) < end; i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '"')
-			b = append(b, material(i)...)
-			b = append(b, `":`...)
-			b = strconv.AppendInt(b, int64(counter(i+c*nMaterials)), 10)
-		}
-		b = append(b, '}')
-	}
-	return append(b, playerTail...)
-}
 
 // bulkBlockMembers are the protected members planted in every block of the bulk
 // body, so that a leak anywhere in 64 MB would be seen.

@@ -43,6 +43,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // apiKey is the statusgate key of the keyed scenarios: 32 characters.
@@ -161,7 +163,7 @@ func run(c config) int {
 		fmt.Println("caddy ver: " + strings.TrimSpace(string(out)))
 	}
 
-	status, player := statusBody(), playerBody(c.playerSize)
+	status, player := statusBody(), fixture.PlayerOfSize(c.playerSize)
 	// One backend per gateway, so that what reaches it can be told apart.
 	backends := map[string]*backend{}
 	addrs := map[string]string{}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 func TestMedian(t *testing.T) {
@@ -100,7 +102,7 @@ func TestFakeBodies(t *testing.T) {
 	}
 
 	const want = 200 << 10
-	player := playerBody(want)
+	player := fixture.PlayerOfSize(want)
 	if n := len(player); n < want*95/100 || n > want*105/100 {
 		t.Errorf("player body is %d bytes, want about %d", n, want)
 	}
@@ -114,15 +116,15 @@ func TestFakeBodies(t *testing.T) {
 		}
 	}
 	detailed := data["detailed"].(map[string]any)
-	if len(detailed) != len(statCategories) {
-		t.Errorf("detailed has %d categories, want %d", len(detailed), len(statCategories))
+	if len(detailed) != 8 {
+		t.Errorf("detailed has %d categories, want 8", len(detailed))
 	}
 	for cat, v := range detailed {
 		if n := len(v.(map[string]any)); n < 500 {
 			t.Errorf("detailed.%s has only %d distinct counters", cat, n)
 		}
 	}
-	if !bytes.Equal(player, playerBody(want)) {
+	if !bytes.Equal(player, fixture.PlayerOfSize(want)) {
 		t.Error("player body is not deterministic")
 	}
 }
@@ -182,8 +184,8 @@ func TestKeyScanner(t *testing.T) {
 	}
 
 	// A planted key in a large document, read in small pieces.
-	big := playerBody(64 << 10)
-	planted := bytes.Replace(big, []byte(`"stone":`), []byte(`"stone":{"x":[{"ban\u006eed":true}]},"y":`), 1)
+	big := fixture.PlayerOfSize(64 << 10)
+	planted := bytes.Replace(big, []byte(`"oak_planks":`), []byte(`"oak_planks":{"x":[{"ban\u006eed":true}]},"y":`), 1)
 	scan, err = scanKeys(io.LimitReader(bytes.NewReader(planted), int64(len(planted))), []string{"banned"})
 	if err != nil || scan.Protected["banned"] != 2 {
 		t.Errorf("planted banned: found %v, err %v", scan.Protected, err)
@@ -197,7 +199,7 @@ func TestKeyScanner(t *testing.T) {
 }
 
 func TestChecks(t *testing.T) {
-	player := playerBody(32 << 10)
+	player := fixture.PlayerOfSize(32 << 10)
 	want, err := filteredView(player, protectedNames)
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +245,7 @@ func must[T any](v T, err error) T {
 }
 
 func TestBackend(t *testing.T) {
-	status, player := statusBody(), playerBody(16<<10)
+	status, player := statusBody(), fixture.PlayerOfSize(16<<10)
 	b := newBackend(status, player)
 	srv := httptest.NewServer(b)
 	defer srv.Close()
