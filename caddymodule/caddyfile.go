@@ -2,11 +2,14 @@ package caddymodule
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/internal/onoff"
 )
@@ -160,11 +163,146 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 
+		case "max_in_flight", "max_main_thread":
+			if err := once(opt); err != nil {
+				return err
+			}
+			n, err := limitArg(d, true)
+			if err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if opt == "max_in_flight" {
+				h.Backend.MaxInFlight = n
+			} else {
+				h.Backend.MaxMainThread = n
+			}
+
+		case "queue":
+			if err := once(opt); err != nil {
+				return err
+			}
+			n, err := limitArg(d, false)
+			if err != nil {
+				return err
+			}
+			h.Backend.QueueLength = n
+			if d.NextArg() {
+				wait, err := durationArg(d, opt, false)
+				if err != nil {
+					return err
+				}
+				h.Backend.QueueWait = wait
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "timeout":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			t, err := durationArg(d, opt, true)
+			if err != nil {
+				return err
+			}
+			h.Backend.Timeout = t
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "coalesce":
+			on, err := onceSwitch(opt, false)
+			if err != nil {
+				return err
+			}
+			h.Backend.Coalesce = &on
+
+		case "cache":
+			name, err := endpointArg(d)
+			if err != nil {
+				return err
+			}
+			if err := once(opt + " " + name); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			ttl, err := durationArg(d, opt, true)
+			if err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if h.Backend.Cache == nil {
+				h.Backend.Cache = map[string]caddy.Duration{}
+			}
+			h.Backend.Cache[name] = max(ttl, 0) // off is 0
+
+		case "cache_size":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := humanize.ParseBytes(d.Val())
+			if err != nil || n == 0 || n > 1<<40 {
+				return d.Errf("%s: '%s' is not a size such as 16MiB", opt, d.Val())
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			h.Backend.CacheSize = int64(n)
+
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)
 		}
 	}
 	return nil
+}
+
+// limitArg reads the next argument of the current subdirective as a positive
+// whole number, or off (as -1) where off is allowed.
+func limitArg(d *caddyfile.Dispenser, offOK bool) (int, error) {
+	opt := d.Val()
+	if !d.NextArg() {
+		return 0, d.ArgErr()
+	}
+	word := d.Val()
+	if offOK && word == "off" {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(word)
+	if err != nil || n < 1 {
+		want := "a whole number of at least 1"
+		if offOK {
+			want += " or off"
+		}
+		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
+	}
+	return n, nil
+}
+
+// durationArg reads the current token, an argument of opt, as a positive
+// duration in Caddy's syntax (500ms, 2s, 1m30s), or off (as -1) where allowed.
+func durationArg(d *caddyfile.Dispenser, opt string, offOK bool) (caddy.Duration, error) {
+	word := d.Val()
+	if offOK && word == "off" {
+		return -1, nil
+	}
+	t, err := caddy.ParseDuration(word)
+	if err != nil || t <= 0 {
+		return 0, d.Errf("%s: '%s' is not a positive duration such as 500ms or 2s", opt, word)
+	}
+	return caddy.Duration(t), nil
 }
 
 // endpointArg reads the endpoint name argument of the current subdirective.

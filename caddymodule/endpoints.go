@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
@@ -34,29 +35,31 @@ type builtin struct {
 	description string
 	rule        paramRule
 	kind        paramKind
-	disabled    bool     // disabled unless enabled in the config
-	public      bool     // no key required by default
-	fields      []string // protected fields by default
+	disabled    bool          // disabled unless enabled in the config
+	mainThread  bool          // the plugin does the work on the game's main thread
+	cacheTTL    time.Duration // the micro-cache's default time to live
+	public      bool          // no key required by default
+	fields      []string      // protected fields by default
 }
 
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
 // /api/v1 with statusgate's defaults (README, "Configuration").
 var builtins = []builtin{
 	{name: "index", description: "This list of endpoints", public: true},
-	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true},
+	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second},
 	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"}},
 	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"}},
 	{name: "performance", description: "TPS, tick time, memory, JVM"},
-	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}},
-	{name: "gamerules", description: "Game rules per world"},
-	{name: "entities", description: "Entity counts per world, players excluded"},
-	{name: "spawnlimits", description: "Spawn limits and spawn intervals"},
+	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second},
+	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second},
+	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second},
+	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second},
 	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID},
 	{name: "bans", description: "Ban list (UUIDs and IPs)"},
 	{name: "operators", description: "Operator list"},
 	{name: "whitelist", description: "Whitelist state and entries", disabled: true},
 	{name: "plugins", description: "Installed plugin list"},
-	{name: "placeholders", description: "Resolved placeholder values (uuid, p)"},
+	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true},
 	{name: "network", description: "Cross-server aggregation", disabled: true},
 	{name: "constants", description: "Static enumeration reference"},
 }
@@ -73,6 +76,8 @@ type endpoint struct {
 	kind        paramKind
 	enabled     bool
 	requireKey  bool              // already false for every endpoint while auth is off
+	mainThread  bool              // admitted through the main-thread limiter too
+	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
 	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
 	indexPath   string            // the path the index shows
 	basePath    string            // canonical upstream path without the parameter
@@ -177,6 +182,8 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 			kind:        b.kind,
 			enabled:     !b.disabled,
 			requireKey:  !b.public,
+			mainThread:  b.mainThread,
+			cacheTTL:    b.cacheTTL,
 			basePath:    "/api/v1/" + b.name,
 		}
 		if b.name == "index" {

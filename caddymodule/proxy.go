@@ -72,8 +72,15 @@ func (h *Handler) proxy(x exchange, next caddyhttp.Handler) error {
 	}
 	status := http.StatusBadGateway
 	var he caddyhttp.HandlerError
-	if errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout {
-		status = http.StatusGatewayTimeout
+	if errors.As(err, &he) {
+		switch he.StatusCode {
+		case http.StatusGatewayTimeout:
+			status = http.StatusGatewayTimeout
+		case http.StatusTooManyRequests:
+			// A rate limiter between the gateway and reverse_proxy (rate_limit)
+			// refused the caller; it left Retry-After in the header.
+			status = http.StatusTooManyRequests
+		}
 	}
 	h.refuse(x, status, err)
 	return nil
@@ -102,8 +109,9 @@ func forward(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err erro
 // prepareUpstream rewrites r into the request the backend gets: the canonical
 // path that was authorised, the query without key, no key header, no
 // client-supplied real-IP headers, GET for HEAD, and an identity body when the
-// response is going to be filtered.
-func (h *Handler) prepareUpstream(r *http.Request, rt route, filtered bool) {
+// response is going to be filtered or shared (identity is the one encoding
+// every caller can be given).
+func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	path, rawPath := rt.upstreamPath()
 	r.URL.Path = path
 	r.URL.RawPath = rawPath
@@ -120,18 +128,26 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, filtered bool) {
 	delete(hdr, "X-Real-Ip")
 	// No connection upgrades: a tunnel would carry bytes past the gateway.
 	delete(hdr, "Upgrade")
-	if filtered {
+	if identity {
 		hdr.Set("Accept-Encoding", "identity")
 	}
 }
 
 // refuse replaces whatever the backend's headers put into the client's writer
-// with the gateway's own error envelope, and logs why.
+// with the gateway's own error envelope, and logs a backend failure. The
+// Retry-After of a 429 or 503 stays: the rate limiter or the admission step set
+// it for the caller.
 func (h *Handler) refuse(x exchange, status int, cause error) {
-	h.logFailure(status, x.ep, cause)
 	hdr := x.w.Header()
-	for k := range hdr {
-		delete(hdr, k)
+	retryAfter := hdr.Get("Retry-After")
+	clear(hdr)
+	switch status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		if retryAfter != "" {
+			hdr.Set("Retry-After", retryAfter)
+		}
+	default:
+		h.logFailure(status, x.ep, cause)
 	}
 	writeError(x.w, status, x.decodedPath)
 }

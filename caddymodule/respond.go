@@ -16,6 +16,8 @@ var errorMessages = map[int]string{
 	http.StatusMethodNotAllowed:    "Method not allowed",
 	http.StatusBadGateway:          "Bad gateway",
 	http.StatusGatewayTimeout:      "Gateway timeout",
+	http.StatusTooManyRequests:     "Too many requests",
+	http.StatusServiceUnavailable:  "Backend busy",
 	http.StatusInternalServerError: "Internal server error",
 }
 

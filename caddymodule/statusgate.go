@@ -36,7 +36,13 @@ type Handler struct {
 	// custom/<name> stations exist only when enabled here.
 	Endpoints map[string]bool `json:"endpoints,omitempty"`
 
+	// Backend holds the limits that keep the backend and the game alive under
+	// load: admission control, the request budget. Absent means the defaults,
+	// every limit on.
+	Backend BackendConfig `json:"backend,omitzero"`
+
 	table  *endpointTable
+	guard  backendGuard
 	keys   keyring
 	authOn bool
 	hide   bool
@@ -110,6 +116,10 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.table = table
+	if h.guard, err = newBackendGuard(h.Backend); err != nil {
+		return err
+	}
+	h.guard.cacheTTLs(h.Backend, table)
 
 	repl := caddy.NewReplacer()
 	h.keys = h.keys[:0]
@@ -195,8 +205,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		h.serveIndex(w, keyed, filtered, rt.ep.fields, decodedPath)
 		return nil
 	}
-	h.prepareUpstream(r, rt, filtered)
-	return h.proxy(exchange{w: w, r: r, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, next)
+	h.prepareUpstream(r, rt, filtered || h.guard.shared(rt.ep))
+	return h.forwardShared(exchange{w: w, r: r, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, keyed, next)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.

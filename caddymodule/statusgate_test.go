@@ -314,8 +314,16 @@ func TestForwardedHeaders(t *testing.T) {
 			t.Errorf("%s reached the backend", k)
 		}
 	}
-	if up.Get("X-Other") != "kept" || up.Get("Accept-Encoding") != "gzip" {
+	// Keyed responses are shared by default (coalescing): one encoding for all.
+	if up.Get("X-Other") != "kept" || up.Get("Accept-Encoding") != "identity" {
 		t.Errorf("keyed request headers changed: %v", up)
+	}
+	// Without coalescing a keyed caller's Accept-Encoding goes through.
+	solo, _ := newTestHandler(t, "key "+testKey+"\ncoalesce off")
+	be = &backend{body: `{"ok":true,"meta":{}}`}
+	serve(t, solo, be, "GET", "/api/v1/server", hdr)
+	if got := be.calls[0].Header.Get("Accept-Encoding"); got != "gzip" {
+		t.Errorf("unshared keyed request Accept-Encoding %q, want the caller's gzip", got)
 	}
 	be = &backend{body: `{"ok":true,"meta":{}}`}
 	serve(t, h, be, "GET", "/api/v1/status", http.Header{"Accept-Encoding": {"gzip"}})

@@ -1,0 +1,284 @@
+// Package coalesce lets concurrent identical backend requests share one.
+//
+// When many clients poll the same station at once (a status page open in a
+// hundred browsers, a flood of one player's stats), the backend needs to
+// answer only once: the first caller for a key, the leader, runs the request;
+// the callers that ask for the same key while it runs, the followers, wait
+// for it and get the very same response bytes. A key names what the response
+// depends on, and must therefore include everything that makes two responses
+// differ for two callers: for the gateway, the caller's class (anonymous or
+// keyed, because the two see different fields) plus the canonical upstream
+// path and query. A caller's key, the secret, is never part of it: every
+// accepted key sees the same response.
+//
+// Only complete, reusable responses are shared (see Group.Do): an error, a 429
+// or 5xx, or a body over the size limit is the leader's alone, and each
+// follower then runs its own request as if it had never waited, so that
+// coalescing never turns one caller's failure into everyone's.
+//
+// Contexts. A follower that gives up (its client left, its deadline passed)
+// just stops waiting; the leader's request goes on. The leader's request is
+// detached from the leader's own context (context.WithoutCancel, bounded by
+// Config.Timeout instead), so that the leader's client hanging up does not
+// fail the followers that joined it; it is cancelled only once the leader's
+// client is gone and no follower waits for it any more, because then nobody
+// would get its answer.
+package coalesce
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// DefaultMaxBody is the gateway's hold-back buffer, 256 KiB: a body the
+	// gateway streams instead of holding whole cannot be shared.
+	DefaultMaxBody = 256 << 10
+	// DefaultTimeout bounds a detached leader's request: above the longest
+	// wait for admission (2 s) plus the slowest station (about 2 s for
+	// /placeholders) plus headroom for the proxy's own dial and response
+	// timeouts, which normally end a hung request first.
+	DefaultTimeout = 10 * time.Second
+)
+
+// Result is a complete backend response that callers can share. The Group
+// hands the same *Result to the leader and every follower that shares it, so
+// nobody may modify it, its Header or its Body after fn returns it.
+type Result struct {
+	// Status is the HTTP status code.
+	Status int
+	// Header is the subset of the response's header that the caller wants
+	// to replay to the clients; fn decides which.
+	Header http.Header
+	// Body is the whole body, as the clients get it.
+	Body []byte
+}
+
+// Outcome is how a Do call got its result.
+type Outcome uint8
+
+const (
+	// Led: the caller was the leader and ran its own fn.
+	Led Outcome = iota
+	// Shared: the caller followed a leader and got its Result.
+	Shared
+	// Alone: the caller followed a leader whose result could not be
+	// shared, and then ran its own fn.
+	Alone
+	// Abandoned: the caller's context ended while it waited for a leader;
+	// Do returned ctx.Err() and ran nothing.
+	Abandoned
+)
+
+// String returns "led", "shared", "alone" or "abandoned", for logs and
+// metric labels.
+func (o Outcome) String() string {
+	switch o {
+	case Led:
+		return "led"
+	case Shared:
+		return "shared"
+	case Alone:
+		return "alone"
+	case Abandoned:
+		return "abandoned"
+	}
+	return fmt.Sprintf("Outcome(%d)", o)
+}
+
+// Config sets a Group's limits. Zero fields take their defaults.
+type Config struct {
+	// MaxBody is the largest body, in bytes, that is shared. Default:
+	// DefaultMaxBody.
+	MaxBody int
+	// Timeout bounds the leader's request once it is detached from the
+	// leader's context. Default: DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Group coalesces calls by key. The nil *Group coalesces nothing: Do just
+// runs fn. Its methods are safe for concurrent use.
+type Group struct {
+	maxBody int
+	timeout time.Duration
+
+	mu    sync.Mutex
+	calls map[string]*call
+
+	led, shared, alone, abandoned atomic.Uint64
+}
+
+// New returns a Group with the limits of c. It panics on a negative limit:
+// configuration is validated before it gets here.
+func New(c Config) *Group {
+	if c.MaxBody < 0 || c.Timeout < 0 {
+		panic(fmt.Sprintf("coalesce: negative limit in %+v", c))
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return &Group{maxBody: c.MaxBody, timeout: c.Timeout, calls: make(map[string]*call)}
+}
+
+// call is one leader's request and the followers waiting for it. Fields
+// marked (mu) are guarded by the Group's mutex; res and share are written
+// once, before done is closed.
+type call struct {
+	key     string
+	done    chan struct{}
+	res     *Result
+	share   bool
+	cancel  context.CancelFunc
+	waiting int  // followers waiting now (mu)
+	orphan  bool // the leader's own context has ended (mu)
+	over    bool // fn has returned (mu)
+}
+
+// Do returns the result of fn for key, sharing one run of fn between the
+// callers that ask for the same key at the same time.
+//
+// The first caller for a key leads: Do runs its fn, in the caller's goroutine,
+// with a context that keeps ctx's values but not its cancellation or deadline,
+// ends after Config.Timeout, and is cancelled early only if ctx ends and no
+// follower waits any more. fn's result and error are returned to the leader
+// as they are, with Led.
+//
+// A caller that finds a leader running for key follows: it waits for the
+// leader's fn to return, or for its own ctx to end (then Do returns nil,
+// Abandoned, ctx.Err(), and the leader carries on). If the leader's result
+// is shareable, the follower gets the same *Result with Shared and a nil
+// error. It is not shareable when fn returned an error or a nil Result (fn
+// returns nil, nil when it answered its client itself, for instance by
+// streaming a large body), a status of 429 or 500 and above (the backend's
+// verdict on that moment, not on the request), a body over Config.MaxBody,
+// or when fn panicked; then the follower runs its own fn with its own ctx and
+// gets its result with Alone.
+//
+// A panic in fn is not recovered: it goes on up the leader's stack after the
+// followers have been released to run their own fn.
+func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*Result, error)) (*Result, Outcome, error) {
+	if g == nil {
+		res, err := fn(ctx)
+		return res, Led, err
+	}
+	g.mu.Lock()
+	if c, ok := g.calls[key]; ok {
+		c.waiting++
+		g.mu.Unlock()
+		return g.follow(ctx, c, fn)
+	}
+	c := &call{key: key, done: make(chan struct{})}
+	g.calls[key] = c
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
+	c.cancel = cancel
+	g.mu.Unlock()
+	g.led.Add(1)
+
+	stop := context.AfterFunc(ctx, func() {
+		g.mu.Lock()
+		c.orphan = true
+		if c.waiting == 0 && !c.over {
+			g.drop(c)
+		}
+		g.mu.Unlock()
+	})
+	returned := false
+	defer func() {
+		stop()
+		if !returned {
+			g.finish(c, nil, false) // fn panicked or called runtime.Goexit
+		}
+		cancel()
+	}()
+	res, err := fn(lctx)
+	returned = true
+	g.finish(c, res, err == nil && g.shareable(res))
+	return res, Led, err
+}
+
+// follow waits for c as a follower.
+func (g *Group) follow(ctx context.Context, c *call, fn func(context.Context) (*Result, error)) (*Result, Outcome, error) {
+	select {
+	case <-c.done:
+		if c.share {
+			g.shared.Add(1)
+			return c.res, Shared, nil
+		}
+		g.alone.Add(1)
+		res, err := fn(ctx)
+		return res, Alone, err
+	case <-ctx.Done():
+		g.mu.Lock()
+		c.waiting--
+		if c.waiting == 0 && c.orphan && !c.over {
+			g.drop(c)
+		}
+		g.mu.Unlock()
+		g.abandoned.Add(1)
+		return nil, Abandoned, ctx.Err()
+	}
+}
+
+// drop cancels c's request, which nobody waits for any more, and takes it out
+// of the map so that a caller arriving now leads a fresh request instead of
+// joining one that is being cancelled. Under g.mu.
+func (g *Group) drop(c *call) {
+	if g.calls[c.key] == c {
+		delete(g.calls, c.key)
+	}
+	c.cancel()
+}
+
+// finish publishes the leader's result and releases the followers.
+func (g *Group) finish(c *call, res *Result, share bool) {
+	g.mu.Lock()
+	c.over = true
+	if g.calls[c.key] == c {
+		delete(g.calls, c.key)
+	}
+	g.mu.Unlock()
+	c.res, c.share = res, share
+	close(c.done)
+}
+
+// shareable reports whether res may go to callers other than the leader.
+func (g *Group) shareable(res *Result) bool {
+	return res != nil &&
+		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
+		len(res.Body) <= g.maxBody
+}
+
+// Stats is a snapshot of a Group's counters, for metrics.
+type Stats struct {
+	// InFlight is how many leaders' requests are running now that a
+	// caller can still join.
+	InFlight int
+	// Counters since New, by Outcome: Led counts leaders, Shared the
+	// followers served by a leader, Alone the followers that ran their own
+	// request, Abandoned the followers that gave up waiting.
+	Led, Shared, Alone, Abandoned uint64
+}
+
+// Stats returns the Group's counters. A nil Group reports zeros.
+func (g *Group) Stats() Stats {
+	if g == nil {
+		return Stats{}
+	}
+	g.mu.Lock()
+	n := len(g.calls)
+	g.mu.Unlock()
+	return Stats{
+		InFlight:  n,
+		Led:       g.led.Load(),
+		Shared:    g.shared.Load(),
+		Alone:     g.alone.Load(),
+		Abandoned: g.abandoned.Load(),
+	}
+}

@@ -1,0 +1,536 @@
+package coalesce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds or a generous deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// waiting is how many followers wait for key's leader now.
+func waiting(g *Group, key string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c := g.calls[key]; c != nil {
+		return c.waiting
+	}
+	return -1
+}
+
+type outcome struct {
+	res *Result
+	how Outcome
+	err error
+}
+
+func doAsync(ctx context.Context, g *Group, key string, fn func(context.Context) (*Result, error)) <-chan outcome {
+	ch := make(chan outcome, 1)
+	go func() {
+		res, how, err := g.Do(ctx, key, fn)
+		ch <- outcome{res, how, err}
+	}()
+	return ch
+}
+
+func recv(t *testing.T, ch <-chan outcome) outcome {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatal("Do did not return")
+		return outcome{}
+	}
+}
+
+// leader is a fn that blocks until release is closed, then returns res and
+// err, recording its context and how often it ran.
+type leader struct {
+	started chan struct{}
+	release chan struct{}
+	res     *Result
+	err     error
+	runs    atomic.Int32
+	ctx     chan context.Context
+}
+
+func newLeader(res *Result, err error) *leader {
+	return &leader{started: make(chan struct{}), release: make(chan struct{}), res: res, err: err, ctx: make(chan context.Context, 1)}
+}
+
+func (l *leader) fn(ctx context.Context) (*Result, error) {
+	if l.runs.Add(1) == 1 {
+		l.ctx <- ctx
+		close(l.started)
+	}
+	select {
+	case <-l.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return l.res, l.err
+}
+
+// own is a follower's own fn: it counts its runs and returns a Result that
+// names it.
+func own(name string, runs *atomic.Int32) func(context.Context) (*Result, error) {
+	return func(context.Context) (*Result, error) {
+		runs.Add(1)
+		return &Result{Status: 200, Body: []byte(name)}, nil
+	}
+}
+
+func ok(body string) *Result {
+	return &Result{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
+}
+
+// TestShare: followers that join while the leader runs get the leader's very
+// Result, and fn runs once.
+func TestShare(t *testing.T) {
+	g := New(Config{})
+	ctx := context.Background()
+	res := ok(`{"ok":true}`)
+	ld := newLeader(res, nil)
+	lead := doAsync(ctx, g, "a|/api/v1/status", ld.fn)
+	<-ld.started
+	var ownRuns atomic.Int32
+	const n = 5
+	var followers []<-chan outcome
+	for i := range n {
+		followers = append(followers, doAsync(ctx, g, "a|/api/v1/status", own(fmt.Sprint("f", i), &ownRuns)))
+	}
+	waitFor(t, "followers to wait", func() bool { return waiting(g, "a|/api/v1/status") == n })
+	if st := g.Stats(); st.InFlight != 1 || st.Led != 1 {
+		t.Errorf("while running: %+v", st)
+	}
+	close(ld.release)
+	if o := recv(t, lead); o.res != res || o.how != Led || o.err != nil {
+		t.Errorf("leader: %+v", o)
+	}
+	for i, ch := range followers {
+		if o := recv(t, ch); o.res != res || o.how != Shared || o.err != nil {
+			t.Errorf("follower %d: %+v, want the leader's Result, Shared", i, o)
+		}
+	}
+	if ld.runs.Load() != 1 || ownRuns.Load() != 0 {
+		t.Errorf("leader fn ran %d times, followers' fns %d times; want 1 and 0", ld.runs.Load(), ownRuns.Load())
+	}
+	if st := g.Stats(); st != (Stats{Led: 1, Shared: n}) {
+		t.Errorf("Stats = %+v", st)
+	}
+	// Coalescing is not caching: the next caller runs fn again.
+	var again atomic.Int32
+	if res, how, err := g.Do(ctx, "a|/api/v1/status", own("later", &again)); string(res.Body) != "later" || how != Led || err != nil || again.Load() != 1 {
+		t.Errorf("a call after the leader finished: %v %v %v", res, how, err)
+	}
+}
+
+// TestNotShared: a result that is not shareable stays the leader's, and each
+// follower runs its own fn.
+func TestNotShared(t *testing.T) {
+	errBackend := errors.New("backend broke off")
+	big := strings.Repeat("x", 100)
+	for _, tc := range []struct {
+		name  string
+		res   *Result
+		err   error
+		share bool
+	}{
+		{"200", ok("{}"), nil, true},
+		{"404 is an answer about the request", &Result{Status: 404, Body: []byte("{}")}, nil, true},
+		{"304", &Result{Status: 304}, nil, true},
+		{"body at the limit", ok(big), nil, true},
+		{"body over the limit", ok(big + "x"), nil, false},
+		{"error", nil, errBackend, false},
+		{"error with a result", ok("{}"), errBackend, false},
+		{"nil result: the leader answered its client itself", nil, nil, false},
+		{"429", &Result{Status: 429}, nil, false},
+		{"500", &Result{Status: 500}, nil, false},
+		{"503", &Result{Status: 503}, nil, false},
+		{"504", &Result{Status: 504}, nil, false},
+		{"status 0", &Result{}, nil, false},
+		{"1xx", &Result{Status: 103}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := New(Config{MaxBody: len(big)})
+			ctx := context.Background()
+			ld := newLeader(tc.res, tc.err)
+			lead := doAsync(ctx, g, "k", ld.fn)
+			<-ld.started
+			var runs atomic.Int32
+			f1 := doAsync(ctx, g, "k", own("f1", &runs))
+			f2 := doAsync(ctx, g, "k", own("f2", &runs))
+			waitFor(t, "followers to wait", func() bool { return waiting(g, "k") == 2 })
+			close(ld.release)
+			if o := recv(t, lead); o.res != tc.res || o.err != tc.err || o.how != Led {
+				t.Errorf("leader got %+v, want its own result and error", o)
+			}
+			for name, ch := range map[string]<-chan outcome{"f1": f1, "f2": f2} {
+				o := recv(t, ch)
+				switch {
+				case tc.share && (o.res != tc.res || o.how != Shared || o.err != nil):
+					t.Errorf("%s: %+v, want the shared result", name, o)
+				case !tc.share && (o.res == nil || string(o.res.Body) != name || o.how != Alone || o.err != nil):
+					t.Errorf("%s: %+v, want its own result, Alone", name, o)
+				}
+			}
+			if want := map[bool]int32{true: 0, false: 2}[tc.share]; runs.Load() != want {
+				t.Errorf("followers' fns ran %d times, want %d", runs.Load(), want)
+			}
+		})
+	}
+}
+
+// TestKeys: different keys never share, whatever their callers.
+func TestKeys(t *testing.T) {
+	g := New(Config{})
+	ctx := context.Background()
+	anon := newLeader(ok(`{"anon":1}`), nil)
+	keyed := newLeader(ok(`{"keyed":1}`), nil)
+	a := doAsync(ctx, g, "anon|/api/v1/server", anon.fn)
+	<-anon.started
+	k := doAsync(ctx, g, "keyed|/api/v1/server", keyed.fn)
+	<-keyed.started // both leaders run at once
+	fa := doAsync(ctx, g, "anon|/api/v1/server", func(context.Context) (*Result, error) { panic("not run") })
+	fk := doAsync(ctx, g, "keyed|/api/v1/server", func(context.Context) (*Result, error) { panic("not run") })
+	waitFor(t, "followers", func() bool {
+		return waiting(g, "anon|/api/v1/server") == 1 && waiting(g, "keyed|/api/v1/server") == 1
+	})
+	close(keyed.release)
+	if o := recv(t, fk); o.res != keyed.res {
+		t.Errorf("keyed follower got %+v", o)
+	}
+	close(anon.release)
+	if o := recv(t, fa); o.res != anon.res {
+		t.Errorf("anonymous follower got %+v", o)
+	}
+	recv(t, a)
+	recv(t, k)
+}
+
+// TestFollowerGivesUp: a follower whose context ends returns at once; the
+// leader and the other followers are unaffected.
+func TestFollowerGivesUp(t *testing.T) {
+	g := New(Config{})
+	ld := newLeader(ok("{}"), nil)
+	lead := doAsync(context.Background(), g, "k", ld.fn)
+	<-ld.started
+	fctx, cancel := context.WithCancel(context.Background())
+	quitter := doAsync(fctx, g, "k", func(context.Context) (*Result, error) { panic("not run") })
+	stayer := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
+	waitFor(t, "followers", func() bool { return waiting(g, "k") == 2 })
+	cancel()
+	if o := recv(t, quitter); o.res != nil || o.how != Abandoned || !errors.Is(o.err, context.Canceled) {
+		t.Errorf("quitter: %+v", o)
+	}
+	lctx := <-ld.ctx
+	if lctx.Err() != nil {
+		t.Fatalf("a follower giving up cancelled the leader's request: %v", lctx.Err())
+	}
+	close(ld.release)
+	if o := recv(t, stayer); o.res != ld.res || o.how != Shared {
+		t.Errorf("stayer: %+v", o)
+	}
+	if o := recv(t, lead); o.res != ld.res || o.how != Led {
+		t.Errorf("leader: %+v", o)
+	}
+	if st := g.Stats(); st != (Stats{Led: 1, Shared: 1, Abandoned: 1}) {
+		t.Errorf("Stats = %+v", st)
+	}
+}
+
+type ctxKey struct{}
+
+// TestLeaderCancelled: the leader's client hanging up does not fail the
+// followers: the request runs on, detached, with the leader's values.
+func TestLeaderCancelled(t *testing.T) {
+	g := New(Config{})
+	lctxParent, cancel := context.WithCancel(context.WithValue(context.Background(), ctxKey{}, "replacer"))
+	ld := newLeader(ok("{}"), nil)
+	lead := doAsync(lctxParent, g, "k", ld.fn)
+	<-ld.started
+	f := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
+	waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	cancel()
+	lctx := <-ld.ctx
+	time.Sleep(5 * time.Millisecond) // give a wrong cancellation the time to propagate
+	if lctx.Err() != nil {
+		t.Fatalf("the leader's client cancelled the request a follower waits for: %v", lctx.Err())
+	}
+	if lctx.Value(ctxKey{}) != "replacer" {
+		t.Error("the detached context lost the leader's values")
+	}
+	if d, ok := lctx.Deadline(); !ok || time.Until(d) > DefaultTimeout || time.Until(d) < DefaultTimeout-time.Minute/6 {
+		t.Errorf("detached deadline %v (ok=%v), want about DefaultTimeout from now", d, ok)
+	}
+	close(ld.release)
+	if o := recv(t, f); o.res != ld.res || o.how != Shared || o.err != nil {
+		t.Errorf("follower: %+v", o)
+	}
+	if o := recv(t, lead); o.res != ld.res || o.how != Led {
+		t.Errorf("leader: %+v", o)
+	}
+}
+
+// TestOrphan: once the leader's client is gone and no follower waits, the
+// request is cancelled, and a new caller leads a fresh one instead of joining
+// it.
+func TestOrphan(t *testing.T) {
+	for _, withFollower := range []bool{false, true} {
+		t.Run(fmt.Sprint("follower=", withFollower), func(t *testing.T) {
+			g := New(Config{})
+			lparent, lcancel := context.WithCancel(context.Background())
+			ld := newLeader(ok("{}"), nil)
+			lead := doAsync(lparent, g, "k", ld.fn)
+			<-ld.started
+			lctx := <-ld.ctx
+			fctx, fcancel := context.WithCancel(context.Background())
+			defer fcancel()
+			var f <-chan outcome
+			if withFollower {
+				f = doAsync(fctx, g, "k", func(context.Context) (*Result, error) { panic("not run") })
+				waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+			}
+			lcancel()
+			if withFollower {
+				time.Sleep(5 * time.Millisecond)
+				if lctx.Err() != nil {
+					t.Fatal("cancelled while a follower still waited")
+				}
+				fcancel()
+				if o := recv(t, f); o.how != Abandoned {
+					t.Errorf("follower: %+v", o)
+				}
+			}
+			waitFor(t, "the orphaned request to be cancelled", func() bool { return lctx.Err() != nil })
+			if o := recv(t, lead); !errors.Is(o.err, context.Canceled) || o.how != Led {
+				t.Errorf("leader: %+v, want its fn's context.Canceled", o)
+			}
+			var runs atomic.Int32
+			if res, how, _ := g.Do(context.Background(), "k", own("fresh", &runs)); how != Led || string(res.Body) != "fresh" {
+				t.Errorf("after the orphan: %v %v", res, how)
+			}
+		})
+	}
+	// A new caller that arrives while the orphan is still winding down leads
+	// its own request.
+	g := New(Config{})
+	lparent, lcancel := context.WithCancel(context.Background())
+	slow := make(chan struct{})
+	orphanDone := make(chan struct{})
+	go func() {
+		defer close(orphanDone)
+		g.Do(lparent, "k", func(ctx context.Context) (*Result, error) {
+			<-ctx.Done()
+			<-slow // still running after its context ended
+			return nil, ctx.Err()
+		})
+	}()
+	waitFor(t, "the leader", func() bool { return waiting(g, "k") == 0 })
+	lcancel()
+	waitFor(t, "the orphan to leave the map", func() bool { return waiting(g, "k") == -1 })
+	var runs atomic.Int32
+	if res, how, err := g.Do(context.Background(), "k", own("fresh", &runs)); how != Led || err != nil || string(res.Body) != "fresh" {
+		t.Errorf("caller during the orphan's wind-down: %v %v %v", res, how, err)
+	}
+	close(slow)
+	<-orphanDone
+}
+
+func TestTimeout(t *testing.T) {
+	g := New(Config{Timeout: 20 * time.Millisecond})
+	start := time.Now()
+	_, how, err := g.Do(context.Background(), "k", func(ctx context.Context) (*Result, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || how != Led {
+		t.Fatalf("%v %v, want the fn's DeadlineExceeded", how, err)
+	}
+	if d := time.Since(start); d < 20*time.Millisecond {
+		t.Errorf("returned after %v, before the timeout", d)
+	}
+}
+
+// TestPanic: a leader's panic goes on up its stack, and its followers run
+// their own fn instead of hanging.
+func TestPanic(t *testing.T) {
+	g := New(Config{})
+	started, release := make(chan struct{}), make(chan struct{})
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		g.Do(context.Background(), "k", func(context.Context) (*Result, error) {
+			close(started)
+			<-release
+			panic(http.ErrAbortHandler)
+		})
+	}()
+	<-started
+	var runs atomic.Int32
+	f := doAsync(context.Background(), g, "k", own("f", &runs))
+	waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	close(release)
+	if p := <-panicked; p != http.ErrAbortHandler {
+		t.Errorf("recovered %v, want the leader's panic", p)
+	}
+	if o := recv(t, f); o.how != Alone || string(o.res.Body) != "f" {
+		t.Errorf("follower of a panicked leader: %+v", o)
+	}
+	if g.Stats().InFlight != 0 {
+		t.Error("a panicked leader stayed in the map")
+	}
+}
+
+func TestNilGroup(t *testing.T) {
+	var g *Group
+	var runs atomic.Int32
+	for range 3 {
+		if res, how, err := g.Do(context.Background(), "k", own("x", &runs)); how != Led || err != nil || string(res.Body) != "x" {
+			t.Fatalf("%v %v %v", res, how, err)
+		}
+	}
+	if runs.Load() != 3 || g.Stats() != (Stats{}) {
+		t.Errorf("nil group: %d runs, %+v", runs.Load(), g.Stats())
+	}
+}
+
+func TestNewDefaults(t *testing.T) {
+	g := New(Config{})
+	if g.maxBody != DefaultMaxBody || g.timeout != DefaultTimeout {
+		t.Errorf("defaults %d %v", g.maxBody, g.timeout)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("New accepted a negative limit")
+		}
+	}()
+	New(Config{MaxBody: -1})
+}
+
+func TestOutcomeString(t *testing.T) {
+	for o, want := range map[Outcome]string{Led: "led", Shared: "shared", Alone: "alone", Abandoned: "abandoned", 9: "Outcome(9)"} {
+		if o.String() != want {
+			t.Errorf("%d: %q", o, o.String())
+		}
+	}
+}
+
+// TestRace: many callers over a few keys, some giving up, some results not
+// shareable. Every caller gets a result for its own key (never another key's),
+// the outcomes add up, and nothing is left behind.
+func TestRace(t *testing.T) {
+	g := New(Config{MaxBody: 64})
+	before := runtime.NumGoroutine()
+	var backend atomic.Int64
+	var wg sync.WaitGroup
+	const callers, rounds = 32, 50
+	var outcomes [4]atomic.Int64
+	for i := range callers {
+		wg.Go(func() {
+			for j := range rounds {
+				key := fmt.Sprintf("key%d", (i+j)%3)
+				ctx, cancel := context.WithCancel(context.Background())
+				if j%7 == 0 {
+					go cancel()
+				}
+				res, how, err := g.Do(ctx, key, func(ctx context.Context) (*Result, error) {
+					backend.Add(1)
+					time.Sleep(100 * time.Microsecond)
+					status := 200
+					if j%5 == 0 {
+						status = 503
+					}
+					return &Result{Status: status, Body: []byte(key)}, nil
+				})
+				cancel()
+				outcomes[how].Add(1)
+				switch {
+				case how == Abandoned:
+					if err == nil || res != nil {
+						t.Errorf("abandoned with %v %v", res, err)
+					}
+				case err != nil:
+					t.Errorf("%v: %v", how, err)
+				case string(res.Body) != key:
+					t.Errorf("caller for %s got the body of %s", key, res.Body)
+				case how == Shared && res.Status != 200:
+					t.Errorf("a %d was shared", res.Status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := g.Stats()
+	if got := st.Led + st.Shared + st.Alone + st.Abandoned; got != callers*rounds {
+		t.Errorf("outcomes add up to %d, want %d: %+v", got, callers*rounds, st)
+	}
+	for o := range outcomes {
+		if want := [4]uint64{st.Led, st.Shared, st.Alone, st.Abandoned}[o]; uint64(outcomes[o].Load()) != want {
+			t.Errorf("%v: callers saw %d, Stats %d", Outcome(o), outcomes[o].Load(), want)
+		}
+	}
+	if uint64(backend.Load()) != st.Led+st.Alone {
+		t.Errorf("backend ran %d times, want leaders+alone = %d", backend.Load(), st.Led+st.Alone)
+	}
+	if st.Shared == 0 {
+		t.Error("nothing was shared: the test did not exercise coalescing")
+	}
+	if st.InFlight != 0 {
+		t.Errorf("%d calls left in the map", st.InFlight)
+	}
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// BenchmarkLead is the cost of coalescing for a caller nobody joins: the
+// common case for anything but a hot key.
+func BenchmarkLead(b *testing.B) {
+	g := New(Config{})
+	res := ok("{}")
+	fn := func(context.Context) (*Result, error) { return res, nil }
+	ctx, cancel := context.WithCancel(context.Background()) // a request's context is cancelable
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		g.Do(ctx, "anon|/api/v1/status", fn)
+	}
+}
+
+// BenchmarkHotKey: parallel callers of one key, where followers share.
+func BenchmarkHotKey(b *testing.B) {
+	g := New(Config{})
+	res := ok("{}")
+	fn := func(context.Context) (*Result, error) {
+		time.Sleep(10 * time.Microsecond)
+		return res, nil
+	}
+	b.ReportAllocs()
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		for pb.Next() {
+			g.Do(ctx, "anon|/api/v1/status", fn)
+		}
+	})
+	st := g.Stats()
+	b.ReportMetric(float64(st.Shared)/float64(st.Led+st.Shared), "shared/op")
+}

@@ -1,0 +1,223 @@
+// Package microcache keeps complete successful backend responses for a short
+// time, so that a flood of identical requests reaches the backend about once
+// per time to live instead of once per request.
+//
+// The ServerAPI plugin serves most stations from snapshots it refreshes on
+// its own schedule (every second or so for status, every ten minutes for the
+// slow stations), so a response cached for less than its snapshot interval
+// adds little staleness; the caller picks the time to live per entry, per
+// endpoint. Memory is bounded by Config.MaxBytes: the least recently used
+// entries make room for new ones.
+//
+// Keys are the caller's, and must name everything a response depends on: for
+// the gateway, the caller's class (anonymous or keyed, because the two see
+// different fields) plus the canonical upstream path and query, so that
+// anonymous and keyed responses never mix.
+//
+// Entries are immutable: Put stores its own copy of the body, and Get returns
+// the stored slices and header, which no one may modify.
+package microcache
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBytes bounds a Cache's memory when Config.MaxBytes is 0: 16 MiB,
+// some thousands of typical responses (a player's stats are a few KiB) and
+// still at least 64 of the largest ones the gateway holds whole (256 KiB).
+const DefaultMaxBytes = 16 << 20
+
+// entryOverhead is what an entry costs beyond its key, header and body: the
+// entry struct, its map slot and the header map, roughly. Counting it keeps
+// a flood of tiny responses from growing the cache far beyond MaxBytes.
+const entryOverhead = 256
+
+// Config sets a Cache's bounds.
+type Config struct {
+	// MaxBytes bounds the memory the entries take, counting keys, headers
+	// and bodies plus a fixed overhead per entry. An entry larger than an
+	// eighth of it is not stored, so that one response cannot flush the
+	// cache. Default: DefaultMaxBytes.
+	MaxBytes int64
+	// Now is the clock; tests set it. Default: time.Now.
+	Now func() time.Time
+}
+
+// Entry is a cached response.
+type Entry struct {
+	// Status is the HTTP status code, 2xx.
+	Status int
+	// Header is the subset of the response's header the caller stored; it is
+	// shared by every Get and must not be modified.
+	Header http.Header
+	// Body is the whole body; it is shared by every Get and must not be
+	// modified (its capacity is its length, so an append copies).
+	Body []byte
+}
+
+// Cache is a TTL cache of responses with LRU eviction. The nil *Cache is a
+// disabled one: every Get misses and Put stores nothing. Its methods are safe
+// for concurrent use.
+type Cache struct {
+	maxBytes int64
+	maxEntry int64
+	now      func() time.Time
+
+	mu    sync.Mutex
+	items map[string]*item
+	lru   item // sentinel of a ring: lru.next is the most recently used
+	bytes int64
+
+	hits, misses, expired, evictions atomic.Uint64
+}
+
+// item is one entry in the map and the LRU ring.
+type item struct {
+	key        string
+	entry      Entry
+	expires    time.Time
+	size       int64
+	prev, next *item
+}
+
+// New returns an empty Cache with the bounds of c. It panics if MaxBytes is
+// negative: configuration is validated before it gets here.
+func New(c Config) *Cache {
+	if c.MaxBytes < 0 {
+		panic("microcache: negative MaxBytes")
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	ca := &Cache{maxBytes: c.MaxBytes, maxEntry: c.MaxBytes / 8, now: c.Now, items: make(map[string]*item)}
+	ca.lru.next, ca.lru.prev = &ca.lru, &ca.lru
+	return ca
+}
+
+// Get returns the entry stored under key, unless it has expired.
+func (c *Cache) Get(key string) (Entry, bool) {
+	if c == nil {
+		return Entry{}, false
+	}
+	now := c.now()
+	c.mu.Lock()
+	it := c.items[key]
+	if it == nil {
+		c.mu.Unlock()
+		c.misses.Add(1)
+		return Entry{}, false
+	}
+	if !now.Before(it.expires) {
+		c.remove(it)
+		c.mu.Unlock()
+		c.misses.Add(1)
+		c.expired.Add(1)
+		return Entry{}, false
+	}
+	c.unlink(it)
+	c.pushFront(it)
+	e := it.entry
+	c.mu.Unlock()
+	c.hits.Add(1)
+	return e, true
+}
+
+// Put stores a copy of e under key for ttl, replacing what was there, and
+// evicts the least recently used entries as far as the byte limit needs. It
+// stores nothing, and returns false, when the cache is disabled, ttl is not
+// positive, e.Status is not 2xx (only successful responses are reused), or
+// the entry is larger than an eighth of MaxBytes; an older entry under key
+// is then left as it was.
+func (c *Cache) Put(key string, e Entry, ttl time.Duration) bool {
+	if c == nil || ttl <= 0 || e.Status < 200 || e.Status > 299 {
+		return false
+	}
+	size := int64(entryOverhead + len(key) + len(e.Body))
+	for k, vs := range e.Header {
+		size += int64(len(k))
+		for _, v := range vs {
+			size += int64(len(v))
+		}
+	}
+	if size > c.maxEntry {
+		return false
+	}
+	body := make([]byte, len(e.Body))
+	copy(body, e.Body)
+	it := &item{
+		key:     key,
+		entry:   Entry{Status: e.Status, Header: e.Header.Clone(), Body: body},
+		expires: c.now().Add(ttl),
+		size:    size,
+	}
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.items[key]; old != nil {
+		c.remove(old)
+	}
+	for c.bytes+size > c.maxBytes {
+		c.remove(c.lru.prev)
+		c.evictions.Add(1)
+	}
+	c.items[key] = it
+	c.pushFront(it)
+	c.bytes += size
+	return true
+}
+
+// remove takes it out of the map and the ring. Under c.mu.
+func (c *Cache) remove(it *item) {
+	delete(c.items, it.key)
+	c.unlink(it)
+	c.bytes -= it.size
+}
+
+func (c *Cache) unlink(it *item) {
+	it.prev.next = it.next
+	it.next.prev = it.prev
+	it.prev, it.next = nil, nil
+}
+
+func (c *Cache) pushFront(it *item) {
+	it.prev, it.next = &c.lru, c.lru.next
+	c.lru.next.prev = it
+	c.lru.next = it
+}
+
+// Stats is a snapshot of a Cache's gauges and counters, for metrics.
+type Stats struct {
+	// Entries and Bytes are what the cache holds now, Bytes as counted
+	// against MaxBytes. Expired entries count until a Get finds them or
+	// eviction takes them.
+	Entries int
+	Bytes   int64
+	// Counters since New. Misses include Expired, the Gets that found an
+	// entry past its time to live; Evictions are entries removed to make
+	// room, before they expired.
+	Hits, Misses, Expired, Evictions uint64
+}
+
+// Stats returns the cache's gauges and counters. A nil Cache reports zeros.
+func (c *Cache) Stats() Stats {
+	if c == nil {
+		return Stats{}
+	}
+	c.mu.Lock()
+	n, b := len(c.items), c.bytes
+	c.mu.Unlock()
+	return Stats{
+		Entries:   n,
+		Bytes:     b,
+		Hits:      c.hits.Load(),
+		Misses:    c.misses.Load(),
+		Expired:   c.expired.Load(),
+		Evictions: c.evictions.Load(),
+	}
+}

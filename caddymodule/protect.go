@@ -1,0 +1,257 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/admission"
+	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/microcache"
+)
+
+// BackendConfig is how the gateway spares the backend: the ServerAPI plugin
+// serves HTTP from 8 threads with an unbounded queue, /player can block for
+// about 1.4 s and /placeholders runs on the game's main thread for up to 2 s.
+// Every limit is on by default.
+type BackendConfig struct {
+	// MaxInFlight is the most requests the backend works on at once; the
+	// rest wait in the queue. -1 switches admission control off. Default: 8,
+	// the plugin's http.threads.
+	MaxInFlight int `json:"max_in_flight,omitempty"`
+
+	// MaxMainThread is the most requests at once to the stations that run on
+	// the game's main thread (placeholders), within MaxInFlight. -1: no limit
+	// of their own. Default: 1, so that they never queue up on the tick.
+	MaxMainThread int `json:"max_main_thread,omitempty"`
+
+	// QueueLength is the most requests waiting for the backend; past it a
+	// caller gets 503 Backend busy at once. Callers with an accepted key are
+	// served from the queue before anonymous ones. Default: 64.
+	QueueLength int `json:"queue_length,omitempty"`
+
+	// QueueWait is the longest a request waits in the queue before it gets
+	// 503 Backend busy with Retry-After. Default: 2s.
+	QueueWait caddy.Duration `json:"queue_wait,omitempty"`
+
+	// Timeout is each forwarded request's budget, from the queue to the last
+	// byte of the backend's response; past it the caller gets 504 Gateway
+	// timeout (or a cut connection if the response was under way). -1: no
+	// budget. Default: 5s (the plugin's slowest station, 2 s, plus the queue
+	// wait and headroom).
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// Coalesce lets concurrent identical requests (same upstream path and
+	// query, same caller class: anonymous or keyed) share one backend request
+	// and its bytes. Responses larger than the 256 KiB hold-back, errors, 429s
+	// and 5xx are never shared. Default: true.
+	Coalesce *bool `json:"coalesce,omitempty"`
+
+	// Cache is the micro-cache's time to live per endpoint for successful
+	// responses, kept apart for anonymous and keyed callers; 0 switches it off
+	// for that endpoint. An entry replaces that endpoint's default. Defaults
+	// follow the plugin's snapshot intervals so that caching adds little
+	// staleness: status 1s (snapshot every 5 s), entities 5s (20 s), worlds,
+	// gamerules and spawnlimits 30s (10 min); every live station is off.
+	Cache map[string]caddy.Duration `json:"cache,omitempty"`
+
+	// CacheSize bounds the micro-cache's memory in bytes; the least recently
+	// used entries go first. Default: 16 MiB.
+	CacheSize int64 `json:"cache_size,omitempty"`
+}
+
+// Defaults of BackendConfig.
+const (
+	defaultTimeout = 5 * time.Second
+)
+
+// backendGuard is the provisioned form of BackendConfig. It belongs to one
+// Handler: a reload starts with an empty cache and no flights.
+type backendGuard struct {
+	all     *admission.Limiter // nil: no admission control
+	main    *admission.Limiter // nil: main-thread stations share all
+	timeout time.Duration      // 0: none
+	flights *coalesce.Group    // nil: no coalescing
+	cache   *microcache.Cache  // nil: no endpoint is cached
+}
+
+// newBackendGuard checks c and builds the limiters.
+func newBackendGuard(c BackendConfig) (backendGuard, error) {
+	var g backendGuard
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"queue_length", c.QueueLength}} {
+		if n.v < -1 || (n.v == -1 && n.name == "queue_length") {
+			return g, fmt.Errorf("backend.%s: %d is not a valid limit", n.name, n.v)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{{"queue_wait", c.QueueWait}, {"timeout", c.Timeout}} {
+		if d.v < 0 && !(d.name == "timeout" && d.v == -1) {
+			return g, fmt.Errorf("backend.%s: %v is negative", d.name, time.Duration(d.v))
+		}
+	}
+	queue := orDefault(c.QueueLength, admission.DefaultQueue)
+	wait := time.Duration(c.QueueWait)
+	if wait == 0 {
+		wait = admission.DefaultWait
+	}
+	if c.MaxInFlight != -1 {
+		g.all = admission.New(admission.Config{Limit: orDefault(c.MaxInFlight, admission.DefaultLimit), Queue: queue, Wait: wait})
+	}
+	if c.MaxMainThread != -1 {
+		g.main = admission.New(admission.Config{Limit: orDefault(c.MaxMainThread, admission.DefaultMainThreadLimit), Queue: min(queue, admission.DefaultMainThreadQueue), Wait: wait})
+	}
+	switch c.Timeout {
+	case 0:
+		g.timeout = defaultTimeout
+	case -1:
+	default:
+		g.timeout = time.Duration(c.Timeout)
+	}
+	if c.CacheSize < 0 {
+		return g, fmt.Errorf("backend.cache_size: %d is negative", c.CacheSize)
+	}
+	if c.Coalesce == nil || *c.Coalesce {
+		g.flights = coalesce.New(coalesce.Config{MaxBody: holdBack, Timeout: g.timeout})
+	}
+	for name, ttl := range c.Cache {
+		if !validEndpointName(name) {
+			return g, fmt.Errorf("backend.cache: %w", endpointNameError(name))
+		}
+		if ttl < 0 {
+			return g, fmt.Errorf("backend.cache.%s: %v is negative", name, time.Duration(ttl))
+		}
+	}
+	return g, nil
+}
+
+// cacheTTLs applies the config's cache times to the endpoint table, and makes
+// the cache if any endpoint uses it.
+func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
+	for _, ep := range t.ordered {
+		if ttl, ok := c.Cache[ep.name]; ok {
+			ep.cacheTTL = time.Duration(ttl)
+		}
+		if ep.cacheTTL > 0 && g.cache == nil {
+			g.cache = microcache.New(microcache.Config{MaxBytes: c.CacheSize})
+		}
+	}
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// admit waits for the backend's capacity: the main-thread limiter first for
+// the stations that need it, then the global one. The returned release must be
+// called when the backend is done with the request.
+func (g *backendGuard) admit(ctx context.Context, ep *endpoint, keyed bool) (release func(), err error) {
+	class := admission.Anonymous
+	if keyed {
+		class = admission.Keyed
+	}
+	if ep.mainThread && g.main != nil {
+		ps, err := admission.AcquireAll(ctx, class, g.main, g.all)
+		return ps.Release, err
+	}
+	p, err := g.all.Acquire(ctx, class)
+	return p.Release, err
+}
+
+// shared reports whether the endpoint's responses may go to more than one
+// caller: then the backend is asked for an unencoded body, the same for every
+// caller of the class.
+func (g *backendGuard) shared(ep *endpoint) bool {
+	return g.flights != nil || (g.cache != nil && ep.cacheTTL > 0)
+}
+
+// shareKey names what a response depends on: the caller's class, which decides
+// the fields it sees, and the canonical upstream request. Never the key itself.
+func shareKey(r *http.Request, keyed bool) string {
+	class := "anonymous "
+	if keyed {
+		class = "keyed "
+	}
+	return class + r.URL.EscapedPath() + "?" + r.URL.RawQuery
+}
+
+// forwardShared answers from the micro-cache when it can, and otherwise lets
+// identical concurrent requests share one trip to the backend.
+func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) error {
+	g := &h.guard
+	if !g.shared(x.ep) {
+		return h.forwardGuarded(x, keyed, next)
+	}
+	key := shareKey(x.r, keyed)
+	if e, ok := g.cache.Get(key); ok {
+		writeShared(x.w, e.Status, e.Header, e.Body)
+		return nil
+	}
+	var held *holdWriter // this caller's own trip, if it made one
+	res, how, err := g.flights.Do(x.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
+		held = newHoldWriter(x.w, holdBack)
+		own := x
+		own.w, own.r = held, x.r.WithContext(ctx)
+		if err := h.forwardGuarded(own, keyed, next); err != nil {
+			return nil, err
+		}
+		res := held.result()
+		if res != nil && x.ep.cacheTTL > 0 {
+			g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, x.ep.cacheTTL)
+		}
+		return res, nil
+	})
+	switch how {
+	case coalesce.Shared:
+		writeShared(x.w, res.Status, res.Header, res.Body)
+	case coalesce.Abandoned:
+		// The caller's own budget or connection ended while it waited.
+		h.refuse(x, http.StatusGatewayTimeout, err)
+	default:
+		held.release()
+	}
+	return nil
+}
+
+// forwardGuarded is the backend step of ServeHTTP: within the request's time
+// budget, wait for the backend's capacity, then proxy. A caller refused for
+// capacity gets 503 Backend busy with Retry-After.
+func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler) error {
+	ctx := x.r.Context()
+	if h.guard.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.guard.timeout)
+		defer cancel()
+		x.r = x.r.WithContext(ctx)
+	}
+	release, err := h.guard.admit(ctx, x.ep, keyed)
+	if err != nil {
+		var busy *admission.BusyError
+		switch {
+		case errors.As(err, &busy):
+			x.w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter/time.Second)))
+			h.refuse(x, http.StatusServiceUnavailable, err)
+		case errors.Is(err, context.DeadlineExceeded):
+			h.refuse(x, http.StatusGatewayTimeout, err)
+		default:
+			// The client went away while it waited: nobody reads the answer.
+			h.refuse(x, http.StatusServiceUnavailable, err)
+		}
+		return nil
+	}
+	defer release()
+	return h.proxy(x, next)
+}

@@ -1,0 +1,385 @@
+package caddymodule
+
+import (
+	"cmp"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func TestCaddyfileBackendOptions(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"max_in_flight 4", `{"backend":{"max_in_flight":4}}`},
+		{"max_in_flight off", `{"backend":{"max_in_flight":-1}}`},
+		{"max_main_thread 2", `{"backend":{"max_main_thread":2}}`},
+		{"max_main_thread off", `{"backend":{"max_main_thread":-1}}`},
+		{"queue 16", `{"backend":{"queue_length":16}}`},
+		{"queue 16 500ms", `{"backend":{"queue_length":16,"queue_wait":500000000}}`},
+		{"timeout 3s", `{"backend":{"timeout":3000000000}}`},
+		{"timeout off", `{"backend":{"timeout":-1}}`},
+	} {
+		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
+		if err != nil {
+			t.Errorf("%s: %v", tc.in, err)
+			continue
+		}
+		if got, _ := json.Marshal(h); string(got) != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.in, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ in, words string }{
+		{"max_in_flight", "wrong argument count"},
+		{"max_in_flight 0", "max_in_flight: '0' is not a whole number of at least 1 or off"},
+		{"max_in_flight eight", "max_in_flight: 'eight' is not a whole number"},
+		{"max_in_flight 8 9", "wrong argument count"},
+		{"max_main_thread -1", "max_main_thread: '-1' is not"},
+		{"queue off", "queue: 'off' is not a whole number of at least 1"},
+		{"queue 8 2", "queue: '2' is not a positive duration"},
+		{"queue 8 2s 3s", "wrong argument count"},
+		{"timeout", "wrong argument count"},
+		{"timeout 0s", "timeout: '0s' is not a positive duration"},
+		{"timeout 5s 6s", "wrong argument count"},
+	} {
+		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
+		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
+			t.Errorf("%s: error %v, want %q at Testfile:3", tc.in, err, tc.words)
+		}
+	}
+	twice, err := parseTestCaddyfile("statusgate {\n\ttimeout 1s\n\ttimeout 2s\n}")
+	if err == nil || !strings.Contains(err.Error(), "'timeout' given twice") {
+		t.Errorf("timeout twice: %v %v", twice, err)
+	}
+}
+
+// gate is a next handler that holds every request until released, so that a
+// test controls how many are in flight.
+type gate struct {
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	entered  chan string // the path of each request as it arrives
+	release  chan struct{}
+}
+
+func newGate() *gate {
+	return &gate{entered: make(chan string, 64), release: make(chan struct{})}
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	g.mu.Lock()
+	g.inFlight++
+	g.peak = max(g.peak, g.inFlight)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.inFlight--
+		g.mu.Unlock()
+	}()
+	g.entered <- r.URL.RequestURI()
+	select {
+	case <-g.release:
+	case <-r.Context().Done():
+		return caddyhttp.Error(http.StatusGatewayTimeout, r.Context().Err())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write([]byte(`{"ok":true,"data":{},"meta":{}}`))
+	return err
+}
+
+// TestAdmission drives the limits through ServeHTTP: the backend never sees
+// more than max_in_flight, a keyed caller waiting behind a full backend is
+// admitted before anonymous callers that waited longer, and a caller past the
+// wait bound gets 503 Backend busy with Retry-After.
+func TestAdmission(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nqueue 4 300ms")
+	g := newGate()
+	type result struct {
+		who    string
+		status int
+		retry  string
+		msg    string
+	}
+	results := make(chan result, 16)
+	call := func(who string, hdr http.Header) {
+		r := serve(t, h, g, "GET", "/api/v1/server?who="+who, hdr)
+		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message}
+	}
+	// Two fill the backend; two anonymous callers queue, then a keyed one.
+	for _, who := range []string{"first0", "first1"} {
+		go call(who, nil)
+		<-g.entered
+	}
+	for _, who := range []string{"anon0", "anon1"} {
+		go call(who, nil)
+		time.Sleep(30 * time.Millisecond)
+	}
+	go call("keyed", keyHeader(testKey))
+	time.Sleep(30 * time.Millisecond)
+
+	g.release <- struct{}{} // one slot frees: it goes to the keyed caller
+	if who := <-g.entered; who != "/api/v1/server?who=keyed" {
+		t.Errorf("the freed slot went to %s, not to the keyed caller", who)
+	}
+	// Both slots stay taken past the wait bound: the anonymous callers get 503.
+	time.Sleep(400 * time.Millisecond)
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	got := map[string]result{}
+	for range 5 {
+		select {
+		case r := <-results:
+			got[r.who] = r
+		case <-time.After(3 * time.Second):
+			t.Fatalf("callers still waiting; finished: %v", got)
+		}
+	}
+	for who, r := range got {
+		switch {
+		case strings.HasPrefix(who, "anon"):
+			if r.status != 503 || r.retry != "1" || r.msg != "Backend busy" {
+				t.Errorf("%s: %d with Retry-After %q, message %q; want 503, 1, Backend busy", who, r.status, r.retry, r.msg)
+			}
+		case r.status != 200:
+			t.Errorf("%s: %d, want 200", who, r.status)
+		}
+	}
+	if g.peak > 2 {
+		t.Errorf("backend saw %d requests at once, limit 2", g.peak)
+	}
+}
+
+// TestMainThreadLimit checks that placeholders go one at a time while other
+// stations still get through.
+func TestMainThreadLimit(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nqueue 4 200ms")
+	g := newGate()
+	codes := make(chan int, 4)
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/placeholders?p=x", keyHeader(testKey)).Code }()
+	if p := <-g.entered; !strings.HasPrefix(p, "/api/v1/placeholders") {
+		t.Fatalf("entered %s", p)
+	}
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/placeholders?p=y", keyHeader(testKey)).Code }()
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/status", nil).Code }()
+	if p := <-g.entered; p != "/api/v1/status" {
+		t.Fatalf("a second placeholders request reached the backend while one was in flight")
+	}
+	time.Sleep(300 * time.Millisecond) // the waiting placeholders request is refused at 200 ms
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	a, b := <-codes, <-codes
+	if c := <-codes; a+b+c != 200+200+503 {
+		t.Errorf("codes %d %d %d, want two 200 and one 503", a, b, c)
+	}
+}
+
+// TestRateLimitedByNext checks the envelope for a 429 that a rate limiter
+// after the gateway returns, with its Retry-After kept.
+func TestRateLimitedByNext(t *testing.T) {
+	h, logs := newTestHandler(t, "")
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("Retry-After", "7")
+		return caddyhttp.Error(http.StatusTooManyRequests, nil)
+	})
+	r := serve(t, h, next, "GET", "/api/v1/status", nil)
+	if r.Code != 429 || r.envelope.Error.Message != "Too many requests" || r.Header().Get("Retry-After") != "7" {
+		t.Errorf("got %d %q Retry-After %q", r.Code, r.envelope.Error.Message, r.Header().Get("Retry-After"))
+	}
+	if n := logs.FilterMessage("backend response refused").Len(); n != 0 {
+		t.Errorf("a rate-limited caller was logged as a backend failure %d times", n)
+	}
+}
+
+// TestTimeoutBudget checks that a backend that hangs is answered with the 504
+// envelope once the budget is spent.
+func TestTimeoutBudget(t *testing.T) {
+	h, _ := newTestHandler(t, "timeout 100ms")
+	g := newGate()
+	start := time.Now()
+	done := make(chan reply, 1)
+	go func() { done <- serve(t, h, g, "GET", "/api/v1/status", nil) }()
+	<-g.entered
+	select {
+	case r := <-done:
+		if r.Code != 504 || r.envelope.Error.Message != "Gateway timeout" {
+			t.Errorf("got %d %q", r.Code, r.envelope.Error.Message)
+		}
+		if el := time.Since(start); el > 2*time.Second {
+			t.Errorf("took %v", el)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the budget did not end the request")
+	}
+}
+
+// counter is a next handler that counts calls, waits for release when told
+// to, and answers with a fixed status and body.
+type counter struct {
+	mu      sync.Mutex
+	calls   []string // RequestURI + " " + Accept-Encoding
+	status  int
+	body    string
+	entered chan struct{}
+	release chan struct{} // nil: answer at once
+}
+
+func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	c.mu.Lock()
+	c.calls = append(c.calls, r.URL.RequestURI()+" "+r.Header.Get("Accept-Encoding"))
+	c.mu.Unlock()
+	if c.release != nil {
+		c.entered <- struct{}{}
+		<-c.release
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(cmp.Or(c.status, http.StatusOK))
+	_, err := io.WriteString(w, c.body)
+	return err
+}
+
+func (c *counter) n() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
+// TestMicroCache checks that a cached endpoint reaches the backend once per
+// time to live and class, that anonymous and keyed callers never share an
+// entry, and that clients are still told not to store the answer.
+func TestMicroCache(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\ncache status 300ms\ncache player off")
+	be := &counter{body: `{"ok":true,"data":{"online":[],"op":true},"meta":{"authenticated":true}}`}
+	var anon []string
+	for range 3 {
+		r := serve(t, h, be, "GET", "/api/v1/status", nil)
+		if r.Code != 200 || r.Header().Get("Cache-Control") != "no-store" {
+			t.Fatalf("anonymous: %d, Cache-Control %q", r.Code, r.Header().Get("Cache-Control"))
+		}
+		anon = append(anon, r.Body.String())
+	}
+	if be.n() != 1 || anon[0] != anon[1] || anon[1] != anon[2] {
+		t.Fatalf("three anonymous calls: backend called %d times; bodies %q", be.n(), anon)
+	}
+	keyed := serve(t, h, be, "GET", "/api/v1/status", keyHeader(testKey))
+	if be.n() != 2 || keyed.Body.String() != be.body {
+		t.Errorf("keyed caller got the anonymous entry: backend %d calls, body %s", be.n(), keyed.Body)
+	}
+	serve(t, h, be, "GET", "/api/v1/status?history=true", nil)
+	if be.n() != 3 {
+		t.Errorf("a different query shared the entry")
+	}
+	head := serve(t, h, be, "HEAD", "/api/v1/status", nil)
+	if be.n() != 3 || head.Body.Len() != 0 || head.Header().Get("Content-Length") != strconv.Itoa(len(anon[0])) {
+		t.Errorf("HEAD: backend %d calls, body %q, Content-Length %q", be.n(), head.Body, head.Header().Get("Content-Length"))
+	}
+	time.Sleep(350 * time.Millisecond)
+	serve(t, h, be, "GET", "/api/v1/status", nil)
+	if be.n() != 4 {
+		t.Errorf("the entry outlived its time to live")
+	}
+	for range 2 {
+		serve(t, h, be, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+	}
+	if be.n() != 6 {
+		t.Errorf("player is not cached, yet the backend saw %d calls, want 6", be.n())
+	}
+	be.status = http.StatusNotFound
+	for range 2 {
+		serve(t, h, be, "GET", "/api/v1/worlds/nope", keyHeader(testKey))
+	}
+	if be.n() != 8 {
+		t.Errorf("a 404 was cached: backend saw %d calls, want 8", be.n())
+	}
+}
+
+// TestCoalescing checks that concurrent identical requests share one backend
+// request and the same bytes, per class, and that what must not be shared is
+// not.
+func TestCoalescing(t *testing.T) {
+	const player = "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	run := func(t *testing.T, h *Handler, be *counter, callers []http.Header) []reply {
+		t.Helper()
+		out := make([]reply, len(callers))
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); out[0] = serve(t, h, be, "GET", player, callers[0]) }()
+		<-be.entered // the leader is at the backend; the others join it
+		for i := 1; i < len(callers); i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); out[i] = serve(t, h, be, "GET", player, callers[i]) }()
+		}
+		time.Sleep(100 * time.Millisecond)
+		go func() {
+			for range be.release {
+			}
+		}()
+		go func() {
+			for range be.entered {
+			}
+		}()
+		for range len(callers) {
+			be.release <- struct{}{}
+		}
+		close(be.release)
+		wg.Wait()
+		return out
+	}
+	newBE := func(status int, body string) *counter {
+		return &counter{status: status, body: body, entered: make(chan struct{}, 16), release: make(chan struct{})}
+	}
+
+	t.Run("one trip per class", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		be := newBE(200, playerBody)
+		out := run(t, h, be, []http.Header{nil, nil, nil, keyHeader(testKey), keyHeader(testKey)})
+		if be.n() != 2 {
+			t.Fatalf("backend saw %d requests, want 2 (one anonymous, one keyed): %q", be.n(), be.calls)
+		}
+		for i, r := range out {
+			keyed := i >= 3
+			if strings.Contains(r.Body.String(), `"op":`) != keyed {
+				t.Errorf("caller %d (keyed %v) got %s", i, keyed, r.Body)
+			}
+			if r.Body.String() != out[map[bool]int{false: 0, true: 3}[keyed]].Body.String() {
+				t.Errorf("caller %d got other bytes than its class's first", i)
+			}
+		}
+	})
+	t.Run("errors are not shared", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		be := newBE(500, `{"ok":false,"error":{"status":500,"message":"boom"},"meta":{}}`)
+		run(t, h, be, []http.Header{keyHeader(testKey), keyHeader(testKey), keyHeader(testKey)})
+		if be.n() != 3 {
+			t.Errorf("backend saw %d requests for three callers of a failing station, want 3", be.n())
+		}
+	})
+	t.Run("large bodies are not shared", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey)
+		big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", holdBack) + `"},"meta":{}}`
+		be := newBE(200, big)
+		out := run(t, h, be, []http.Header{keyHeader(testKey), keyHeader(testKey)})
+		if be.n() != 2 {
+			t.Errorf("backend saw %d requests, want 2", be.n())
+		}
+		for i, r := range out {
+			if r.Body.String() != big {
+				t.Errorf("caller %d got %d bytes, want the whole %d", i, r.Body.Len(), len(big))
+			}
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		h, _ := newTestHandler(t, "key "+testKey+"\ncoalesce off")
+		be := newBE(200, playerBody)
+		run(t, h, be, []http.Header{nil, nil})
+		if be.n() != 2 {
+			t.Errorf("coalesce off: backend saw %d requests, want 2", be.n())
+		}
+	})
+}
