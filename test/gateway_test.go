@@ -60,9 +60,21 @@ type gateway struct {
 	transport  []string // lines of reverse_proxy's transport http block
 	global     []string // global options; default: errors only on stderr
 	site       []string // more site directives, such as log
+	// shared keeps the defaults of coalescing and the micro-cache. Off, the
+	// default here, every request makes its own trip to the backend, which
+	// is what most tests count; the protection tests turn it on.
+	shared bool
 }
 
+// noSharing switches off coalescing and every endpoint's default cache.
+var noSharing = []string{"coalesce off", "cache status off", "cache entities off",
+	"cache worlds off", "cache gamerules off", "cache spawnlimits off"}
+
 func (g gateway) caddyfile() string {
+	lines := g.statusgate
+	if !g.shared {
+		lines = append(slices.Clip(lines), noSharing...)
+	}
 	global := g.global
 	if global == nil {
 		global = []string{"log {\n\t\tlevel ERROR\n\t}"}
@@ -89,7 +101,7 @@ func (g gateway) caddyfile() string {
 	reverse_proxy %s%s
 }
 `, httpPort, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
-		strings.Join(g.statusgate, "\n\t\t"), g.upstream, proxy)
+		strings.Join(lines, "\n\t\t"), g.upstream, proxy)
 }
 
 // start loads the config into the in-process Caddy (caddytest starts it on
@@ -172,7 +184,9 @@ var errorMessages = map[int]string{
 	401: "A valid API key is required",
 	404: "Not found",
 	405: "Method not allowed",
+	429: "Too many requests",
 	502: "Bad gateway",
+	503: "Backend busy",
 	504: "Gateway timeout",
 }
 

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
+	github.com/mholt/caddy-ratelimit v0.1.0
 	github.com/statusgate/statusgate v0.0.0
 	github.com/tidwall/gjson v1.20.0
 )

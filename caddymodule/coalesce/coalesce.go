@@ -17,12 +17,13 @@
 // coalescing never turns one caller's failure into everyone's.
 //
 // Contexts. A follower that gives up (its client left, its deadline passed)
-// just stops waiting; the leader's request goes on. The leader's request is
-// detached from the leader's own context (context.WithoutCancel, bounded by
-// Config.Timeout instead), so that the leader's client hanging up does not
-// fail the followers that joined it; it is cancelled only once the leader's
-// client is gone and no follower waits for it any more, because then nobody
-// would get its answer.
+// just stops waiting; the leader's request goes on. The leader's request does
+// not end with the leader's context: it keeps the context's values and
+// deadline but not its cancellation (context.WithoutCancel), so that the
+// leader's client hanging up does not fail the followers that joined it.
+// Once the leader's context has ended, the request runs on for at most
+// Config.Timeout for the followers, and is cancelled as soon as no follower
+// waits for it any more, because then nobody would get its answer.
 package coalesce
 
 import (
@@ -38,10 +39,11 @@ const (
 	// DefaultMaxBody is the gateway's hold-back buffer, 256 KiB: a body the
 	// gateway streams instead of holding whole cannot be shared.
 	DefaultMaxBody = 256 << 10
-	// DefaultTimeout bounds a detached leader's request: above the longest
-	// wait for admission (2 s) plus the slowest station (about 2 s for
-	// /placeholders) plus headroom for the proxy's own dial and response
-	// timeouts, which normally end a hung request first.
+	// DefaultTimeout bounds how long a leader's request runs on for its
+	// followers after the leader's own context ended: the longest wait for
+	// admission (2 s) plus the slowest station (about 2 s for /placeholders),
+	// with headroom for the proxy's own dial and response timeouts, which
+	// normally end a hung request first.
 	DefaultTimeout = 10 * time.Second
 )
 
@@ -95,8 +97,9 @@ type Config struct {
 	// MaxBody is the largest body, in bytes, that is shared. Default:
 	// DefaultMaxBody.
 	MaxBody int
-	// Timeout bounds the leader's request once it is detached from the
-	// leader's context. Default: DefaultTimeout.
+	// Timeout bounds how long the leader's request runs on for its
+	// followers once the leader's own context has ended. Default:
+	// DefaultTimeout.
 	Timeout time.Duration
 }
 
@@ -136,19 +139,22 @@ type call struct {
 	res     *Result
 	share   bool
 	cancel  context.CancelFunc
-	waiting int  // followers waiting now (mu)
-	orphan  bool // the leader's own context has ended (mu)
-	over    bool // fn has returned (mu)
+	timer   *time.Timer // ends an orphan's request after Timeout (mu)
+	waiting int         // followers waiting now (mu)
+	orphan  bool        // the leader's own context has ended (mu)
+	over    bool        // fn has returned (mu)
 }
 
 // Do returns the result of fn for key, sharing one run of fn between the
 // callers that ask for the same key at the same time.
 //
 // The first caller for a key leads: Do runs its fn, in the caller's goroutine,
-// with a context that keeps ctx's values but not its cancellation or deadline,
-// ends after Config.Timeout, and is cancelled early only if ctx ends and no
-// follower waits any more. fn's result and error are returned to the leader
-// as they are, with Led.
+// with a context that keeps ctx's values and deadline but not its
+// cancellation. When ctx ends, that context is cancelled at once if no
+// follower waits, and otherwise when the last follower stops waiting or
+// Config.Timeout has passed, whichever comes first. fn's result and error are
+// returned to the leader as they are, with Led; the leader's caller is
+// therefore held until fn returns even when its own ctx has ended.
 //
 // A caller that finds a leader running for key follows: it waits for the
 // leader's fn to return, or for its own ctx to end (then Do returns nil,
@@ -176,24 +182,40 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 	}
 	c := &call{key: key, done: make(chan struct{})}
 	g.calls[key] = c
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.timeout)
-	c.cancel = cancel
 	g.mu.Unlock()
 	g.led.Add(1)
 
+	// The deadline is a budget, which the followers share since they came
+	// later; cancellation is one client hanging up, which they do not.
+	var lctx context.Context
+	var cancel context.CancelFunc
+	if d, ok := ctx.Deadline(); ok {
+		lctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+	} else {
+		lctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
+	c.cancel = cancel
 	stop := context.AfterFunc(ctx, func() {
 		g.mu.Lock()
-		c.orphan = true
-		if c.waiting == 0 && !c.over {
-			g.drop(c)
+		defer g.mu.Unlock()
+		if c.over {
+			return
 		}
-		g.mu.Unlock()
+		c.orphan = true
+		if c.waiting == 0 {
+			g.drop(c)
+			return
+		}
+		c.timer = time.AfterFunc(g.timeout, cancel)
 	})
 	returned := false
 	defer func() {
 		stop()
 		if !returned {
 			g.finish(c, nil, false) // fn panicked or called runtime.Goexit
+		}
+		if c.timer != nil { // set under g.mu before finish set c.over
+			c.timer.Stop()
 		}
 		cancel()
 	}()

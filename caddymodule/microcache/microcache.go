@@ -199,8 +199,8 @@ type Stats struct {
 	Entries int
 	Bytes   int64
 	// Counters since New. Misses include Expired, the Gets that found an
-	// entry past its time to live; Evictions are entries removed to make
-	// room, before they expired.
+	// entry past its time to live; Evictions are entries removed, least
+	// recently used first, to make room for new ones.
 	Hits, Misses, Expired, Evictions uint64
 }
 

@@ -1,0 +1,150 @@
+package test
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	_ "github.com/mholt/caddy-ratelimit"
+)
+
+// concurrently sends each request at once and returns the responses in order.
+func concurrently(t *testing.T, n int, req func(i int) response) []response {
+	t.Helper()
+	out := make([]response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { out[i] = req(i) })
+	}
+	wg.Wait()
+	return out
+}
+
+// TestSharingIsolation runs anonymous and keyed callers of one slow player
+// record at once with the defaults (coalescing and the micro-cache on): each
+// class makes one trip to the backend, every anonymous caller gets the
+// filtered document and every keyed caller the backend's bytes. After a reload
+// that revokes key A, a key-A caller is anonymous again and never gets what was
+// shared or cached for keyed callers before.
+func TestSharingIsolation(t *testing.T) {
+	be := newBackend(t)
+	g := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA}, shared: true}
+	g.start(t)
+	target := "/api/v1/player/" + alex
+	be.misbehave(sendSlow)
+	const each = 12
+	out := concurrently(t, 2*each, func(i int) response {
+		if i%2 == 0 {
+			return send(t, "GET", target)
+		}
+		return send(t, "GET", target, withKey(keyA))
+	})
+	be.misbehave(behave)
+	for i, r := range out {
+		if i%2 == 0 {
+			wantFiltered(t, r, target, playerFields...)
+		} else {
+			wantBackendBytes(t, r, target)
+		}
+	}
+	if seen := be.take(); len(seen) != 2 {
+		t.Errorf("%d callers in two classes made %d trips to the backend, want 2", 2*each, len(seen))
+	}
+
+	// status is cached for a second by default, per class.
+	status := "/api/v1/status"
+	keyed := send(t, "GET", status, withKey(keyA))
+	wantBackendBytes(t, keyed, status)
+	for range 3 {
+		wantFiltered(t, send(t, "GET", status), status)
+		wantBackendBytes(t, send(t, "GET", status, withKey(keyA)), status)
+	}
+	if seen := be.take(); len(seen) != 2 {
+		t.Errorf("seven status calls in two classes within the time to live made %d trips, want 2", len(seen))
+	}
+
+	g.statusgate = []string{"key " + keyB}
+	g.start(t)
+	for _, r := range []response{send(t, "GET", status, withKey(keyA)), send(t, "GET", target, withKey(keyA))} {
+		if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"authenticated":false`) {
+			t.Errorf("revoked key after the reload: %d %s", r.Status, clip(r.Body))
+		}
+	}
+	wantFiltered(t, send(t, "GET", target, withKey(keyA)), target, playerFields...)
+}
+
+// TestBackendBusy fills a backend limited to one request at a time: the next
+// caller waits its turn in a queue of one, the one after is refused at once,
+// and the waiting one is refused when the queue wait ends; the backend sees one
+// request.
+func TestBackendBusy(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 1 300ms"}}.start(t)
+	be.misbehave(sendSlow)
+	out := concurrently(t, 3, func(i int) response {
+		return send(t, "GET", "/api/v1/server", withKey(keyA))
+	})
+	be.misbehave(behave)
+	ok, busy := 0, 0
+	for _, r := range out {
+		switch r.Status {
+		case http.StatusOK:
+			ok++
+		case http.StatusServiceUnavailable:
+			busy++
+			if r.Header.Get("Retry-After") != "1" {
+				t.Errorf("503 without Retry-After 1: %v", r.Header)
+			}
+			r.Header.Del("Retry-After")
+			wantError(t, r, http.StatusServiceUnavailable, "/api/v1/server")
+		}
+	}
+	if ok != 1 || busy != 2 {
+		t.Errorf("%d answered, %d busy; want 1 and 2", ok, busy)
+	}
+	if seen := be.take(); len(seen) != 1 {
+		t.Errorf("backend saw %d requests, want 1", len(seen))
+	}
+}
+
+// TestTimeoutBudget checks that a backend slower than the budget is answered
+// with the 504 envelope.
+func TestTimeoutBudget(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "timeout 300ms"}}.start(t)
+	be.misbehave(sendSlow)
+	r := send(t, "GET", "/api/v1/server", withKey(keyA))
+	be.misbehave(behave)
+	wantError(t, r, http.StatusGatewayTimeout, "/api/v1/server")
+}
+
+// TestRateLimitComposition puts caddy-ratelimit between the gateway and
+// reverse_proxy, as README shows: past the zone's events a caller gets the
+// gateway's 429 envelope with Retry-After, and the backend sees only what the
+// limit let through.
+func TestRateLimitComposition(t *testing.T) {
+	be := newBackend(t)
+	gateway{
+		upstream:   be.addr(),
+		statusgate: []string{"key " + keyA},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "order rate_limit after statusgate"},
+		site:       []string{"rate_limit {\n\t\tzone per_client {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 3\n\t\t\twindow 1m\n\t\t}\n\t}"},
+	}.start(t)
+	target := "/api/v1/player/" + alex
+	for range 3 {
+		wantFiltered(t, send(t, "GET", target), target, playerFields...)
+	}
+	r := send(t, "GET", target)
+	if ra := r.Header.Get("Retry-After"); ra == "" || ra == "0" {
+		t.Errorf("429 without a usable Retry-After: %q", ra)
+	}
+	r.Header.Del("Retry-After")
+	wantError(t, r, http.StatusTooManyRequests, "/api/v1/player/"+alex)
+	// A refused request is not counted by the gateway's own decisions: a 404
+	// is still a 404, answered before the limiter.
+	wantNotFound(t, send(t, "GET", "/api/v1/nope"), "/api/v1/nope")
+	if seen := be.take(); len(seen) != 3 {
+		t.Errorf("backend saw %d requests, want the 3 the limit let through", len(seen))
+	}
+}
