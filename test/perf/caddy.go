@@ -105,7 +105,10 @@ func freePort() (int, error) {
 func caddyfile(adminPort, port int, backend string, statusgateKey string) string {
 	var sg string
 	if statusgateKey != "" {
-		sg = "\tstatusgate {\n\t\tkey " + statusgateKey + "\n\t}\n"
+		// Coalescing and the micro-cache off: the harness measures what each
+		// request costs the gateway, every one of them a trip to the backend
+		// (with them on, most would be answered from memory).
+		sg = "\tstatusgate {\n\t\tkey " + statusgateKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t}\n"
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
