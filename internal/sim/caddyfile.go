@@ -3,6 +3,7 @@ package sim
 import (
 	"strconv"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -26,14 +27,21 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
 //	statusgate_sim {
-//		seed      <int>
-//		frozen    [on|off]
-//		server_id <id>
+//		seed            <int>
+//		frozen          [on|off]
+//		server_id       <id>
+//		name            <name>
+//		threads         <n>
+//		latency         <station|index|player_offline|*> <min> [<max>]
+//		resolve_timeout <duration>
+//		stats_endpoint  [on|off]
 //	}
 //
 // The block is optional: a bare `statusgate_sim` serves live data from a
-// random seed. `frozen` without an argument means on; true and false are
-// accepted wherever on and off are.
+// random seed with realistic latencies. `frozen` and `stats_endpoint`
+// without an argument mean on; true and false are accepted wherever on and
+// off are. `latency` may repeat, once per key; `latency * 0` makes every
+// station instant.
 func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
@@ -61,6 +69,39 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			s.ServerID = d.Val()
+		case "name":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			s.Name = d.Val()
+		case "threads":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 {
+				return d.Errf("threads must be a whole number of at least 1, got '%s'", d.Val())
+			}
+			s.Threads = n
+		case "latency":
+			if err := s.parseLatency(d); err != nil {
+				return err
+			}
+		case "resolve_timeout":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(d.Val())
+			if err != nil || dur <= 0 {
+				return d.Errf("resolve_timeout must be a positive duration, got '%s'", d.Val())
+			}
+			s.ResolveTimeout = caddy.Duration(dur)
+		case "stats_endpoint":
+			on, err := onoff.Parse(d, "stats_endpoint", true)
+			if err != nil {
+				return err
+			}
+			s.StatsEndpoint = on
 		default:
 			return d.Errf("unrecognized subdirective '%s'", d.Val())
 		}
@@ -68,5 +109,39 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return d.ArgErr()
 		}
 	}
+	return nil
+}
+
+// parseLatency reads `latency <key> <min> [<max>]`; the dispenser is on
+// the word latency.
+func (s *Sim) parseLatency(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	key := d.Val()
+	if _, dup := s.Latency[key]; dup {
+		return d.Errf("latency %s: given twice", key)
+	}
+	var sp Span
+	for i, field := range []*caddy.Duration{&sp.Min, &sp.Max} {
+		if !d.NextArg() {
+			if i == 0 {
+				return d.ArgErr()
+			}
+			break
+		}
+		dur, err := caddy.ParseDuration(d.Val())
+		if err != nil || dur < 0 {
+			return d.Errf("latency %s: '%s' is not a duration", key, d.Val())
+		}
+		*field = caddy.Duration(dur)
+	}
+	if err := checkLatency(key, sp); err != nil {
+		return d.Err(err.Error())
+	}
+	if s.Latency == nil {
+		s.Latency = map[string]Span{}
+	}
+	s.Latency[key] = sp
 	return nil
 }

@@ -2,9 +2,11 @@ package sim
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -26,6 +28,15 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"frozen off", "statusgate_sim {\n seed 1\n frozen off\n}", Sim{Seed: i64(1), Frozen: b(false)}},
 		{"frozen false", "statusgate_sim {\n frozen false\n}", Sim{Frozen: b(false)}},
 		{"server_id", "statusgate_sim {\n server_id survival\n}", Sim{ServerID: "survival"}},
+		{"name", "statusgate_sim {\n name flood\n}", Sim{Name: "flood"}},
+		{"threads", "statusgate_sim {\n threads 2\n}", Sim{Threads: 2}},
+		{"latency fixed", "statusgate_sim {\n latency status 3ms\n}", Sim{Latency: map[string]Span{"status": {Min: dur("3ms")}}}},
+		{"latency range and keys", "statusgate_sim {\n latency * 0\n latency player_offline 100ms 1.4s\n latency custom/votes 1ms 2ms\n latency index 0 0\n}",
+			Sim{Latency: map[string]Span{"*": {}, "player_offline": {Min: dur("100ms"), Max: dur("1.4s")},
+				"custom/votes": {Min: dur("1ms"), Max: dur("2ms")}, "index": {}}}},
+		{"resolve_timeout", "statusgate_sim {\n resolve_timeout 500ms\n}", Sim{ResolveTimeout: dur("500ms")}},
+		{"stats_endpoint bare", "statusgate_sim {\n stats_endpoint\n}", Sim{StatsEndpoint: true}},
+		{"stats_endpoint off", "statusgate_sim {\n stats_endpoint off\n}", Sim{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Sim
@@ -41,6 +52,20 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 	}
 }
 
+func dur(s string) caddy.Duration {
+	d, err := caddy.ParseDuration(s)
+	if err != nil {
+		panic(err)
+	}
+	return caddy.Duration(d)
+}
+
+// line is the number of the input's last line, where every error case has
+// its offending token.
+func line(input string) string {
+	return strconv.Itoa(strings.Count(input, "\n") + 1 - strings.Count(input, "\n}"))
+}
+
 func TestUnmarshalCaddyfileErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, input, want string
@@ -54,6 +79,21 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"frozen bad", "statusgate_sim {\n frozen maybe\n}", "frozen: 'maybe' is not on, off, true or false"},
 		{"frozen extra", "statusgate_sim {\n frozen on off\n}", "wrong argument count"},
 		{"server_id without value", "statusgate_sim {\n server_id\n}", "wrong argument count"},
+		{"name without value", "statusgate_sim {\n name\n}", "wrong argument count"},
+		{"threads zero", "statusgate_sim {\n threads 0\n}", "threads must be a whole number of at least 1, got '0'"},
+		{"threads word", "statusgate_sim {\n threads many\n}", "threads must be a whole number of at least 1, got 'many'"},
+		{"latency bare", "statusgate_sim {\n latency\n}", "wrong argument count"},
+		{"latency without duration", "statusgate_sim {\n latency status\n}", "wrong argument count"},
+		{"latency unknown station", "statusgate_sim {\n latency stauts 1ms\n}", "latency: unknown station 'stauts'"},
+		{"latency bad duration", "statusgate_sim {\n latency player 5xs\n}", "latency player: '5xs' is not a duration"},
+		{"latency negative", "statusgate_sim {\n latency player -5ms\n}", "latency player: '-5ms' is not a duration"},
+		{"latency bad maximum", "statusgate_sim {\n latency player 1ms soon\n}", "latency player: 'soon' is not a duration"},
+		{"latency reversed", "statusgate_sim {\n latency player 2s 1s\n}", "latency player: maximum 1s is below minimum 2s"},
+		{"latency extra", "statusgate_sim {\n latency player 1ms 2ms 3ms\n}", "wrong argument count"},
+		{"latency twice", "statusgate_sim {\n latency player 1ms\n latency player 2ms\n}", "latency player: given twice"},
+		{"resolve_timeout zero", "statusgate_sim {\n resolve_timeout 0\n}", "resolve_timeout must be a positive duration, got '0'"},
+		{"resolve_timeout word", "statusgate_sim {\n resolve_timeout later\n}", "resolve_timeout must be a positive duration, got 'later'"},
+		{"stats_endpoint bad", "statusgate_sim {\n stats_endpoint yes\n}", "stats_endpoint: 'yes' is not on, off, true or false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Sim
@@ -61,7 +101,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
-			if !strings.Contains(err.Error(), "Testfile:") {
+			if !strings.Contains(err.Error(), "Testfile:"+line(tc.input)) {
 				t.Errorf("error %q does not name the file and line", err)
 			}
 		})
@@ -79,6 +119,12 @@ http://127.0.0.1:8081 {
 		seed 7
 		frozen off
 		server_id survival
+		name demo
+		threads 4
+		latency * 1ms
+		latency player_offline 10ms 50ms
+		resolve_timeout 300ms
+		stats_endpoint
 	}
 }
 `
@@ -89,7 +135,8 @@ http://127.0.0.1:8081 {
 	if len(warnings) > 0 {
 		t.Errorf("warnings: %v", warnings)
 	}
-	want := `{"frozen":false,"handler":"statusgate_sim","seed":7,"server_id":"survival"}`
+	want := `{"frozen":false,"handler":"statusgate_sim","latency":{"*":{"min":1000000},"player_offline":{"max":50000000,"min":10000000}},` +
+		`"name":"demo","resolve_timeout":300000000,"seed":7,"server_id":"survival","stats_endpoint":true,"threads":4}`
 	if !strings.Contains(string(out), want) {
 		t.Errorf("adapted config lacks %s:\n%s", want, out)
 	}

@@ -22,9 +22,11 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -74,10 +76,63 @@ type Sim struct {
 	// case becomes "global", as in the plugin. Default: "global".
 	ServerID string `json:"server_id,omitempty"`
 
-	w      *world
-	clock  func() int64 // epoch ms; replaced in tests
-	logger *zap.Logger
+	// Name registers the sim's counters for Lookup(Name), so that a test
+	// in the same process can read them. Give each sim of a config its own
+	// name. Default: "".
+	Name string `json:"name,omitempty"`
+
+	// Threads is the plugin's http.threads: how many requests it works on
+	// at once. The rest wait in an unbounded first-in first-out queue, as
+	// in the JDK's HttpServer. Default: 8.
+	Threads int `json:"threads,omitempty"`
+
+	// Latency sets how long a request holds its thread, per station: a
+	// duration drawn uniformly from [min, max] for each request. The keys
+	// are the station names (status, player, custom/votes, ...), "index",
+	// "player_offline" for /player of a player who is not online (the
+	// "player" key then means online players), and "*" for every key at
+	// once, applied before the specific ones. For "placeholders" it is the
+	// work done on the simulated main thread, which the request's thread
+	// waits for. A key left out keeps its default: 1 ms for the index and
+	// the snapshot stations, 1-5 ms for the other live stations, 5-20 ms for
+	// punishments and an online player, 425 ms-1.4 s for an offline player,
+	// 50 ms-2 s for placeholders. /player with a malformed UUID counts as
+	// online (it is refused before any lookup); /placeholders that fails its
+	// parameter checks never reaches the main thread.
+	Latency map[string]Span `json:"latency,omitempty"`
+
+	// ResolveTimeout is the plugin's
+	// integrations.placeholderapi.resolve-timeout-ms: how long /placeholders
+	// waits for the main thread before it answers 504. The work itself is
+	// not cancelled. Values under 200 ms count as 200 ms, as in the plugin.
+	// Default: 2s.
+	ResolveTimeout caddy.Duration `json:"resolve_timeout,omitempty"`
+
+	// StatsEndpoint serves the counters (see Snapshot) as JSON at
+	// /_sim/stats, outside the plugin's /api: GET reads them, POST reads
+	// and resets them. It is for a load harness in another process; the
+	// real plugin has no such path. Default: false.
+	StatsEndpoint bool `json:"stats_endpoint,omitempty"`
+
+	w       *world
+	clock   func() int64 // epoch ms; replaced in tests
+	logger  *zap.Logger
+	latency map[string]Span // Latency over the defaults
+	timeout time.Duration   // effective ResolveTimeout
+	stats   *Stats
+	pool    *pool
+	main    *mainThread
+	stop    <-chan struct{} // closed when the config is unloaded
 }
+
+// statsPath is where StatsEndpoint serves the counters.
+const statsPath = "/_sim/stats"
+
+// Capacity defaults, as in the plugin's config.
+const (
+	defaultThreads        = 8
+	defaultResolveTimeout = 2 * time.Second
+)
 
 // CaddyModule returns the Caddy module information.
 func (Sim) CaddyModule() caddy.ModuleInfo {
@@ -110,11 +165,35 @@ func (s *Sim) Provision(ctx caddy.Context) error {
 		s.ServerID = "global"
 	}
 	s.w = newWorld(seed, s.clock(), s.ServerID)
+
+	threads := s.Threads
+	if threads == 0 {
+		threads = defaultThreads
+	}
+	s.timeout = time.Duration(s.ResolveTimeout)
+	if s.timeout == 0 {
+		s.timeout = defaultResolveTimeout
+	}
+	s.timeout = max(s.timeout, minResolveTimeout)
+	s.latency = latencyTable(s.Latency)
+	s.stop = ctx.Done()
+	s.stats = newStats(s.Name, threads)
+	s.pool = &pool{threads: threads, stats: s.stats}
+	s.main = &mainThread{stats: s.stats, stop: s.stop}
+	register(s.stats)
+	go func() {
+		<-s.stop
+		unregister(s.stats)
+	}()
+	go s.main.run()
+
 	s.logger.Info("simulated ServerAPI backend ready",
 		zap.Int64("seed", seed),
 		zap.Bool("frozen", frozen),
 		zap.String("server_id", s.ServerID),
-		zap.Int("players", len(s.w.players)))
+		zap.Int("players", len(s.w.players)),
+		zap.String("name", s.Name),
+		zap.Int("threads", threads))
 	return nil
 }
 
@@ -123,26 +202,84 @@ func (s *Sim) Validate() error {
 	if strings.ContainsFunc(s.ServerID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return fmt.Errorf("server_id must not contain control characters")
 	}
+	if s.Threads < 0 {
+		return fmt.Errorf("threads must be at least 1, got %d", s.Threads)
+	}
+	if s.ResolveTimeout < 0 {
+		return fmt.Errorf("resolve_timeout must not be negative")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Latency)) {
+		if err := checkLatency(k, s.Latency[k]); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// ServeHTTP answers like ServerAPI's ApiHandler: method check first, then
+// checkLatency validates one Latency entry.
+func checkLatency(key string, sp Span) error {
+	if _, ok := defaultLatency[key]; !ok && key != latencyAll {
+		return fmt.Errorf("latency: unknown station '%s'", key)
+	}
+	if sp.Min < 0 || sp.Max < 0 {
+		return fmt.Errorf("latency %s: must not be negative", key)
+	}
+	if sp.Max != 0 && sp.Max < sp.Min {
+		return fmt.Errorf("latency %s: maximum %s is below minimum %s", key, time.Duration(sp.Max), time.Duration(sp.Min))
+	}
+	return nil
+}
+
+// ServeHTTP queues the request for one of the pool's threads, as the JDK
+// server does with every exchange it accepts, and serves it there. The
+// counters see it from arrival to answer.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	if s.StatsEndpoint && r.URL.Path == statsPath {
+		s.stats.serveHTTP(w, r)
+		return nil
+	}
+	key := s.stationKey(r)
+	s.stats.arrive(key)
+	defer s.stats.leave(key)
+	s.pool.acquire()
+	defer s.pool.release()
+	s.serve(w, r)
+	return nil
+}
+
+// stationKey names the station a request is for, as the counters know it.
+func (s *Sim) stationKey(r *http.Request) string {
+	path := r.URL.Path
+	if !validEscapes(r.URL.RawQuery) || (path != basePath && !strings.HasPrefix(path, basePath+"/")) {
+		return stationOther
+	}
+	switch st, _ := s.route(path); st {
+	case nil:
+		return stationOther
+	case s.w.index:
+		return latencyIndex
+	default:
+		return st.name
+	}
+}
+
+// serve answers like ServerAPI's ApiHandler: method check first, then
 // the station. The error envelope is written by hand, not returned as a
 // caddyhttp.Error, because the point of the sim is to send the plugin's own
 // bodies and headers to the gateway.
-func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request) {
 	// The JDK parses the request URI before any handler runs and answers a
 	// malformed escape with its own page. Go's server already does that for
 	// the path; the query is left to us.
 	if !validEscapes(r.URL.RawQuery) {
 		writeJDKPage(w, http.StatusBadRequest, "<h1>400 Bad Request</h1>URISyntaxException thrown")
-		return nil
+		return
 	}
 	path := r.URL.Path
 	if path != basePath && !strings.HasPrefix(path, basePath+"/") {
 		// No context: the JDK's own page, without JSON or CORS.
 		writeJDKPage(w, http.StatusNotFound, "<h1>404 Not Found</h1>No context found for request")
-		return nil
+		return
 	}
 	now := s.clock()
 	if !strings.EqualFold(r.Method, http.MethodGet) {
@@ -150,16 +287,23 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 			// The JDK drops the body of a HEAD reply and sends no length.
 			apijson.SetHeaders(w.Header())
 			w.WriteHeader(http.StatusMethodNotAllowed)
-			return nil
+			return
 		}
 		s.writeError(w, now, path, errMethod)
-		return nil
+		return
 	}
 
 	st, rest := s.route(path)
 	if st == nil {
 		s.writeError(w, now, path, notFound(path))
-		return nil
+		return
+	}
+	onMain := st.name == mainThreadStation
+	if !onMain {
+		// The reply is built when the work is done, so its clock reads
+		// after the delay.
+		sleep(s.latency[s.latencyKey(st, rest, now)].draw(), s.stop)
+		now = s.clock()
 	}
 	c := &call{
 		now:      now,
@@ -177,9 +321,12 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 		cachedAt = &c.at
 	}
 	data, apiErr := st.build(s.w, c)
+	if apiErr == nil && onMain && !s.onMainThread() {
+		apiErr = errResolveTimeout
+	}
 	if apiErr != nil {
 		s.writeError(w, now, path, apiErr)
-		return nil
+		return
 	}
 
 	b := make([]byte, 0, 4096)
@@ -193,7 +340,51 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Hand
 	// Auth is off, so the plugin reports every caller as authenticated.
 	b = append(b, `,"authenticated":true}}`...)
 	apijson.Write(w, http.StatusOK, b)
-	return nil
+	return
+}
+
+// mainThreadStation is the one station whose work runs on the game's main
+// thread. Its parameters are checked on the HTTP thread first, so a bad
+// request never reaches the main thread.
+const mainThreadStation = "placeholders"
+
+var errResolveTimeout = &apiError{http.StatusGatewayTimeout, "Placeholder resolution timed out (main thread busy)"}
+
+// onMainThread schedules one request's placeholder work for the next tick
+// and waits for it up to the resolve timeout, holding the request's thread
+// all the while. It reports whether the work ran in time.
+func (s *Sim) onMainThread() bool {
+	t := s.main.submit(s.latency[mainThreadStation].draw())
+	timer := time.NewTimer(s.timeout)
+	defer timer.Stop()
+	select {
+	case <-t.done:
+		return true
+	case <-timer.C:
+		s.stats.timeout()
+		return false
+	}
+}
+
+// latencyKey picks the Latency entry of a request to station st: /player
+// is slow for a player who is not online (a never-seen UUID included, as
+// LuckPerms and the stats file are looked up all the same) and fast for a
+// malformed UUID, which is refused before any lookup.
+func (s *Sim) latencyKey(st *station, rest string, now int64) string {
+	switch {
+	case st == s.w.index:
+		return latencyIndex
+	case st.name != "player":
+		return st.name
+	}
+	uuid, ok := parseJavaUUID(rest)
+	if !ok {
+		return "player"
+	}
+	if p := s.w.byUUID[uuid]; p != nil && s.w.isOnline(p, now) {
+		return "player"
+	}
+	return latencyPlayerOffline
 }
 
 // UnmarshalCaddyfile is in caddyfile.go.

@@ -17,8 +17,13 @@ import (
 // unknownUUID is a valid UUID the simulated server has never seen.
 const unknownUUID = "00000000-0000-4000-8000-000000000001"
 
+// newSim provisions s. Unless the test sets latencies, every station is
+// instant: the data tests must not wait for the capacity model.
 func newSim(t testing.TB, s *Sim) *Sim {
 	t.Helper()
+	if s.Latency == nil {
+		s.Latency = map[string]Span{latencyAll: {}}
+	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
 	if err := s.Provision(ctx); err != nil {
