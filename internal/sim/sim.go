@@ -94,7 +94,7 @@ type Sim struct {
 	// once, applied before the specific ones. For "placeholders" it is the
 	// work done on the simulated main thread, which the request's thread
 	// waits for. A key left out keeps its default: 1 ms for the index and
-	// the snapshot stations, 1-5 ms for the other live stations, 5-20 ms for
+	// the snapshot stations, 1-10 ms for the other live stations, 5-20 ms for
 	// punishments and an online player, 425 ms-1.4 s for an offline player,
 	// 50 ms-2 s for placeholders. /player with a malformed UUID counts as
 	// online (it is refused before any lookup); /placeholders that fails its
