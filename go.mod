@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/dustin/go-humanize v1.1.0
+	github.com/mholt/caddy-ratelimit v0.1.0
 	go.uber.org/zap v1.28.0
 )
 

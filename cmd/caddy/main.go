@@ -1,5 +1,7 @@
-// Command caddy is Caddy with the statusgate gateway and its demo backend
-// (statusgate_sim) compiled in: `go build -o caddy ./cmd/caddy`.
+// Command caddy is Caddy with the statusgate gateway, its demo backend
+// (statusgate_sim) and github.com/mholt/caddy-ratelimit (the rate_limit
+// handler statusgate is composed with; xcaddy.json lists it too) compiled
+// in: `go build -o caddy ./cmd/caddy`.
 package main
 
 import (
@@ -7,6 +9,7 @@ import (
 
 	// plug in Caddy modules here
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+	_ "github.com/mholt/caddy-ratelimit"
 	_ "github.com/statusgate/statusgate/caddymodule"
 	_ "github.com/statusgate/statusgate/internal/sim"
 )
