@@ -2,102 +2,22 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/statusgate/statusgate/test/internal/harness"
 )
-
-// buildCaddy builds ./cmd/caddy of the module at repo into bin, unless bin is
-// already newer than every Go source, go.mod and go.sum of the module outside
-// test/. It reports what it did.
-func buildCaddy(repo, bin string, force bool) (string, error) {
-	if !force {
-		if fi, err := os.Stat(bin); err == nil {
-			newest, src, err := newestSource(repo)
-			if err != nil {
-				return "", err
-			}
-			if fi.ModTime().After(newest) {
-				return "reused " + bin + " (newer than the newest source, " + src + ")", nil
-			}
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
-		return "", err
-	}
-	start := time.Now()
-	tmp := bin + ".tmp"
-	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/caddy")
-	cmd.Dir = repo
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
-	}
-	if err := os.Rename(tmp, bin); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("built %s in %s", bin, time.Since(start).Round(time.Second)), nil
-}
-
-// newestSource is the latest modification time among the files a build of
-// cmd/caddy can depend on: non-test .go files outside test/, go.mod and go.sum.
-func newestSource(repo string) (time.Time, string, error) {
-	var newest time.Time
-	var which string
-	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(repo, path)
-		if d.IsDir() {
-			if rel == ".git" || rel == "test" || (rel != "." && strings.HasPrefix(d.Name(), ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		name := d.Name()
-		if (strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) || rel == "go.mod" || rel == "go.sum" {
-			fi, err := d.Info()
-			if err != nil {
-				return err
-			}
-			if fi.ModTime().After(newest) {
-				newest, which = fi.ModTime(), rel
-			}
-		}
-		return nil
-	})
-	return newest, which, err
-}
 
 // gateway is one Caddy process: a site on a loopback port that proxies to the
 // backend, with or without statusgate in front, and an admin endpoint for pprof.
 type gateway struct {
-	port      int
+	*harness.Process
 	adminPort int
-	cmd       *exec.Cmd
-	exited    chan struct{}
-	logPath   string
-}
-
-// freePort asks the kernel for an unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // caddyfile is the config of one gateway. Both gateways get the same global
@@ -127,85 +47,22 @@ http://:%d {
 `, adminPort, port, sg, backend)
 }
 
-// startGateway writes the Caddyfile into dir and starts caddy run on it. It
-// returns once the site answers.
+// startGateway starts caddy run on a new gateway config. It returns once
+// the site answers.
 func startGateway(ctx context.Context, bin, dir, name, backend, key string) (*gateway, error) {
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	adminPort, err := freePort()
+	adminPort, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	g := &gateway{port: port, adminPort: adminPort, exited: make(chan struct{})}
-	conf := filepath.Join(dir, name+".Caddyfile")
-	if err := os.WriteFile(conf, []byte(caddyfile(adminPort, port, backend, key)), 0o600); err != nil {
-		return nil, err
-	}
-	g.logPath = filepath.Join(dir, name+".log")
-	logf, err := os.Create(g.logPath)
+	p, err := harness.Start(ctx, bin, dir, name, port, caddyfile(adminPort, port, backend, key))
 	if err != nil {
 		return nil, err
 	}
-	home := filepath.Join(dir, "caddy-home")
-	g.cmd = exec.Command(bin, "run", "--config", conf, "--adapter", "caddyfile")
-	g.cmd.Stdout, g.cmd.Stderr = logf, logf
-	g.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
-	// Caddy goes when the harness goes, even if it dies without cleaning up
-	// (killed, or its output piped into head).
-	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := g.cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	go func() {
-		g.cmd.Wait()
-		logf.Close()
-		close(g.exited)
-	}()
-	if err := g.waitReady(ctx); err != nil {
-		g.stop()
-		return nil, fmt.Errorf("%s did not come up: %v; its log:\n%s", name, err, tail(g.logPath, 20))
-	}
-	return g, nil
-}
-
-func (g *gateway) base() string { return "http://127.0.0.1:" + strconv.Itoa(g.port) }
-
-// waitReady polls the site's port until it accepts connections, which it does
-// once Caddy has loaded the config.
-func (g *gateway) waitReady(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		select {
-		case <-g.exited:
-			return errors.New("caddy exited")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(g.port), time.Second)
-		if err == nil {
-			c.Close()
-			return nil
-		}
-	}
-}
-
-// stop ends the process gracefully, or kills it after a few seconds.
-func (g *gateway) stop() {
-	if g == nil || g.cmd.Process == nil {
-		return
-	}
-	_ = g.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-g.exited:
-	case <-time.After(5 * time.Second):
-		_ = g.cmd.Process.Kill()
-		<-g.exited
-	}
+	return &gateway{Process: p, adminPort: adminPort}, nil
 }
 
 // procKB reads one "<field>: <n> kB" line of a /proc file such as
@@ -269,14 +126,4 @@ func grepLines(s, substr string, n int) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

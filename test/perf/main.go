@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/test/internal/harness"
 )
 
 // apiKey is the statusgate key of the keyed scenarios: 32 characters.
@@ -153,7 +154,7 @@ func run(c config) int {
 	bin := c.caddyBin
 	if bin == "" {
 		bin = filepath.Join(c.cache, "caddy")
-		msg, err := buildCaddy(repo, bin, c.rebuild)
+		msg, err := harness.Build(repo, bin, c.rebuild)
 		if err != nil {
 			return setupErr(err)
 		}
@@ -223,14 +224,14 @@ func run(c config) int {
 	if err != nil {
 		return setupErr(err)
 	}
-	cleanup = append(cleanup, plainGW.stop)
+	cleanup = append(cleanup, plainGW.Stop)
 	sgGW, err := startGateway(ctx, bin, c.cache, "statusgate", addrs["statusgate"], apiKey)
 	if err != nil {
 		return setupErr(err)
 	}
-	cleanup = append(cleanup, sgGW.stop)
-	targets := [2]*target{newTarget("plain", plainGW.base(), c.workers), newTarget("statusgate", sgGW.base(), c.workers)}
-	targets[0].pid, targets[1].pid = plainGW.cmd.Process.Pid, sgGW.cmd.Process.Pid
+	cleanup = append(cleanup, sgGW.Stop)
+	targets := [2]*target{newTarget("plain", plainGW.Base(), c.workers), newTarget("statusgate", sgGW.Base(), c.workers)}
+	targets[0].pid, targets[1].pid = plainGW.Pid(), sgGW.Pid()
 
 	var results []*result
 	for _, sc := range scenarios {
@@ -348,7 +349,7 @@ func runScenario(ctx context.Context, c config, sc scenario, targets [2]*target)
 		fmt.Printf("  round %d: plain %7.0f req/s %6s CPU/req   statusgate %7.0f req/s %6s CPU/req   ratio %.3f\n",
 			round+1, got[0].rps(), us(got[0].cpuPerRequest()), got[1].rps(), us(got[1].cpuPerRequest()), got[1].rps()/max(got[0].rps(), 1e-9))
 	}
-	res.ratio = median(pairRatios(rpsOf(res.plain), rpsOf(res.sg)))
+	res.ratio = harness.Median(pairRatios(rpsOf(res.plain), rpsOf(res.sg)))
 	p, s := summarize(res.plain), summarize(res.sg)
 	fmt.Printf("  median: plain %.0f req/s (p50 %s, p99 %s, Caddy CPU %s/req)  statusgate %.0f req/s (p50 %s, p99 %s, Caddy CPU %s/req)  ratio %.3f\n\n",
 		p.rps, ms(p.p50), ms(p.p99), us(p.cpu), s.rps, ms(s.p50), ms(s.p99), us(s.cpu), res.ratio)
@@ -402,7 +403,7 @@ func summarize(rounds []roundResult) summary {
 		cpu[i] = float64(r.cpuPerRequest())
 	}
 	slices.Sort(all)
-	return summary{rps: median(rpsOf(rounds)), p50: percentile(all, 50), p99: percentile(all, 99), cpu: time.Duration(median(cpu))}
+	return summary{rps: harness.Median(rpsOf(rounds)), p50: harness.Percentile(all, 50), p99: harness.Percentile(all, 99), cpu: time.Duration(harness.Median(cpu))}
 }
 
 func rpsOf(rounds []roundResult) []float64 {

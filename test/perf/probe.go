@@ -32,14 +32,14 @@ func memoryProbe(ctx context.Context, bin, dir, name, backendAddr, key string, s
 	if err != nil {
 		return res, err
 	}
-	defer g.stop()
-	t := newTarget(name, g.base(), 1)
+	defer g.Stop()
+	t := newTarget(name, g.Base(), 1)
 	for _, rq := range warm {
 		if _, _, err := t.fetch(ctx, rq); err != nil {
 			return res, fmt.Errorf("warm-up %s: %v", rq.path, err)
 		}
 	}
-	pid := g.cmd.Process.Pid
+	pid := g.Pid()
 	if res.hwmBefore, err = vmKB(pid, "VmHWM"); err != nil {
 		return res, err
 	}

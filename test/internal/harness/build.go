@@ -1,0 +1,78 @@
+// Package harness holds what the load harnesses (test/perf, test/flood)
+// share: building this repository's Caddy, running it as a child process on
+// loopback ports, and latency percentiles. The harnesses are separate
+// commands; this keeps one copy of their plumbing.
+package harness
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Build builds ./cmd/caddy of the module at repo into bin, unless bin is
+// already newer than every Go source, go.mod and go.sum of the module outside
+// test/. It reports what it did.
+func Build(repo, bin string, force bool) (string, error) {
+	if !force {
+		if fi, err := os.Stat(bin); err == nil {
+			newest, src, err := NewestSource(repo)
+			if err != nil {
+				return "", err
+			}
+			if fi.ModTime().After(newest) {
+				return "reused " + bin + " (newer than the newest source, " + src + ")", nil
+			}
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		return "", err
+	}
+	start := time.Now()
+	tmp := bin + ".tmp"
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/caddy")
+	cmd.Dir = repo
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build ./cmd/caddy: %v\n%s", err, out)
+	}
+	if err := os.Rename(tmp, bin); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("built %s in %s", bin, time.Since(start).Round(time.Second)), nil
+}
+
+// NewestSource is the latest modification time among the files a build of
+// cmd/caddy can depend on: non-test .go files outside test/, go.mod and go.sum.
+func NewestSource(repo string) (time.Time, string, error) {
+	var newest time.Time
+	var which string
+	err := filepath.WalkDir(repo, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repo, path)
+		if d.IsDir() {
+			if rel == ".git" || rel == "test" || (rel != "." && strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := d.Name()
+		if (strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go")) || rel == "go.mod" || rel == "go.sum" {
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if fi.ModTime().After(newest) {
+				newest, which = fi.ModTime(), rel
+			}
+		}
+		return nil
+	})
+	return newest, which, err
+}

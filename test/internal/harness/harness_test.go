@@ -1,0 +1,81 @@
+package harness
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{0.9, 1.1, 1.0, 0.8, 1.2}, 1.0},
+	} {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+	in := []float64{3, 1, 2}
+	Median(in)
+	if in[0] != 3 {
+		t.Error("median sorted its argument in place")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i))
+	}
+	for p, want := range map[float64]time.Duration{50: 50, 99: 99, 100: 100, 1: 1, 99.5: 100, 0.1: 1} {
+		if got := Percentile(ds, p); got != want {
+			t.Errorf("p%v of 1..100 = %v, want %v", p, got, want)
+		}
+	}
+	if got := Percentile([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("p99 of one sample = %v", got)
+	}
+	if got := Percentile(nil, 50); got != 0 {
+		t.Errorf("p50 of none = %v", got)
+	}
+	// 1000 samples: p99 is the 990th.
+	ds = ds[:0]
+	for i := 1; i <= 1000; i++ {
+		ds = append(ds, time.Duration(i))
+	}
+	if got := Percentile(ds, 99); got != 990 {
+		t.Errorf("p99 of 1..1000 = %v, want 990", got)
+	}
+}
+
+func TestBuildReuse(t *testing.T) {
+	repo := t.TempDir()
+	write := func(rel string, age time.Duration) {
+		p := repo + "/" + rel
+		os.MkdirAll(p[:strings.LastIndexByte(p, '/')], 0o755)
+		os.WriteFile(p, []byte("x"), 0o600)
+		when := time.Now().Add(-age)
+		os.Chtimes(p, when, when)
+	}
+	write("go.mod", 3*time.Hour)
+	write("caddymodule/a.go", 2*time.Hour)
+	write("caddymodule/a_test.go", time.Minute) // tests are not part of the binary
+	write("test/perf/main.go", time.Minute)     // nor is the harness
+	write(".git/x.go", time.Minute)
+	write("bin/caddy", time.Hour)
+	newest, which, err := NewestSource(repo)
+	if err != nil || which != "caddymodule/a.go" || time.Since(newest) < 2*time.Hour-time.Minute {
+		t.Fatalf("NewestSource = %v %q %v", newest, which, err)
+	}
+	msg, err := Build(repo, repo+"/bin/caddy", false)
+	if err != nil || !strings.HasPrefix(msg, "reused") {
+		t.Errorf("Build = %q, %v; want the binary reused", msg, err)
+	}
+}
