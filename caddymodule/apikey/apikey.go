@@ -1,0 +1,221 @@
+// Package apikey holds statusgate's API keys: how a key is written in the
+// config (a name and a secret, or a name and the secret's SHA-256 digest), and
+// the keyring that tells, in constant time, which configured key a request
+// presented.
+//
+// A key is written in one of two forms:
+//
+//   - the secret itself, e.g. "sg_3q2-7w…" or a placeholder such as
+//     "{env.STATUSGATE_KEY}" that the handler expands when the config loads;
+//   - its digest, "sha256:" followed by the 64 hex digits of the SHA-256 of
+//     the secret (either case), so that the config holds no secret at all.
+//     `caddy statusgate-key` prints both for a new random key.
+//
+// Any text that starts with "sha256:" is read as a digest, so a plain secret
+// cannot start with it. A digest may also come whole from a placeholder
+// ("{env.BOT_KEY_DIGEST}" holding "sha256:…"), but not in pieces
+// ("sha256:{env.X}" is malformed).
+//
+// Each key has a name: the one configured, or "key-<n>" for the n-th key
+// (counting from 1) when it has none. The name is what logs, placeholders and
+// metrics show; the secret is never shown anywhere. Default names follow the
+// order of the keys, so name your keys if you want names that survive adding,
+// removing or reordering keys.
+//
+// No error of this package contains a secret: errors name keys by position
+// and name, and show at most the first hex digits of a malformed digest.
+package apikey
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/ident"
+)
+
+// DigestPrefix marks a key given as the SHA-256 digest of its secret.
+const DigestPrefix = "sha256:"
+
+// MaxNameLength is the longest key name accepted: enough for a descriptive
+// name, short enough for a log field or a metric label.
+const MaxNameLength = 64
+
+// digestShown is how many hex digits of a malformed digest an error shows:
+// enough to find it in the config, too few to matter should someone have put
+// a secret after "sha256:" by mistake.
+const digestShown = 8
+
+// Key is one configured key: an optional name and the secret or its digest,
+// as written in the config (placeholders not yet expanded).
+//
+// In JSON a key without a name is a plain string, "secret" or "sha256:…",
+// which is also how configs written before keys had names look; a named key
+// is an object {"name": "discord-bot", "key": "sha256:…"}.
+type Key struct {
+	// Name identifies the key in logs, placeholders and metrics: letters,
+	// digits, '_' and '-', at most MaxNameLength characters. Default: empty,
+	// which gives the key the name "key-<n>" by its position.
+	Name string
+
+	// Secret is the key's secret, a placeholder that expands to it, or its
+	// digest "sha256:<64 hex digits>". Required.
+	Secret string
+}
+
+// keyObject is the JSON object form of a named key.
+type keyObject struct {
+	Name   string  `json:"name,omitempty"`
+	Secret *string `json:"key"`
+}
+
+// MarshalJSON writes a plain string for a key without a name, so that
+// `caddy adapt` keeps giving a list of strings for unnamed keys, and the
+// object {"name","key"} otherwise.
+func (k Key) MarshalJSON() ([]byte, error) {
+	if k.Name == "" {
+		return json.Marshal(k.Secret)
+	}
+	return json.Marshal(keyObject{Name: k.Name, Secret: &k.Secret})
+}
+
+// UnmarshalJSON reads either form. An object must have "key" and may have
+// "name", nothing else (Caddy rejects unknown fields in its config, and a
+// misspelt "nmae" would otherwise silently leave a key unnamed). The name and
+// digest are checked by Validate and NewKeyring, which know the key's
+// position.
+func (k *Key) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*k = Key{Secret: s}
+		return nil
+	case len(b) > 0 && b[0] == '{':
+		var o keyObject
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			// encoding/json's messages name fields and types, never values.
+			return fmt.Errorf("key object: %v", err)
+		}
+		if o.Secret == nil {
+			return errors.New(`key object: missing "key"`)
+		}
+		*k = Key{Name: o.Name, Secret: *o.Secret}
+		return nil
+	}
+	return errors.New(`a key is a string or an object {"name": …, "key": …}`)
+}
+
+// Validate checks what can be checked before placeholders are expanded: the
+// name, that the text is not empty, and the form of a digest written in
+// place. The Caddyfile parser and the handler's Provision call it; NewKeyring
+// checks the expanded text again.
+func (k Key) Validate() error {
+	if k.Name != "" {
+		if err := ValidateName(k.Name); err != nil {
+			return err
+		}
+	}
+	if strings.TrimSpace(k.Secret) == "" {
+		return errors.New("empty key")
+	}
+	if strings.HasPrefix(k.Secret, DigestPrefix) {
+		if _, err := ParseDigest(k.Secret); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateName checks a key name: letters, digits, '_' and '-', at most
+// MaxNameLength characters.
+func ValidateName(name string) error {
+	if !ident.Valid(name) {
+		return fmt.Errorf("invalid name '%s' (letters, digits, _ and -)", name)
+	}
+	if len(name) > MaxNameLength {
+		return fmt.Errorf("invalid name '%s' (at most %d characters)", name, MaxNameLength)
+	}
+	return nil
+}
+
+// FromCaddyfile reads the arguments of the Caddyfile line
+//
+//	key [<name>] <secret|sha256:<hex>>
+//
+// (one argument is the secret, two are the name and the secret) and checks
+// them with Validate. Errors start with "key: "; the parser adds the file and
+// line with Dispenser.Errf("%v", err).
+func FromCaddyfile(args []string) (Key, error) {
+	var k Key
+	switch len(args) {
+	case 1:
+		k.Secret = args[0]
+	case 2:
+		k.Name, k.Secret = args[0], args[1]
+	default:
+		return Key{}, fmt.Errorf("key: want [<name>] <secret|sha256:<hex>>, got %d arguments", len(args))
+	}
+	if err := k.Validate(); err != nil {
+		return Key{}, fmt.Errorf("key: %v", err)
+	}
+	return k, nil
+}
+
+// ParseDigest reads "sha256:<64 hex digits>". The error shows at most the
+// first hex digits of the text and the position of the first character that
+// is not one, never the rest: the text may be a secret pasted in the wrong
+// place.
+func ParseDigest(s string) ([sha256.Size]byte, error) {
+	var d [sha256.Size]byte
+	hexText, ok := strings.CutPrefix(s, DigestPrefix)
+	if !ok {
+		return d, fmt.Errorf("malformed digest (want %s and 64 hex digits)", DigestPrefix)
+	}
+	n := 0 // leading hex digits
+	for n < len(hexText) && isHex(hexText[n]) {
+		n++
+	}
+	shown := DigestPrefix + hexText[:min(n, digestShown)]
+	if len(hexText) > min(n, digestShown) {
+		shown += "…"
+	}
+	if n < len(hexText) {
+		return d, fmt.Errorf("malformed digest '%s' (want %s and 64 hex digits; character %d is not a hex digit)",
+			shown, DigestPrefix, len(DigestPrefix)+n+1)
+	}
+	if n != 2*sha256.Size {
+		return d, fmt.Errorf("malformed digest '%s' (want %s and 64 hex digits, got %d)", shown, DigestPrefix, n)
+	}
+	if _, err := hex.Decode(d[:], []byte(hexText)); err != nil {
+		// Unreachable: every character was checked above.
+		return d, fmt.Errorf("malformed digest '%s'", shown)
+	}
+	return d, nil
+}
+
+// Digest returns "sha256:<lowercase hex>" of secret: the form of a key that
+// keeps the secret out of the config.
+func Digest(secret string) string {
+	d := sha256.Sum256([]byte(secret))
+	return DigestPrefix + hex.EncodeToString(d[:])
+}
+
+// DefaultName is the name of the n-th key (counting from 1) when it has none.
+func DefaultName(n int) string {
+	return "key-" + strconv.Itoa(n)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

@@ -1,0 +1,244 @@
+package apikey
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestValidateName(t *testing.T) {
+	for _, name := range []string{"a", "discord-bot", "website", "Key_2", "-", strings.Repeat("x", MaxNameLength)} {
+		if err := ValidateName(name); err != nil {
+			t.Errorf("ValidateName(%q) = %v, want nil", name, err)
+		}
+	}
+	for name, want := range map[string]string{
+		"":                                   "invalid name '' (letters, digits, _ and -)",
+		"x y":                                "invalid name 'x y' (letters, digits, _ and -)",
+		"bot.example":                        "invalid name 'bot.example' (letters, digits, _ and -)",
+		"sha256:ab":                          "invalid name 'sha256:ab' (letters, digits, _ and -)",
+		"{env.X}":                            "invalid name '{env.X}' (letters, digits, _ and -)",
+		"ümlaut":                             "invalid name 'ümlaut' (letters, digits, _ and -)",
+		strings.Repeat("x", MaxNameLength+1): "invalid name '" + strings.Repeat("x", MaxNameLength+1) + "' (at most 64 characters)",
+	} {
+		err := ValidateName(name)
+		if err == nil || err.Error() != want {
+			t.Errorf("ValidateName(%q) = %v, want %q", name, err, want)
+		}
+	}
+}
+
+func TestDigest(t *testing.T) {
+	// The SHA-256 of "abc" from FIPS 180-2, appendix B.1.
+	const abc = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	if got := Digest("abc"); got != abc {
+		t.Fatalf("Digest(abc) = %s, want %s", got, abc)
+	}
+	for _, text := range []string{
+		abc,
+		"sha256:" + strings.ToUpper(abc[7:]),
+		"sha256:BA7816bf8f01CFEA414140de5dae2223b00361a396177a9cb410ff61f20015AD",
+	} {
+		d, err := ParseDigest(text)
+		if err != nil {
+			t.Fatalf("ParseDigest(%s): %v", text, err)
+		}
+		if got := DigestPrefix + hex.EncodeToString(d[:]); got != abc {
+			t.Errorf("ParseDigest(%s) = %s, want %s", text, got, abc)
+		}
+	}
+}
+
+func TestParseDigestErrors(t *testing.T) {
+	hex64 := strings.Repeat("0123456789abcdef", 4)
+	for text, want := range map[string]string{
+		"sha256:12ab":                      "malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)",
+		"sha256:":                          "malformed digest 'sha256:' (want sha256: and 64 hex digits, got 0)",
+		"sha256:" + hex64[:63]:             "malformed digest 'sha256:01234567…' (want sha256: and 64 hex digits, got 63)",
+		"sha256:" + hex64 + "0":            "malformed digest 'sha256:01234567…' (want sha256: and 64 hex digits, got 65)",
+		"sha256:" + hex64[:62] + "g0":      "malformed digest 'sha256:01234567…' (want sha256: and 64 hex digits; character 70 is not a hex digit)",
+		"sha256:12 " + hex64[:61]:          "malformed digest 'sha256:12…' (want sha256: and 64 hex digits; character 10 is not a hex digit)",
+		"sha256:sg_the-secret-itself-1234": "malformed digest 'sha256:…' (want sha256: and 64 hex digits; character 8 is not a hex digit)",
+		"SHA256:" + hex64:                  "malformed digest (want sha256: and 64 hex digits)",
+		hex64:                              "malformed digest (want sha256: and 64 hex digits)",
+	} {
+		_, err := ParseDigest(text)
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseDigest(%q) = %v,\nwant %q", text, err, want)
+		}
+	}
+}
+
+// A secret pasted after "sha256:" by mistake must not end up in the error,
+// which Caddy prints and logs.
+func TestParseDigestErrorHidesSecret(t *testing.T) {
+	for _, secret := range []string{
+		"0123456789abcdef0123456789abcdef",    // a hex secret: all but its first 8 digits hidden
+		"deadbeefcafe0123deadbeefcafe0123ff",  // ditto
+		"sg_9Xq2-LmN0pQrStUvWxYz0123456789ab", // a generated key
+	} {
+		_, err := ParseDigest("sha256:" + secret)
+		if err == nil {
+			t.Fatalf("ParseDigest accepted %q", secret)
+		}
+		if strings.Contains(err.Error(), secret[8:]) || strings.Contains(err.Error(), secret[digestShown:digestShown+4]) {
+			t.Errorf("error shows the secret: %v", err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, k := range []Key{
+		{Secret: "plain-secret-0123456789"},
+		{Secret: "{env.STATUSGATE_KEY}"},
+		{Secret: "{file./etc/caddy/bot.key}"},
+		{Name: "discord-bot", Secret: Digest("x")},
+		{Name: "website", Secret: "{env.WEB_KEY_DIGEST}"}, // a digest may come whole from a placeholder
+	} {
+		if err := k.Validate(); err != nil {
+			t.Errorf("%+v: %v", k, err)
+		}
+	}
+	for _, c := range []struct {
+		k    Key
+		want string
+	}{
+		{Key{Secret: ""}, "empty key"},
+		{Key{Secret: " \t"}, "empty key"},
+		{Key{Name: "a b", Secret: "s"}, "invalid name 'a b' (letters, digits, _ and -)"},
+		{Key{Name: "bot", Secret: "sha256:12ab"}, "malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		// Not a digest in pieces: checked as written, before expansion.
+		{Key{Secret: "sha256:{env.X}"}, "malformed digest 'sha256:…' (want sha256: and 64 hex digits; character 8 is not a hex digit)"},
+	} {
+		err := c.k.Validate()
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%+v: %v, want %q", c.k, err, c.want)
+		}
+	}
+}
+
+func TestFromCaddyfile(t *testing.T) {
+	d := Digest("s")
+	for _, c := range []struct {
+		args []string
+		want Key
+	}{
+		{[]string{"my-secret-0123456789"}, Key{Secret: "my-secret-0123456789"}},
+		{[]string{"{env.KEY}"}, Key{Secret: "{env.KEY}"}},
+		{[]string{d}, Key{Secret: d}},
+		{[]string{"discord-bot", d}, Key{Name: "discord-bot", Secret: d}},
+		{[]string{"website", "{env.WEB}"}, Key{Name: "website", Secret: "{env.WEB}"}},
+	} {
+		got, err := FromCaddyfile(c.args)
+		if err != nil || got != c.want {
+			t.Errorf("FromCaddyfile(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "key: want [<name>] <secret|sha256:<hex>>, got 0 arguments"},
+		{[]string{"a", "b", "c"}, "key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"},
+		{[]string{"x y", "secret"}, "key: invalid name 'x y' (letters, digits, _ and -)"},
+		{[]string{"sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		{[]string{"bot", "sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		{[]string{"  "}, "key: empty key"},
+		{[]string{"bot", ""}, "key: empty key"},
+	} {
+		_, err := FromCaddyfile(c.args)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("FromCaddyfile(%q) = %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+// Configs written before keys had names are lists of strings; they decode,
+// and encode back to exactly the same text, so `caddy adapt` output for
+// unnamed keys does not change.
+func TestJSONStringsStayStrings(t *testing.T) {
+	const in = `["secret1","{env.X}","sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"]`
+	var keys []Key
+	if err := json.Unmarshal([]byte(in), &keys); err != nil {
+		t.Fatal(err)
+	}
+	want := []Key{{Secret: "secret1"}, {Secret: "{env.X}"}, {Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}}
+	if len(keys) != len(want) {
+		t.Fatalf("got %+v", keys)
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Errorf("keys[%d] = %+v, want %+v", i, keys[i], want[i])
+		}
+	}
+	out, err := json.Marshal(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Errorf("re-encoded as %s, want %s", out, in)
+	}
+}
+
+func TestJSONNamed(t *testing.T) {
+	const in = `["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},{"key":"{env.Y}"}, {"key":"s2","name":"web"}]`
+	var keys []Key
+	if err := json.Unmarshal([]byte(in), &keys); err != nil {
+		t.Fatal(err)
+	}
+	want := []Key{
+		{Secret: "plain"},
+		{Name: "discord-bot", Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+		{Secret: "{env.Y}"},
+		{Name: "web", Secret: "s2"},
+	}
+	for i := range want {
+		if keys[i] != want[i] {
+			t.Errorf("keys[%d] = %+v, want %+v", i, keys[i], want[i])
+		}
+	}
+	out, err := json.Marshal(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An object without a name becomes a string: the same key, the shorter form.
+	const canon = `["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},"{env.Y}",{"name":"web","key":"s2"}]`
+	if string(out) != canon {
+		t.Errorf("encoded as %s,\nwant %s", out, canon)
+	}
+}
+
+func TestJSONErrors(t *testing.T) {
+	const secret = "hunter2-very-secret"
+	for in, want := range map[string]string{
+		`42`:   `a key is a string or an object {"name": …, "key": …}`,
+		`null`: `a key is a string or an object {"name": …, "key": …}`,
+		`[]`:   `a key is a string or an object {"name": …, "key": …}`,
+		`{"name":"bot"}`:                         `key object: missing "key"`,
+		`{"name":"bot","key":"` + secret + `","nmae":"x"}`: `key object: json: unknown field "nmae"`,
+		`{"name":"bot","key":7}`:                 `key object: json: cannot unmarshal number into Go struct field keyObject.key of type string`,
+		`{"name":["bot"],"key":"` + secret + `"}`: `key object: json: cannot unmarshal array into Go struct field keyObject.name of type string`,
+	} {
+		var k Key
+		err := json.Unmarshal([]byte(in), &k)
+		if err == nil || err.Error() != want {
+			t.Errorf("Unmarshal(%s) = %v,\nwant %q", in, err, want)
+		}
+		if err != nil && strings.Contains(err.Error(), secret) {
+			t.Errorf("error shows the secret: %v", err)
+		}
+	}
+}
+
+func TestDefaultName(t *testing.T) {
+	if got := DefaultName(1); got != "key-1" {
+		t.Errorf("DefaultName(1) = %q", got)
+	}
+	if got := DefaultName(12); got != "key-12" {
+		t.Errorf("DefaultName(12) = %q", got)
+	}
+	if err := ValidateName(DefaultName(1000)); err != nil {
+		t.Errorf("a default name is not a valid name: %v", err)
+	}
+}

@@ -1,0 +1,157 @@
+package apikey
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"strings"
+)
+
+// Keyring is the set of accepted keys, held as SHA-256 digests with their
+// names. It is immutable once built and safe for concurrent use.
+//
+// Match hashes the presented key once and compares the digest with every
+// configured digest, all of them, with no branch on the data: the time it
+// takes depends only on the number of keys, never on which key matched, how
+// much of a key matched or whether any did. Comparing fixed-size digests
+// rather than the keys also hides the keys' lengths.
+type Keyring struct {
+	digests []digestWords
+	names   []string
+}
+
+// digestWords is a digest as four machine words, so that a comparison is four
+// XORs instead of a loop over 32 bytes.
+type digestWords [4]uint64
+
+func wordsOf(d *[sha256.Size]byte) digestWords {
+	return digestWords{
+		binary.LittleEndian.Uint64(d[0:]),
+		binary.LittleEndian.Uint64(d[8:]),
+		binary.LittleEndian.Uint64(d[16:]),
+		binary.LittleEndian.Uint64(d[24:]),
+	}
+}
+
+// NewKeyring builds a keyring from keys whose secrets are already expanded
+// (the handler expands placeholders and trims white space first). A secret
+// starting with "sha256:" is a digest. The n-th key without a name is called
+// DefaultName(n).
+//
+// Errors name the key by position (counting from 1, as the default names do)
+// and name, never by its secret. Two keys with the same name are an error,
+// since logs and metrics could not tell them apart; so are two keys with the
+// same secret (written twice, or once plain and once as its digest): a caller
+// presenting it would be two keys at once, and it is almost always a
+// copy-paste mistake that leaves the intended second key unconfigured.
+func NewKeyring(keys []Key) (*Keyring, error) {
+	kr := &Keyring{
+		digests: make([]digestWords, 0, len(keys)),
+		names:   make([]string, 0, len(keys)),
+	}
+	byName := make(map[string]int, len(keys))
+	byDigest := make(map[digestWords]int, len(keys))
+	for i, k := range keys {
+		n := i + 1
+		name := k.Name
+		if name == "" {
+			name = DefaultName(n)
+		} else if err := ValidateName(name); err != nil {
+			return nil, fmt.Errorf("key #%d: %v", n, err)
+		}
+		if strings.TrimSpace(k.Secret) == "" {
+			return nil, fmt.Errorf("key #%d '%s': empty key", n, name)
+		}
+		var d [sha256.Size]byte
+		if strings.HasPrefix(k.Secret, DigestPrefix) {
+			var err error
+			if d, err = ParseDigest(k.Secret); err != nil {
+				return nil, fmt.Errorf("key #%d '%s': %v", n, name, err)
+			}
+		} else {
+			d = sha256.Sum256([]byte(k.Secret))
+		}
+		if prev, dup := byName[name]; dup {
+			return nil, fmt.Errorf("key #%d: name '%s' is already the name of key #%d", n, name, prev)
+		}
+		w := wordsOf(&d)
+		if prev, dup := byDigest[w]; dup {
+			return nil, fmt.Errorf("key #%d '%s' has the same secret as key #%d '%s'", n, name, prev, kr.names[prev-1])
+		}
+		byName[name] = n
+		byDigest[w] = n
+		kr.digests = append(kr.digests, w)
+		kr.names = append(kr.names, name)
+	}
+	return kr, nil
+}
+
+// Len reports the number of keys.
+func (kr *Keyring) Len() int {
+	if kr == nil {
+		return 0
+	}
+	return len(kr.names)
+}
+
+// Names returns the keys' names in configuration order: the order of the
+// indexes Match returns.
+func (kr *Keyring) Names() []string {
+	if kr == nil {
+		return nil
+	}
+	return append([]string(nil), kr.names...)
+}
+
+// Lookup reports the name of the key presented, if it is one of the keyring's.
+// It does not allocate.
+func (kr *Keyring) Lookup(presented string) (name string, ok bool) {
+	i, ok := kr.Match(presented)
+	if !ok {
+		return "", false
+	}
+	return kr.names[i], true
+}
+
+// Match reports the position (from 0, in configuration order) of the key
+// presented, if it is one of the keyring's; see Keyring for why it takes the
+// same time whatever matched. It does not allocate. An empty or nil keyring
+// matches nothing.
+func (kr *Keyring) Match(presented string) (index int, ok bool) {
+	if kr == nil || len(kr.digests) == 0 {
+		return -1, false
+	}
+	sum := sha256.Sum256(keyBytes(presented, new([stackKeyLen]byte)))
+	p := wordsOf(&sum)
+	var found, at uint64
+	for i := range kr.digests {
+		k := &kr.digests[i]
+		x := (p[0] ^ k[0]) | (p[1] ^ k[1]) | (p[2] ^ k[2]) | (p[3] ^ k[3])
+		// eq is 1 when x is 0 and 0 otherwise: x|-x has its top bit set
+		// exactly when x is not zero. No branch, so no timing difference.
+		eq := ((x | -x) >> 63) ^ 1
+		mask := -eq // all ones on a match, zero otherwise
+		at = at&^mask | uint64(i)&mask
+		found |= eq
+	}
+	// The digests are distinct (NewKeyring refuses duplicates), so at most one
+	// matched and at is its position.
+	if found == 0 {
+		return -1, false
+	}
+	return int(at), true
+}
+
+// stackKeyLen is the longest presented key hashed without an allocation; a
+// generated key is 46 bytes. A longer one is copied to the heap.
+const stackKeyLen = 128
+
+// keyBytes returns s as bytes in buf when it fits. Converting with []byte(s)
+// would allocate for anything over 32 bytes; buf does not escape, so the
+// compiler keeps it on the caller's stack.
+func keyBytes(s string, buf *[stackKeyLen]byte) []byte {
+	if len(s) <= len(buf) {
+		return buf[:copy(buf[:], s)]
+	}
+	return []byte(s)
+}

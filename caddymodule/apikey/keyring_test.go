@@ -1,0 +1,210 @@
+package apikey
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestKeyringNamesAndLookup(t *testing.T) {
+	kr, err := NewKeyring([]Key{
+		{Secret: "first-secret-0123456789"},
+		{Name: "discord-bot", Secret: Digest("bot-secret-0123456789")},
+		{Secret: Digest("third-secret-0123456789")},
+		{Name: "website", Secret: "web-secret-0123456789"},
+		{Name: "upper", Secret: "sha256:" + strings.ToUpper(Digest("upper-secret-0123456789")[7:])},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNames := []string{"key-1", "discord-bot", "key-3", "website", "upper"}
+	if got := kr.Names(); !slices.Equal(got, wantNames) {
+		t.Fatalf("Names() = %q, want %q", got, wantNames)
+	}
+	if kr.Len() != 5 {
+		t.Fatalf("Len() = %d", kr.Len())
+	}
+	for i, c := range []struct{ presented, name string }{
+		{"first-secret-0123456789", "key-1"},
+		{"bot-secret-0123456789", "discord-bot"},
+		{"third-secret-0123456789", "key-3"},
+		{"web-secret-0123456789", "website"},
+		{"upper-secret-0123456789", "upper"},
+	} {
+		name, ok := kr.Lookup(c.presented)
+		if !ok || name != c.name {
+			t.Errorf("Lookup(%s) = %q, %v; want %q", c.presented, name, ok, c.name)
+		}
+		idx, ok := kr.Match(c.presented)
+		if !ok || idx != i {
+			t.Errorf("Match(%s) = %d, %v; want %d", c.presented, idx, ok, i)
+		}
+	}
+	for _, presented := range []string{
+		"", "first-secret-012345678", "first-secret-0123456789 ", "FIRST-SECRET-0123456789",
+		Digest("bot-secret-0123456789"), // the digest is not the key
+		"key-1", "discord-bot",          // nor is the name
+	} {
+		if name, ok := kr.Lookup(presented); ok || name != "" {
+			t.Errorf("Lookup(%q) = %q, %v; want no match", presented, name, ok)
+		}
+		if idx, ok := kr.Match(presented); ok || idx != -1 {
+			t.Errorf("Match(%q) = %d, %v; want -1, false", presented, idx, ok)
+		}
+	}
+	// Names is a copy: changing it does not rename a key.
+	kr.Names()[0] = "changed"
+	if name, _ := kr.Lookup("first-secret-0123456789"); name != "key-1" {
+		t.Errorf("Names() let the caller rename a key: %q", name)
+	}
+}
+
+// Every position of a keyring of 64 is found, and found as itself: the
+// branch-free selection picks the right index wherever the match is.
+func TestKeyringEveryPosition(t *testing.T) {
+	const n = 64
+	keys := make([]Key, n)
+	for i := range keys {
+		keys[i] = Key{Secret: fmt.Sprintf("secret-%02d-0123456789", i)}
+		if i%2 == 1 {
+			keys[i].Secret = Digest(keys[i].Secret)
+		}
+	}
+	kr, err := NewKeyring(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		idx, ok := kr.Match(fmt.Sprintf("secret-%02d-0123456789", i))
+		if !ok || idx != i {
+			t.Errorf("Match(secret %d) = %d, %v", i, idx, ok)
+		}
+		if name, ok := kr.Lookup(fmt.Sprintf("secret-%02d-0123456789", i)); !ok || name != DefaultName(i+1) {
+			t.Errorf("Lookup(secret %d) = %q, %v", i, name, ok)
+		}
+	}
+	if _, ok := kr.Match("secret-64-0123456789"); ok {
+		t.Error("a key that is not configured matched")
+	}
+}
+
+func TestKeyringEmpty(t *testing.T) {
+	var nilRing *Keyring
+	empty, err := NewKeyring(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kr := range []*Keyring{nilRing, empty} {
+		if name, ok := kr.Lookup("anything"); ok || name != "" {
+			t.Errorf("Lookup on an empty keyring = %q, %v", name, ok)
+		}
+		if kr.Len() != 0 || len(kr.Names()) != 0 {
+			t.Errorf("Len %d, Names %q", kr.Len(), kr.Names())
+		}
+	}
+}
+
+func TestKeyringErrors(t *testing.T) {
+	const s1, s2 = "secret-one-0123456789", "secret-two-0123456789"
+	for _, c := range []struct {
+		keys []Key
+		want string
+	}{
+		{[]Key{{Secret: s1}, {Secret: ""}}, "key #2 'key-2': empty key"},
+		{[]Key{{Name: "bot", Secret: " "}}, "key #1 'bot': empty key"},
+		{[]Key{{Name: "a b", Secret: s1}}, "key #1: invalid name 'a b' (letters, digits, _ and -)"},
+		{[]Key{{Name: "bot", Secret: s1}, {Name: "bot", Secret: s2}}, "key #2: name 'bot' is already the name of key #1"},
+		// An explicit name may collide with a default one.
+		{[]Key{{Secret: s1}, {Name: "key-1", Secret: s2}}, "key #2: name 'key-1' is already the name of key #1"},
+		{[]Key{{Name: "key-2", Secret: s1}, {Secret: s2}}, "key #2: name 'key-2' is already the name of key #1"},
+		{[]Key{{Secret: s1}, {Name: "bot", Secret: s1}}, "key #2 'bot' has the same secret as key #1 'key-1'"},
+		// Plain and digest of the same secret, and digests differing in case only.
+		{[]Key{{Name: "a", Secret: s1}, {Name: "b", Secret: Digest(s1)}}, "key #2 'b' has the same secret as key #1 'a'"},
+		{[]Key{{Name: "a", Secret: Digest(s2)}, {Secret: s1}, {Name: "c", Secret: "sha256:" + strings.ToUpper(Digest(s2)[7:])}}, "key #3 'c' has the same secret as key #1 'a'"},
+		{[]Key{{Secret: s1}, {Name: "bot", Secret: "sha256:12ab"}}, "key #2 'bot': malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+	} {
+		kr, err := NewKeyring(c.keys)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("NewKeyring(%+v) = %v,\nwant %q", c.keys, err, c.want)
+		}
+		if kr != nil {
+			t.Errorf("NewKeyring returned a keyring with an error")
+		}
+		if err != nil && (strings.Contains(err.Error(), s1) || strings.Contains(err.Error(), s2)) {
+			t.Errorf("error shows a secret: %v", err)
+		}
+	}
+}
+
+// Lookup does not allocate for keys up to stackKeyLen bytes: short ones, a
+// generated one (46 bytes) and the longest.
+func TestLookupAllocs(t *testing.T) {
+	for _, length := range []int{8, 32, 33, 46, stackKeyLen} {
+		keys := make([]Key, 8)
+		for i := range keys {
+			keys[i] = Key{Secret: fmt.Sprintf("%d%s", i, strings.Repeat("s", length-1))}
+		}
+		kr, err := NewKeyring(keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hit, miss := keys[5].Secret, "9"+keys[5].Secret[1:]
+		var ok1, ok2 bool
+		allocs := testing.AllocsPerRun(200, func() {
+			_, ok1 = kr.Lookup(hit)
+			_, ok2 = kr.Lookup(miss)
+		})
+		if allocs != 0 {
+			t.Errorf("length %d: Lookup allocates %.1f times per hit and miss", length, allocs)
+		}
+		if !ok1 || ok2 {
+			t.Errorf("length %d: hit %v, miss %v", length, ok1, ok2)
+		}
+	}
+	// Longer keys still work (they are copied to the heap).
+	long := strings.Repeat("L", stackKeyLen+1)
+	kr, err := NewKeyring([]Key{{Secret: long}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := kr.Lookup(long); !ok || name != "key-1" {
+		t.Errorf("long key: %q, %v", name, ok)
+	}
+	if _, ok := kr.Lookup(long[:stackKeyLen]); ok {
+		t.Error("a prefix of the long key matched")
+	}
+}
+
+// BenchmarkLookup measures a lookup against N keys, hitting the last key and
+// missing. The two take the same time for a given N by construction; the
+// figures show the cost of one SHA-256 plus N comparisons of four words.
+func BenchmarkLookup(b *testing.B) {
+	for _, n := range []int{1, 8, 64} {
+		keys := make([]Key, n)
+		for i := range keys {
+			keys[i] = Key{Secret: fmt.Sprintf("sg_benchmark-secret-%03d-abcdefghijklmnop", i)}
+		}
+		kr, err := NewKeyring(keys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range []struct {
+			what      string
+			presented string
+			want      bool
+		}{
+			{"hit", keys[n-1].Secret, true},
+			{"miss", "sg_benchmark-secret-999-abcdefghijklmnop", false},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, c.what), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, ok := kr.Lookup(c.presented); ok != c.want {
+						b.Fatal("wrong answer")
+					}
+				}
+			})
+		}
+	}
+}
