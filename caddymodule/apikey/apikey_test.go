@@ -212,13 +212,13 @@ func TestJSONNamed(t *testing.T) {
 func TestJSONErrors(t *testing.T) {
 	const secret = "hunter2-very-secret"
 	for in, want := range map[string]string{
-		`42`:   `a key is a string or an object {"name": …, "key": …}`,
-		`null`: `a key is a string or an object {"name": …, "key": …}`,
-		`[]`:   `a key is a string or an object {"name": …, "key": …}`,
-		`{"name":"bot"}`:                         `key object: missing "key"`,
+		`42`:             `a key is a string or an object {"name": …, "key": …}`,
+		`null`:           `a key is a string or an object {"name": …, "key": …}`,
+		`[]`:             `a key is a string or an object {"name": …, "key": …}`,
+		`{"name":"bot"}`: `key object: missing "key"`,
 		`{"name":"bot","key":"` + secret + `","nmae":"x"}`: `key object: json: unknown field "nmae"`,
-		`{"name":"bot","key":7}`:                 `key object: json: cannot unmarshal number into Go struct field keyObject.key of type string`,
-		`{"name":["bot"],"key":"` + secret + `"}`: `key object: json: cannot unmarshal array into Go struct field keyObject.name of type string`,
+		`{"name":"bot","key":7}`:                           `key object: json: cannot unmarshal number into Go struct field keyObject.key of type string`,
+		`{"name":["bot"],"key":"` + secret + `"}`:          `key object: json: cannot unmarshal array into Go struct field keyObject.name of type string`,
 	} {
 		var k Key
 		err := json.Unmarshal([]byte(in), &k)
