@@ -1,0 +1,161 @@
+package caddymodule
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/caddyserver/caddy/v2"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+)
+
+// runKeyCommand runs the registered statusgate-key command, built the way
+// Caddy's command factory builds it, with args, and returns what it printed.
+func runKeyCommand(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	reg, ok := caddycmd.Commands()["statusgate-key"]
+	if !ok {
+		t.Fatal("statusgate-key is not registered")
+	}
+	cmd := &cobra.Command{Use: reg.Name + " " + reg.Usage, Short: reg.Short, Long: reg.Long, SilenceUsage: true}
+	reg.CobraFunc(cmd)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+// fields reads the "secret: " and "digest: " lines of the printed text.
+func fields(t *testing.T, out string) (secret, digest string) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) < 2 {
+		t.Fatalf("printed %q", out)
+	}
+	secret, ok1 := strings.CutPrefix(lines[0], "secret: ")
+	digest, ok2 := strings.CutPrefix(lines[1], "digest: ")
+	if !ok1 || !ok2 {
+		t.Fatalf("printed %q", out)
+	}
+	return secret, digest
+}
+
+func TestKeyCommand(t *testing.T) {
+	for _, args := range [][]string{{"--name", "discord-bot"}, {"-n", "discord-bot"}, {"--name=discord-bot"}} {
+		out, err := runKeyCommand(t, args...)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		secret, digest := fields(t, out)
+		if !strings.HasPrefix(secret, apikey.GeneratedPrefix) || len(secret) != len(apikey.GeneratedPrefix)+43 {
+			t.Errorf("%q: secret %q", args, secret)
+		}
+		if digest != apikey.Digest(secret) {
+			t.Errorf("%q: digest %s does not match the secret", args, digest)
+		}
+		for _, line := range []string{
+			"\tkey discord-bot " + digest + "\n",
+			"\tkey discord-bot {env.STATUSGATE_KEY_DISCORD_BOT}\n",
+			"\t{\"name\":\"discord-bot\",\"key\":\"" + digest + "\"}\n",
+		} {
+			if !strings.Contains(out, line) {
+				t.Errorf("%q: output lacks %q:\n%s", args, line, out)
+			}
+		}
+	}
+}
+
+func TestKeyCommandUnnamed(t *testing.T) {
+	out1, err := runKeyCommand(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2, err := runKeyCommand(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, d1 := fields(t, out1)
+	s2, _ := fields(t, out2)
+	if s1 == s2 {
+		t.Fatal("two runs printed the same secret")
+	}
+	if !strings.Contains(out1, "\tkey "+d1+"\n") || !strings.Contains(out1, "\tkey {env.STATUSGATE_KEY}\n") || !strings.Contains(out1, "\t\""+d1+"\"\n") {
+		t.Errorf("unnamed key lines:\n%s", out1)
+	}
+}
+
+func TestKeyCommandErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--name", "x y"}, "--name: invalid name 'x y' (letters, digits, _ and -)"},
+		{[]string{"--name", "bot.example"}, "--name: invalid name 'bot.example' (letters, digits, _ and -)"},
+		{[]string{"--name", strings.Repeat("n", 65)}, "--name: invalid name '" + strings.Repeat("n", 65) + "' (at most 64 characters)"},
+		{[]string{"discord-bot"}, `unknown command "discord-bot" for "statusgate-key"`},
+		{[]string{"--nmae", "bot"}, "unknown flag: --nmae"},
+	} {
+		out, err := runKeyCommand(t, c.args...)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%q: %v, want %q", c.args, err, c.want)
+		}
+		if strings.Contains(out, "secret:") {
+			t.Errorf("%q: printed a key despite the error:\n%s", c.args, out)
+		}
+	}
+}
+
+// cmdStatusgateKey's exit codes: Caddy's Main exits with 1 for an error, and
+// the function says so too.
+func TestCmdStatusgateKeyStatus(t *testing.T) {
+	var out bytes.Buffer
+	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "bot"); code != caddy.ExitCodeSuccess || err != nil {
+		t.Errorf("success: %d, %v", code, err)
+	}
+	if !strings.HasPrefix(out.String(), "secret: sg_") {
+		t.Errorf("printed %q", out.String())
+	}
+	out.Reset()
+	if code, err := cmdStatusgateKey(&out, strings.NewReader("short"), "bot"); code != caddy.ExitCodeFailedStartup || err == nil {
+		t.Errorf("short random source: %d, %v", code, err)
+	}
+	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "a b"); code != caddy.ExitCodeFailedStartup || err == nil {
+		t.Errorf("bad name: %d, %v", code, err)
+	}
+	if out.Len() != 0 {
+		t.Errorf("printed %q on failure", out.String())
+	}
+}
+
+// The line that keeps the secret in the environment works once the variable
+// is set: expanded with Caddy's replacer, as the handler expands keys, it
+// gives a keyring that knows the secret by the key's name.
+func TestKeyCommandEnvLine(t *testing.T) {
+	out, err := runKeyCommand(t, "--name", "discord-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, _ := fields(t, out)
+	t.Setenv("STATUSGATE_KEY_DISCORD_BOT", secret)
+	k, err := apikey.FromCaddyfile([]string{"discord-bot", "{env.STATUSGATE_KEY_DISCORD_BOT}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Secret, err = caddy.NewReplacer().ReplaceOrErr(k.Secret, true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := apikey.NewKeyring([]apikey.Key{k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, ok := kr.Lookup(secret); !ok || name != "discord-bot" {
+		t.Errorf("Lookup = %q, %v", name, ok)
+	}
+}
