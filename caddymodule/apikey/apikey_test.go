@@ -3,6 +3,7 @@ package apikey
 import (
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -154,59 +155,49 @@ func TestFromCaddyfile(t *testing.T) {
 	}
 }
 
+// jsonRoundTrip decodes in, checks it gives want, and encodes it back, which
+// must give out.
+func jsonRoundTrip(t *testing.T, in string, want []Key, out string) {
+	t.Helper()
+	var keys []Key
+	if err := json.Unmarshal([]byte(in), &keys); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("decoded %+v,\nwant %+v", keys, want)
+	}
+	b, err := json.Marshal(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != out {
+		t.Errorf("encoded as %s,\nwant %s", b, out)
+	}
+}
+
 // Configs written before keys had names are lists of strings; they decode,
 // and encode back to exactly the same text, so `caddy adapt` output for
 // unnamed keys does not change.
 func TestJSONStringsStayStrings(t *testing.T) {
 	const in = `["secret1","{env.X}","sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"]`
-	var keys []Key
-	if err := json.Unmarshal([]byte(in), &keys); err != nil {
-		t.Fatal(err)
-	}
-	want := []Key{{Secret: "secret1"}, {Secret: "{env.X}"}, {Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}}
-	if len(keys) != len(want) {
-		t.Fatalf("got %+v", keys)
-	}
-	for i := range want {
-		if keys[i] != want[i] {
-			t.Errorf("keys[%d] = %+v, want %+v", i, keys[i], want[i])
-		}
-	}
-	out, err := json.Marshal(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(out) != in {
-		t.Errorf("re-encoded as %s, want %s", out, in)
-	}
+	jsonRoundTrip(t, in, []Key{
+		{Secret: "secret1"},
+		{Secret: "{env.X}"},
+		{Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+	}, in)
 }
 
 func TestJSONNamed(t *testing.T) {
-	const in = `["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},{"key":"{env.Y}"}, {"key":"s2","name":"web"}]`
-	var keys []Key
-	if err := json.Unmarshal([]byte(in), &keys); err != nil {
-		t.Fatal(err)
-	}
-	want := []Key{
-		{Secret: "plain"},
-		{Name: "discord-bot", Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
-		{Secret: "{env.Y}"},
-		{Name: "web", Secret: "s2"},
-	}
-	for i := range want {
-		if keys[i] != want[i] {
-			t.Errorf("keys[%d] = %+v, want %+v", i, keys[i], want[i])
-		}
-	}
-	out, err := json.Marshal(keys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// An object without a name becomes a string: the same key, the shorter form.
-	const canon = `["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},"{env.Y}",{"name":"web","key":"s2"}]`
-	if string(out) != canon {
-		t.Errorf("encoded as %s,\nwant %s", out, canon)
-	}
+	jsonRoundTrip(t,
+		`["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},{"key":"{env.Y}"}, {"key":"s2","name":"web"}]`,
+		[]Key{
+			{Secret: "plain"},
+			{Name: "discord-bot", Secret: "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+			{Secret: "{env.Y}"},
+			{Name: "web", Secret: "s2"},
+		},
+		// An object without a name becomes a string: the same key, the shorter form.
+		`["plain",{"name":"discord-bot","key":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},"{env.Y}",{"name":"web","key":"s2"}]`)
 }
 
 func TestJSONErrors(t *testing.T) {
