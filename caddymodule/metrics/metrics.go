@@ -1,0 +1,444 @@
+// Package metrics counts what statusgate decides, in Prometheus collectors
+// registered with Caddy's metrics registry (caddy.Context.GetMetricsRegistry),
+// so that they are scraped with Caddy's own caddy_http_* metrics from the
+// admin endpoint or the metrics handler.
+//
+// Every label value comes from the config: endpoint names, key names, field
+// names, and the fixed set of outcomes. None ever comes from a request, so
+// the number of series is bounded by the config however callers behave. The
+// API enforces it: label values are given once, to New, which creates every
+// series; the request path then holds pre-resolved counters (an Endpoint per
+// endpoint, a key's position) and has no way to name a new series. Counting a
+// request is an atomic add on such a counter: a few nanoseconds, no
+// allocation, no map lookup.
+//
+// The series, all counters but the last two:
+//
+//	caddy_http_statusgate_requests_total{endpoint,outcome}      requests, by endpoint and Outcome
+//	caddy_http_statusgate_key_requests_total{key}               requests with an accepted key, by key name
+//	caddy_http_statusgate_unknown_key_requests_total            requests with a key that matches none
+//	caddy_http_statusgate_fields_removed_total{endpoint,field}  responses a protected field was removed from
+//	caddy_http_statusgate_filter_in_bytes_total{endpoint}       bytes read by the field layer
+//	caddy_http_statusgate_filter_out_bytes_total{endpoint}      bytes written by the field layer
+//	caddy_http_statusgate_cache_hits_total{endpoint}            responses served from the cache
+//	caddy_http_statusgate_cache_misses_total{endpoint}          cacheable requests the cache could not answer
+//	caddy_http_statusgate_coalesced_requests_total{endpoint}    requests that shared another's backend response
+//	caddy_http_statusgate_backend_requests_in_flight            gauge: requests at the backend now
+//	caddy_http_statusgate_backend_requests_queued               gauge: requests waiting for a backend slot
+//
+// Requests that match no configured endpoint (an unknown path, a preflight
+// answered before routing) count under the endpoint OtherEndpoint, "_other",
+// as Caddy counts hosts it was not configured for.
+//
+// Caddy makes a new registry for every config it loads (v2.11.9: in
+// caddy.NewContext), so after a reload the collectors are new, start from
+// zero as Caddy's own caddy_http_requests_total does, and carry only the
+// label values of the new config: a removed key or endpoint leaves no stale
+// series behind. Within one config, several statusgate handlers share the
+// registry; the first registers the collectors and the others use the same
+// ones (see New), so a series that two handlers both configure sums both.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Namespace and Subsystem make the names caddy_http_statusgate_*, beside
+// Caddy's caddy_http_* series.
+const (
+	Namespace = "caddy"
+	Subsystem = "http_statusgate"
+)
+
+// OtherEndpoint is the endpoint label of requests that match no configured
+// endpoint. It cannot be an endpoint's name.
+const OtherEndpoint = "_other"
+
+// Config lists every label value the metrics will carry.
+type Config struct {
+	// Endpoints are the names requests are counted under, e.g. "status",
+	// "custom/votes". Each gets its series, for every outcome. Default:
+	// none; requests then count under OtherEndpoint only.
+	Endpoints []string
+
+	// Fields are the protected field names of each endpoint, whose removal
+	// is counted. Every key must be one of Endpoints. Default: none.
+	Fields map[string][]string
+
+	// Keys are the key names, in the order of the keyring, so that the
+	// position the keyring matches selects the counter (KeyUsed). Default:
+	// none.
+	Keys []string
+}
+
+// Metrics is one handler's set of counters. A nil *Metrics counts nothing,
+// so a handler without metrics needs no checks of its own.
+type Metrics struct {
+	endpoints  map[string]*Endpoint
+	other      *Endpoint
+	keys       []prometheus.Counter
+	unknownKey prometheus.Counter
+	inFlight   prometheus.Gauge
+	queued     prometheus.Gauge
+}
+
+// Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
+// counts nothing.
+type Endpoint struct {
+	requests    [numOutcomes]prometheus.Counter
+	fieldNames  []string
+	fields      []prometheus.Counter // parallel to fieldNames
+	filterIn    prometheus.Counter
+	filterOut   prometheus.Counter
+	cacheHits   prometheus.Counter
+	cacheMisses prometheus.Counter
+	coalesced   prometheus.Counter
+}
+
+// collectors are the registered families.
+type collectors struct {
+	requests    *prometheus.CounterVec
+	keys        *prometheus.CounterVec
+	unknownKey  prometheus.Counter
+	fields      *prometheus.CounterVec
+	filterIn    *prometheus.CounterVec
+	filterOut   *prometheus.CounterVec
+	cacheHits   *prometheus.CounterVec
+	cacheMisses *prometheus.CounterVec
+	coalesced   *prometheus.CounterVec
+	inFlight    prometheus.Gauge
+	queued      prometheus.Gauge
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help})
+}
+
+func newCollectors() *collectors {
+	return &collectors{
+		requests: counterVec("requests_total",
+			"Requests decided by statusgate, by endpoint and outcome.", "endpoint", "outcome"),
+		keys: counterVec("key_requests_total",
+			"Requests that presented an accepted API key, by the key's name.", "key"),
+		unknownKey: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem,
+			Name: "unknown_key_requests_total",
+			Help: "Requests that presented an API key that matches no configured key."}),
+		fields: counterVec("fields_removed_total",
+			"Responses from which a protected field was removed, by endpoint and field.", "endpoint", "field"),
+		filterIn: counterVec("filter_in_bytes_total",
+			"Response bytes from the backend that went through the field layer.", "endpoint"),
+		filterOut: counterVec("filter_out_bytes_total",
+			"Response bytes the field layer wrote to callers.", "endpoint"),
+		cacheHits: counterVec("cache_hits_total",
+			"Responses served from statusgate's cache.", "endpoint"),
+		cacheMisses: counterVec("cache_misses_total",
+			"Cacheable requests the cache could not answer.", "endpoint"),
+		coalesced: counterVec("coalesced_requests_total",
+			"Requests answered with the backend response of an identical request in flight.", "endpoint"),
+		inFlight: gauge("backend_requests_in_flight",
+			"Requests forwarded to the backend and not yet answered."),
+		queued: gauge("backend_requests_queued",
+			"Requests waiting for a free backend slot."),
+	}
+}
+
+// register registers every collector with reg. A collector already
+// registered there by another statusgate handler of the same config is used
+// instead of the new one, so the two count into the same series rather than
+// failing or exporting a family twice. On any other error nothing that this
+// call registered stays registered.
+func (c *collectors) register(reg *prometheus.Registry) error {
+	r := &registration{reg: reg}
+	c.requests = reuse(r, c.requests)
+	c.keys = reuse(r, c.keys)
+	c.unknownKey = reuse(r, c.unknownKey)
+	c.fields = reuse(r, c.fields)
+	c.filterIn = reuse(r, c.filterIn)
+	c.filterOut = reuse(r, c.filterOut)
+	c.cacheHits = reuse(r, c.cacheHits)
+	c.cacheMisses = reuse(r, c.cacheMisses)
+	c.coalesced = reuse(r, c.coalesced)
+	c.inFlight = reuse(r, c.inFlight)
+	c.queued = reuse(r, c.queued)
+	if r.err != nil {
+		for _, a := range r.added {
+			reg.Unregister(a)
+		}
+	}
+	return r.err
+}
+
+// registration is one register call's progress: what it added, and the
+// first error, after which it tries nothing more.
+type registration struct {
+	reg   *prometheus.Registry
+	added []prometheus.Collector
+	err   error
+}
+
+// reuse registers c, or returns the collector of the same type already
+// registered under the same name, labels and help.
+func reuse[T prometheus.Collector](r *registration, c T) T {
+	if r.err != nil {
+		return c
+	}
+	err := r.reg.Register(c)
+	if err == nil {
+		r.added = append(r.added, c)
+		return c
+	}
+	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+		if existing, ok := are.ExistingCollector.(T); ok {
+			return existing
+		}
+	}
+	r.err = fmt.Errorf("registering statusgate metrics: %v", err)
+	return c
+}
+
+// New creates the series of every label value in cfg and registers the
+// collectors with reg, Caddy's registry for the config being loaded (nil:
+// count without exporting, for tests of a handler). Call it from Provision;
+// the error, if any, is a config or registry conflict to refuse the config
+// with.
+func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	c := newCollectors()
+	if reg != nil {
+		if err := c.register(reg); err != nil {
+			return nil, err
+		}
+	}
+	m := &Metrics{
+		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
+		unknownKey: c.unknownKey,
+		inFlight:   c.inFlight,
+		queued:     c.queued,
+	}
+	for _, name := range cfg.Endpoints {
+		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
+	}
+	m.other = c.other()
+	for _, name := range cfg.Keys {
+		m.keys = append(m.keys, c.keys.WithLabelValues(name))
+	}
+	// The unknown-key counter and the gauges have no labels: they exist from
+	// registration on.
+	return m, nil
+}
+
+func (c *collectors) endpoint(name string, fields []string) *Endpoint {
+	e := &Endpoint{
+		filterIn:    c.filterIn.WithLabelValues(name),
+		filterOut:   c.filterOut.WithLabelValues(name),
+		cacheHits:   c.cacheHits.WithLabelValues(name),
+		cacheMisses: c.cacheMisses.WithLabelValues(name),
+		coalesced:   c.coalesced.WithLabelValues(name),
+	}
+	for o := range numOutcomes {
+		e.requests[o] = c.requests.WithLabelValues(name, o.String())
+	}
+	for _, f := range fields {
+		if !contains(e.fieldNames, f) {
+			e.fieldNames = append(e.fieldNames, f)
+			e.fields = append(e.fields, c.fields.WithLabelValues(name, f))
+		}
+	}
+	return e
+}
+
+// other is the Endpoint of requests that match no endpoint. Only their
+// request counts are exported; nothing is filtered or cached for them, so
+// its other counters are left unregistered rather than adding series that
+// could only ever be zero.
+func (c *collectors) other() *Endpoint {
+	discard := prometheus.NewCounter(prometheus.CounterOpts{Name: "statusgate_unexported"})
+	e := &Endpoint{filterIn: discard, filterOut: discard, cacheHits: discard, cacheMisses: discard, coalesced: discard}
+	for o := range numOutcomes {
+		e.requests[o] = c.requests.WithLabelValues(OtherEndpoint, o.String())
+	}
+	return e
+}
+
+func (cfg *Config) check() error {
+	seen := make(map[string]bool, len(cfg.Endpoints))
+	for _, name := range cfg.Endpoints {
+		switch {
+		case name == "" || !utf8.ValidString(name):
+			return fmt.Errorf("metrics: invalid endpoint name %q", name)
+		case name == OtherEndpoint:
+			return fmt.Errorf("metrics: endpoint name %q is reserved for requests that match no endpoint", name)
+		case seen[name]:
+			return fmt.Errorf("metrics: endpoint %q listed twice", name)
+		}
+		seen[name] = true
+	}
+	for ep, fields := range cfg.Fields {
+		if !seen[ep] {
+			return fmt.Errorf("metrics: fields of endpoint %q, which is not among the endpoints", ep)
+		}
+		for _, f := range fields {
+			if f == "" || !utf8.ValidString(f) {
+				return fmt.Errorf("metrics: invalid field name %q of endpoint %q", f, ep)
+			}
+		}
+	}
+	keys := make(map[string]bool, len(cfg.Keys))
+	for _, name := range cfg.Keys {
+		switch {
+		case name == "" || !utf8.ValidString(name):
+			return fmt.Errorf("metrics: invalid key name %q", name)
+		case keys[name]:
+			return fmt.Errorf("metrics: key name %q listed twice", name)
+		}
+		keys[name] = true
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Endpoint returns the counters of the configured endpoint name, or nil (which
+// counts nothing) for a name that was not in Config.Endpoints. Resolve it once
+// at provision time and keep it with the endpoint.
+func (m *Metrics) Endpoint(name string) *Endpoint {
+	if m == nil {
+		return nil
+	}
+	return m.endpoints[name]
+}
+
+// Other returns the counters of requests that match no configured endpoint.
+func (m *Metrics) Other() *Endpoint {
+	if m == nil {
+		return nil
+	}
+	return m.other
+}
+
+// KeyUsed counts a request that presented the key at position i of
+// Config.Keys (the keyring's Match). A position out of range counts nothing.
+func (m *Metrics) KeyUsed(i int) {
+	if m == nil || uint(i) >= uint(len(m.keys)) {
+		return
+	}
+	m.keys[i].Inc()
+}
+
+// UnknownKey counts a request that presented a key matching no configured
+// key.
+func (m *Metrics) UnknownKey() {
+	if m == nil {
+		return
+	}
+	m.unknownKey.Inc()
+}
+
+// BackendStarted counts a request forwarded to the backend; BackendDone,
+// called once for each, when its response is complete.
+func (m *Metrics) BackendStarted() {
+	if m != nil {
+		m.inFlight.Inc()
+	}
+}
+
+// BackendDone ends what BackendStarted began.
+func (m *Metrics) BackendDone() {
+	if m != nil {
+		m.inFlight.Dec()
+	}
+}
+
+// Queued counts a request that starts waiting for a backend slot; Dequeued,
+// called once for each, when it stops waiting (admitted or given up).
+func (m *Metrics) Queued() {
+	if m != nil {
+		m.queued.Inc()
+	}
+}
+
+// Dequeued ends what Queued began.
+func (m *Metrics) Dequeued() {
+	if m != nil {
+		m.queued.Dec()
+	}
+}
+
+// Count counts a request with outcome o. A value that is not an Outcome
+// counts nothing.
+func (e *Endpoint) Count(o Outcome) {
+	if e == nil || o >= numOutcomes {
+		return
+	}
+	e.requests[o].Inc()
+}
+
+// FieldsRemoved counts a response from which the named fields were removed
+// (jsonfilter's Filter.Hidden): one per name, however often the field
+// occurred. Names that are not the endpoint's configured fields count nothing.
+func (e *Endpoint) FieldsRemoved(names []string) {
+	if e == nil {
+		return
+	}
+	for _, n := range names {
+		for i, f := range e.fieldNames {
+			if f == n {
+				e.fields[i].Inc()
+				break
+			}
+		}
+	}
+}
+
+// FilterBytes counts the bytes one response brought into the field layer and
+// the bytes it wrote out.
+func (e *Endpoint) FilterBytes(in, out int64) {
+	if e == nil {
+		return
+	}
+	if in > 0 {
+		e.filterIn.Add(float64(in))
+	}
+	if out > 0 {
+		e.filterOut.Add(float64(out))
+	}
+}
+
+// CacheHit counts a response served from the cache.
+func (e *Endpoint) CacheHit() {
+	if e != nil {
+		e.cacheHits.Inc()
+	}
+}
+
+// CacheMiss counts a cacheable request the cache could not answer.
+func (e *Endpoint) CacheMiss() {
+	if e != nil {
+		e.cacheMisses.Inc()
+	}
+}
+
+// Coalesced counts a request answered with the backend response of an
+// identical request in flight.
+func (e *Endpoint) Coalesced() {
+	if e != nil {
+		e.coalesced.Inc()
+	}
+}

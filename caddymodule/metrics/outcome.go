@@ -1,0 +1,81 @@
+package metrics
+
+// Outcome is how statusgate decided a request: the value of the outcome
+// label. Each request gets exactly one.
+type Outcome uint8
+
+// The outcomes. The label value of each is its String.
+const (
+	// Served: forwarded to the backend, and its response passed to the
+	// caller as the backend sent it (a caller with an accepted key, or auth
+	// off).
+	Served Outcome = iota
+	// Filtered: forwarded, and the response went through the field layer
+	// (protected fields removed, meta.authenticated set) because the caller
+	// had no accepted key while auth is on.
+	Filtered
+	// Index: the endpoint index, answered by the gateway.
+	Index
+	// NotFound: a 404 from the gateway for a path that is no enabled
+	// endpoint, or an endpoint's parameter that is malformed; nothing is
+	// forwarded.
+	NotFound
+	// Refused: the endpoint requires a key and none was accepted; answered
+	// 401, or under hide_protected with the 404 that looks like NotFound
+	// (the caller cannot tell them apart, the operator can).
+	Refused
+	// Method: a method other than GET, HEAD and OPTIONS, answered 405.
+	Method
+	// Preflight: a CORS preflight (OPTIONS), answered by the gateway.
+	Preflight
+	// Busy: the backend's concurrency limit and queue were full, or the
+	// wait in the queue ran out; answered 503 without forwarding.
+	Busy
+	// RateLimited: refused by a rate limit, answered 429.
+	RateLimited
+	// BackendError: forwarded, but the backend failed: unreachable, timed
+	// out, or sent a response the field layer could not judge and refused
+	// (the gateway fails closed).
+	BackendError
+	// Cached: answered from the gateway's response cache without asking the
+	// backend.
+	Cached
+	// Coalesced: answered with the response of an identical request that was
+	// already on its way to the backend, without a request of its own.
+	Coalesced
+
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{
+	Served:       "served",
+	Filtered:     "filtered",
+	Index:        "index",
+	NotFound:     "not_found",
+	Refused:      "refused",
+	Method:       "method",
+	Preflight:    "preflight",
+	Busy:         "busy",
+	RateLimited:  "rate_limited",
+	BackendError: "backend_error",
+	Cached:       "cached",
+	Coalesced:    "coalesced",
+}
+
+// String is the outcome's label value, e.g. "not_found"; the empty string for
+// a value that is not an outcome.
+func (o Outcome) String() string {
+	if o >= numOutcomes {
+		return ""
+	}
+	return outcomeNames[o]
+}
+
+// Outcomes lists every outcome in order.
+func Outcomes() []Outcome {
+	all := make([]Outcome, numOutcomes)
+	for i := range all {
+		all[i] = Outcome(i)
+	}
+	return all
+}
