@@ -36,7 +36,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/ident"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // DigestPrefix marks a key given as the SHA-256 digest of its secret.
