@@ -12,7 +12,7 @@
 // request is an atomic add on such a counter: a few nanoseconds, no
 // allocation, no map lookup.
 //
-// The series, all counters but the last two:
+// The series, all counters but the last:
 //
 //	caddy_http_statusgate_requests_total{endpoint,outcome}      requests, by endpoint and Outcome
 //	caddy_http_statusgate_key_requests_total{key}               requests with an accepted key, by key name
@@ -20,11 +20,7 @@
 //	caddy_http_statusgate_fields_removed_total{endpoint,field}  responses a protected field was removed from
 //	caddy_http_statusgate_filter_in_bytes_total{endpoint}       bytes read by the field layer
 //	caddy_http_statusgate_filter_out_bytes_total{endpoint}      bytes written by the field layer
-//	caddy_http_statusgate_cache_hits_total{endpoint}            responses served from the cache
-//	caddy_http_statusgate_cache_misses_total{endpoint}          cacheable requests the cache could not answer
-//	caddy_http_statusgate_coalesced_requests_total{endpoint}    requests that shared another's backend response
 //	caddy_http_statusgate_backend_requests_in_flight            gauge: requests at the backend now
-//	caddy_http_statusgate_backend_requests_queued               gauge: requests waiting for a backend slot
 //
 // Requests that match no configured endpoint (an unknown path, a preflight
 // answered before routing) count under the endpoint OtherEndpoint, "_other",
@@ -83,35 +79,27 @@ type Metrics struct {
 	keys       []prometheus.Counter
 	unknownKey prometheus.Counter
 	inFlight   prometheus.Gauge
-	queued     prometheus.Gauge
 }
 
 // Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
 // counts nothing.
 type Endpoint struct {
-	requests    [numOutcomes]prometheus.Counter
-	fieldNames  []string
-	fields      []prometheus.Counter // parallel to fieldNames
-	filterIn    prometheus.Counter
-	filterOut   prometheus.Counter
-	cacheHits   prometheus.Counter
-	cacheMisses prometheus.Counter
-	coalesced   prometheus.Counter
+	requests   [numOutcomes]prometheus.Counter
+	fieldNames []string
+	fields     []prometheus.Counter // parallel to fieldNames
+	filterIn   prometheus.Counter
+	filterOut  prometheus.Counter
 }
 
 // collectors are the registered families.
 type collectors struct {
-	requests    *prometheus.CounterVec
-	keys        *prometheus.CounterVec
-	unknownKey  prometheus.Counter
-	fields      *prometheus.CounterVec
-	filterIn    *prometheus.CounterVec
-	filterOut   *prometheus.CounterVec
-	cacheHits   *prometheus.CounterVec
-	cacheMisses *prometheus.CounterVec
-	coalesced   *prometheus.CounterVec
-	inFlight    prometheus.Gauge
-	queued      prometheus.Gauge
+	requests   *prometheus.CounterVec
+	keys       *prometheus.CounterVec
+	unknownKey prometheus.Counter
+	fields     *prometheus.CounterVec
+	filterIn   *prometheus.CounterVec
+	filterOut  *prometheus.CounterVec
+	inFlight   prometheus.Gauge
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
@@ -137,16 +125,8 @@ func newCollectors() *collectors {
 			"Response bytes from the backend that went through the field layer.", "endpoint"),
 		filterOut: counterVec("filter_out_bytes_total",
 			"Response bytes the field layer wrote to callers.", "endpoint"),
-		cacheHits: counterVec("cache_hits_total",
-			"Responses served from statusgate's cache.", "endpoint"),
-		cacheMisses: counterVec("cache_misses_total",
-			"Cacheable requests the cache could not answer.", "endpoint"),
-		coalesced: counterVec("coalesced_requests_total",
-			"Requests answered with the backend response of an identical request in flight.", "endpoint"),
 		inFlight: gauge("backend_requests_in_flight",
 			"Requests forwarded to the backend and not yet answered."),
-		queued: gauge("backend_requests_queued",
-			"Requests waiting for a free backend slot."),
 	}
 }
 
@@ -163,11 +143,7 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	c.fields = reuse(r, c.fields)
 	c.filterIn = reuse(r, c.filterIn)
 	c.filterOut = reuse(r, c.filterOut)
-	c.cacheHits = reuse(r, c.cacheHits)
-	c.cacheMisses = reuse(r, c.cacheMisses)
-	c.coalesced = reuse(r, c.coalesced)
 	c.inFlight = reuse(r, c.inFlight)
-	c.queued = reuse(r, c.queued)
 	if r.err != nil {
 		for _, a := range r.added {
 			reg.Unregister(a)
@@ -223,7 +199,6 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
 		unknownKey: c.unknownKey,
 		inFlight:   c.inFlight,
-		queued:     c.queued,
 	}
 	for _, name := range cfg.Endpoints {
 		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
@@ -232,18 +207,15 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 	for _, name := range cfg.Keys {
 		m.keys = append(m.keys, c.keys.WithLabelValues(name))
 	}
-	// The unknown-key counter and the gauges have no labels: they exist from
+	// The unknown-key counter and the gauge have no labels: they exist from
 	// registration on.
 	return m, nil
 }
 
 func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 	e := &Endpoint{
-		filterIn:    c.filterIn.WithLabelValues(name),
-		filterOut:   c.filterOut.WithLabelValues(name),
-		cacheHits:   c.cacheHits.WithLabelValues(name),
-		cacheMisses: c.cacheMisses.WithLabelValues(name),
-		coalesced:   c.coalesced.WithLabelValues(name),
+		filterIn:  c.filterIn.WithLabelValues(name),
+		filterOut: c.filterOut.WithLabelValues(name),
 	}
 	for o := range numOutcomes {
 		e.requests[o] = c.requests.WithLabelValues(name, o.String())
@@ -258,12 +230,12 @@ func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 }
 
 // other is the Endpoint of requests that match no endpoint. Only their
-// request counts are exported; nothing is filtered or cached for them, so
+// request counts are exported; nothing is filtered for them, so
 // its other counters are left unregistered rather than adding series that
 // could only ever be zero.
 func (c *collectors) other() *Endpoint {
 	discard := prometheus.NewCounter(prometheus.CounterOpts{Name: "statusgate_unexported"})
-	e := &Endpoint{filterIn: discard, filterOut: discard, cacheHits: discard, cacheMisses: discard, coalesced: discard}
+	e := &Endpoint{filterIn: discard, filterOut: discard}
 	for o := range numOutcomes {
 		e.requests[o] = c.requests.WithLabelValues(OtherEndpoint, o.String())
 	}
@@ -366,21 +338,6 @@ func (m *Metrics) BackendDone() {
 	}
 }
 
-// Queued counts a request that starts waiting for a backend slot; Dequeued,
-// called once for each, when it stops waiting (admitted or given up).
-func (m *Metrics) Queued() {
-	if m != nil {
-		m.queued.Inc()
-	}
-}
-
-// Dequeued ends what Queued began.
-func (m *Metrics) Dequeued() {
-	if m != nil {
-		m.queued.Dec()
-	}
-}
-
 // Count counts a request with outcome o. A value that is not an Outcome
 // counts nothing.
 func (e *Endpoint) Count(o Outcome) {
@@ -418,27 +375,5 @@ func (e *Endpoint) FilterBytes(in, out int64) {
 	}
 	if out > 0 {
 		e.filterOut.Add(float64(out))
-	}
-}
-
-// CacheHit counts a response served from the cache.
-func (e *Endpoint) CacheHit() {
-	if e != nil {
-		e.cacheHits.Inc()
-	}
-}
-
-// CacheMiss counts a cacheable request the cache could not answer.
-func (e *Endpoint) CacheMiss() {
-	if e != nil {
-		e.cacheMisses.Inc()
-	}
-}
-
-// Coalesced counts a request answered with the backend response of an
-// identical request in flight.
-func (e *Endpoint) Coalesced() {
-	if e != nil {
-		e.coalesced.Inc()
 	}
 }

@@ -78,8 +78,7 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64, 
 }
 
 func TestOutcomes(t *testing.T) {
-	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight",
-		"busy", "rate_limited", "backend_error", "cached", "coalesced"}
+	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error"}
 	var got []string
 	for _, o := range Outcomes() {
 		got = append(got, o.String())
@@ -112,11 +111,7 @@ func TestScrapeExact(t *testing.T) {
 	}
 	status.Count(Filtered)
 	status.Count(Filtered)
-	status.Count(Cached)
-	status.CacheHit()
-	status.CacheHit()
-	status.CacheMiss()
-	status.Coalesced()
+	status.Count(BackendError)
 	player.Count(Filtered)
 	player.FieldsRemoved([]string{"op", "discord"}) // discord is not configured: not counted
 	player.FieldsRemoved([]string{"banned", "op"})
@@ -129,7 +124,6 @@ func TestScrapeExact(t *testing.T) {
 	other.Count(NotFound)
 	other.Count(Preflight)
 	other.FilterBytes(7, 7) // nothing is exported for _other but its requests
-	other.CacheHit()
 	m.KeyUsed(0)
 	m.KeyUsed(0)
 	m.KeyUsed(1)
@@ -140,14 +134,11 @@ func TestScrapeExact(t *testing.T) {
 	m.BackendStarted()
 	m.BackendStarted()
 	m.BackendDone()
-	m.Queued()
-	m.Queued()
-	m.Dequeued()
 
 	want := map[string]float64{
 		req("status", Served):         3,
 		req("status", Filtered):       2,
-		req("status", Cached):         1,
+		req("status", BackendError):   1,
 		req("player", Filtered):       1,
 		req("custom/votes", Refused):  1,
 		req(OtherEndpoint, NotFound):  2,
@@ -156,14 +147,10 @@ func TestScrapeExact(t *testing.T) {
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="banned"}`: 1,
 		`caddy_http_statusgate_filter_in_bytes_total{endpoint="player"}`:               1024,
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:              900,
-		`caddy_http_statusgate_cache_hits_total{endpoint="status"}`:                    2,
-		`caddy_http_statusgate_cache_misses_total{endpoint="status"}`:                  1,
-		`caddy_http_statusgate_coalesced_requests_total{endpoint="status"}`:            1,
 		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`:                  2,
 		`caddy_http_statusgate_key_requests_total{key="website"}`:                      1,
 		`caddy_http_statusgate_unknown_key_requests_total`:                             1,
 		`caddy_http_statusgate_backend_requests_in_flight`:                             2,
-		`caddy_http_statusgate_backend_requests_queued`:                                1,
 	}
 	var zero []string
 	for _, ep := range []string{"status", "player", "custom/votes", OtherEndpoint} {
@@ -172,13 +159,15 @@ func TestScrapeExact(t *testing.T) {
 		}
 	}
 	for _, ep := range []string{"status", "player", "custom/votes"} {
-		for _, name := range []string{"filter_in_bytes", "filter_out_bytes", "cache_hits", "cache_misses", "coalesced_requests"} {
+		for _, name := range []string{"filter_in_bytes", "filter_out_bytes"} {
 			zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_%s_total{endpoint=%q}`, name, ep))
 		}
 	}
 	checkSeries(t, scrape(t, reg), want, zero)
-	if n := len(scrape(t, reg)); n != 4*12+2+3*5+2+1+2 {
-		t.Errorf("%d series, want %d", n, 4*12+2+3*5+2+1+2)
+	// requests: 4 endpoints × 8 outcomes; fields: 2; filter bytes: 3 × 2;
+	// keys: 2; the unknown-key counter and the gauge.
+	if n := len(scrape(t, reg)); n != 4*8+2+3*2+2+1+1 {
+		t.Errorf("%d series, want %d", n, 4*8+2+3*2+2+1+1)
 	}
 }
 
@@ -196,9 +185,6 @@ func TestExposition(t *testing.T) {
 	const want = `# HELP caddy_http_statusgate_backend_requests_in_flight Requests forwarded to the backend and not yet answered.
 # TYPE caddy_http_statusgate_backend_requests_in_flight gauge
 caddy_http_statusgate_backend_requests_in_flight 1
-# HELP caddy_http_statusgate_backend_requests_queued Requests waiting for a free backend slot.
-# TYPE caddy_http_statusgate_backend_requests_queued gauge
-caddy_http_statusgate_backend_requests_queued 0
 # HELP caddy_http_statusgate_fields_removed_total Responses from which a protected field was removed, by endpoint and field.
 # TYPE caddy_http_statusgate_fields_removed_total counter
 caddy_http_statusgate_fields_removed_total{endpoint="player",field="banned"} 1
@@ -213,7 +199,6 @@ caddy_http_statusgate_unknown_key_requests_total 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"caddy_http_statusgate_backend_requests_in_flight",
-		"caddy_http_statusgate_backend_requests_queued",
 		"caddy_http_statusgate_fields_removed_total",
 		"caddy_http_statusgate_key_requests_total",
 		"caddy_http_statusgate_unknown_key_requests_total",
@@ -248,9 +233,6 @@ func TestBoundedLabels(t *testing.T) {
 		m.Endpoint(name).Count(Served) // a nil Endpoint counts nothing, without a panic
 		m.Endpoint(name).FieldsRemoved([]string{"op"})
 		m.Endpoint(name).FilterBytes(1, 1)
-		m.Endpoint(name).CacheHit()
-		m.Endpoint(name).CacheMiss()
-		m.Endpoint(name).Coalesced()
 	}
 	m.Endpoint("status").FieldsRemoved([]string{"op", "seed"}) // status has no configured fields
 	for i := -3; i < 100; i++ {
@@ -270,8 +252,6 @@ func TestNilMetrics(t *testing.T) {
 	m.UnknownKey()
 	m.BackendStarted()
 	m.BackendDone()
-	m.Queued()
-	m.Dequeued()
 	m.Other().Count(NotFound)
 }
 
@@ -433,8 +413,8 @@ func TestRegistryConflict(t *testing.T) {
 		// Same name, other labels.
 		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "caddy_http_statusgate_fields_removed_total", Help: "x"}, []string{"x"}),
 		// Same name, labels and help, but a gauge.
-		prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: "cache_misses_total",
-			Help: "Cacheable requests the cache could not answer."}, []string{"endpoint"}),
+		prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: "filter_out_bytes_total",
+			Help: "Response bytes the field layer wrote to callers."}, []string{"endpoint"}),
 	} {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(foreign)
@@ -465,15 +445,10 @@ func TestHotPathAllocs(t *testing.T) {
 		m.Other().Count(NotFound)
 		e.FieldsRemoved(hidden)
 		e.FilterBytes(4096, 4000)
-		e.CacheHit()
-		e.CacheMiss()
-		e.Coalesced()
 		m.KeyUsed(1)
 		m.UnknownKey()
 		m.BackendStarted()
 		m.BackendDone()
-		m.Queued()
-		m.Dequeued()
 	})
 	if allocs != 0 {
 		t.Errorf("the hot path allocates %.1f times per request", allocs)
