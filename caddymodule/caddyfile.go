@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -11,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/dustin/go-humanize"
 
+	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -31,7 +31,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	statusgate {
 //		auth             on|off
-//		key              <secret>
+//		key              [<name>] <secret>|sha256:<hex>
 //		allow_query_key  [on|off]
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
@@ -40,6 +40,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		disable          <endpoint>...
 //	}
 //
+// A key with two arguments is a name and a secret, with one a secret alone
+// (named key-<n> by its position); either secret may be its SHA-256 digest
+// as sha256:<64 hex digits>, which `caddy statusgate-key` prints.
 // true and false are accepted wherever on and off are. key, require_key,
 // protected_fields, enable and disable repeat; the others may appear once.
 // Endpoint names are index, status, player, server, performance, worlds,
@@ -77,15 +80,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			auth.Enabled = &on
 
 		case "key":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			key := d.Val()
-			if strings.TrimSpace(key) == "" {
-				return d.Errf("key: empty key")
-			}
-			if d.NextArg() {
-				return d.ArgErr()
+			key, err := apikey.FromCaddyfile(d.RemainingArgs())
+			if err != nil {
+				return d.Errf("%v", err)
 			}
 			auth.Keys = append(auth.Keys, key)
 

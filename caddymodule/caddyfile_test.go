@@ -40,6 +40,9 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
 		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
 		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["a b c"]}}`},
+		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"s3cret-s3cret-s3cret"}]}}`},
+		{"digest key, named and not", "statusgate {\n\tkey website sha256:" + hex64 + "\n\tkey sha256:" + hex64 + "\n\tkey bot {env.BOT_KEY}\n}",
+			`{"auth":{"keys":[{"name":"website","key":"sha256:` + hex64 + `"},"sha256:` + hex64 + `",{"name":"bot","key":"{env.BOT_KEY}"}]}}`},
 
 		{"allow_query_key bare", "statusgate {\n\tallow_query_key\n}", `{"auth":{"allow_query_key":true}}`},
 		{"allow_query_key on", "statusgate {\n\tallow_query_key on\n}", `{"auth":{"allow_query_key":true}}`},
@@ -133,7 +136,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"bad boolean require_key", "statusgate {\n\trequire_key status maybe\n}", []string{"require_key", "'maybe' is not on, off, true or false"}, 2},
 
 		{"missing value auth", "statusgate {\n\tauth\n}", []string{"wrong argument count", "'auth'"}, 2},
-		{"missing value key", "statusgate {\n\tkey\n}", []string{"wrong argument count", "'key'"}, 2},
+		{"missing value key", "statusgate {\n\tkey\n}", []string{"key: want [<name>] <secret|sha256:<hex>>, got 0 arguments"}, 2},
 		{"missing endpoint require_key", "statusgate {\n\trequire_key\n}", []string{"wrong argument count", "'require_key'"}, 2},
 		{"missing value require_key", "statusgate {\n\trequire_key status\n}", []string{"wrong argument count", "'status'"}, 2},
 		{"missing endpoint protected_fields", "statusgate {\n\tprotected_fields\n}", []string{"wrong argument count", "'protected_fields'"}, 2},
@@ -141,7 +144,11 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"missing endpoint disable", "statusgate {\n\tdisable\n}", []string{"wrong argument count", "'disable'"}, 2},
 
 		{"extra args auth", "statusgate {\n\tauth on off\n}", []string{"wrong argument count", "'off'"}, 2},
-		{"extra args key", "statusgate {\n\tkey one two\n}", []string{"wrong argument count", "'two'"}, 2},
+		{"extra args key", "statusgate {\n\tkey one two three\n}", []string{"key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"}, 2},
+		{"malformed digest", "statusgate {\n\tkey abcdefghijklmnopqrstuvwxyz\n\tkey bot sha256:abc\n}", []string{"key: malformed digest 'sha256:abc'", "got 3"}, 3},
+		{"digest with a bad character", "statusgate {\n\tkey sha256:00ffxy\n}", []string{"key: malformed digest 'sha256:00ff…'", "character 12 is not a hex digit"}, 2},
+		{"bad key name", "statusgate {\n\tkey web.site abcdefghijklmnopqrstuvwxyz\n}", []string{"key: invalid name 'web.site'"}, 2},
+		{"key name too long", "statusgate {\n\tkey " + strings.Repeat("n", 65) + " abcdefghijklmnopqrstuvwxyz\n}", []string{"at most 64 characters"}, 2},
 		{"extra args allow_query_key", "statusgate {\n\tallow_query_key on please\n}", []string{"wrong argument count", "'please'"}, 2},
 		{"extra args hide_protected", "statusgate {\n\thide_protected off now\n}", []string{"wrong argument count", "'now'"}, 2},
 		{"extra args require_key", "statusgate {\n\trequire_key status on player\n}", []string{"wrong argument count", "'player'"}, 2},

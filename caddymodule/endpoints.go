@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // paramRule says whether an endpoint takes a path parameter after its name.
@@ -79,8 +81,12 @@ type endpoint struct {
 	mainThread  bool              // admitted through the main-thread limiter too
 	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
 	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
+	fieldList   []string          // the names in fields, for the metrics' labels
 	indexPath   string            // the path the index shows
 	basePath    string            // canonical upstream path without the parameter
+
+	nameValue any               // name as a placeholder value, made once
+	metrics   *metrics.Endpoint // this endpoint's counters; set by provisionMetrics
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -88,7 +94,7 @@ type endpoint struct {
 // '-' so that they are a single path segment that needs no escaping.
 func validEndpointName(name string) bool {
 	if custom, ok := strings.CutPrefix(name, customPrefix); ok {
-		return validCustomName(custom)
+		return ident.Valid(custom)
 	}
 	for i := range builtins {
 		if builtins[i].name == name {
@@ -96,19 +102,6 @@ func validEndpointName(name string) bool {
 		}
 	}
 	return false
-}
-
-func validCustomName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // endpointNameError is the message for a name that is not an endpoint.
@@ -209,7 +202,9 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 		}
 		if len(names) > 0 {
 			ep.fields = jsonfilter.NewNames(names)
+			ep.fieldList = names
 		}
+		ep.nameValue = ep.name
 		t.byName[b.name] = ep
 		t.ordered = append(t.ordered, ep)
 	}

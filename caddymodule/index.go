@@ -78,7 +78,7 @@ func newIndexCache(h *Handler) *indexCache {
 // backend's config, not the gateway's. While hide_protected is on, a caller
 // without an accepted key sees only the endpoints it may read. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields *jsonfilter.Names, decodedPath string) {
+func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, ep *endpoint, decodedPath string) {
 	data := h.index.all
 	if !keyed && h.hide {
 		data = h.index.public
@@ -90,14 +90,16 @@ func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, fields
 	b = append(b, `,"authenticated":`...)
 	b = strconv.AppendBool(b, keyed)
 	b = append(b, "}}"...)
-	if filtered && fields != nil {
-		out, _, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, fields, jsonfilter.Options{})
+	if filtered && ep.fields != nil {
+		out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.
 			h.logger.Error("filtering the index", zap.Error(err))
 			writeError(w, http.StatusInternalServerError, decodedPath)
 			return
 		}
+		ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
+		ep.metrics.FieldsRemoved(hidden)
 		b = out
 	}
 	apijson.Write(w, http.StatusOK, b)

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 
+	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
@@ -157,8 +158,8 @@ func TestProvisionDefaults(t *testing.T) {
 		t.Run(config, func(t *testing.T) {
 			h := mustProvision(t, config)
 			checkTable(t, h, builtinOrder, defaultTable())
-			if !h.authOn || !h.hide || h.qkey || len(h.keys) != 0 {
-				t.Errorf("authOn=%v hide=%v qkey=%v keys=%d, want true true false 0", h.authOn, h.hide, h.qkey, len(h.keys))
+			if !h.authOn || !h.hide || h.qkey || h.keys.Len() != 0 {
+				t.Errorf("authOn=%v hide=%v qkey=%v keys=%d, want true true false 0", h.authOn, h.hide, h.qkey, h.keys.Len())
 			}
 		})
 	}
@@ -238,32 +239,41 @@ func TestProvisionUnknownEndpoints(t *testing.T) {
 	}
 }
 
-// TestProvisionKeys checks how configured keys become accepted keys.
+// TestProvisionKeys checks how configured keys become accepted keys, and by
+// which names: plain strings (the form of configs before keys had names),
+// named objects, digests, and placeholders in each.
 func TestProvisionKeys(t *testing.T) {
 	t.Setenv("STATUSGATE_TEST_KEY", " env-key-0123456789abcdef \n")
+	t.Setenv("STATUSGATE_TEST_DIGEST", apikey.Digest("digest-from-env-0123456789"))
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte("file-key-0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	config, _ := json.Marshal(map[string]any{"auth": map[string]any{"keys": []string{
+	config, _ := json.Marshal(map[string]any{"auth": map[string]any{"keys": []any{
 		"{env.STATUSGATE_TEST_KEY}",
 		"{file." + keyFile + "}",
 		"  literal-key-0123456789  ",
 		"pre-{env.STATUSGATE_TEST_KEY}",
+		map[string]string{"name": "discord-bot", "key": apikey.Digest("bot-secret-0123456789")},
+		map[string]string{"key": apikey.DigestPrefix + strings.ToUpper(apikey.Digest("unnamed-digest-0123456789")[7:])},
+		map[string]string{"name": "env-digest", "key": "{env.STATUSGATE_TEST_DIGEST}"},
 	}}})
 	h := mustProvision(t, string(config))
-	if len(h.keys) != 4 {
-		t.Fatalf("%d keys provisioned, want 4", len(h.keys))
+	if h.keys.Len() != 7 {
+		t.Fatalf("%d keys provisioned, want 7", h.keys.Len())
 	}
-	for _, key := range []string{
-		"env-key-0123456789abcdef",
-		"file-key-0123456789abcdef",
-		"literal-key-0123456789",
-		"pre- env-key-0123456789abcdef",
+	for key, name := range map[string]string{
+		"env-key-0123456789abcdef":      "key-1",
+		"file-key-0123456789abcdef":     "key-2",
+		"literal-key-0123456789":        "key-3",
+		"pre- env-key-0123456789abcdef": "key-4",
+		"bot-secret-0123456789":         "discord-bot",
+		"unnamed-digest-0123456789":     "key-6",
+		"digest-from-env-0123456789":    "env-digest",
 	} {
-		if !h.keys.accepts(key) {
-			t.Errorf("key %q not accepted", key)
+		if got, ok := h.keys.Lookup(key); !ok || got != name {
+			t.Errorf("key %q: Lookup = %q, %v; want %q", key, got, ok, name)
 		}
 	}
 	for _, key := range []string{
@@ -272,13 +282,39 @@ func TestProvisionKeys(t *testing.T) {
 		"file-key-0123456789abcdef\n",
 		" env-key-0123456789abcdef \n",
 		"  literal-key-0123456789  ",
+		apikey.Digest("bot-secret-0123456789"), // the digest is not the key
 		"",
 	} {
-		if h.keys.accepts(key) {
-			t.Errorf("key %q accepted", key)
+		if name, ok := h.keys.Lookup(key); ok {
+			t.Errorf("key %q accepted as %q", key, name)
 		}
 	}
+	// The names are the placeholder values, by keyring position.
+	if want := []any{"key-1", "key-2", "key-3", "key-4", "discord-bot", "key-6", "env-digest"}; !slices.Equal(h.keyNames, want) {
+		t.Errorf("keyNames %q, want %q", h.keyNames, want)
+	}
 }
+
+// TestKeysJSONRoundTrip checks that the JSON of keys stays as it was for
+// unnamed keys (a list of strings, which `caddy adapt` keeps giving) and is
+// an object for a named one.
+func TestKeysJSONRoundTrip(t *testing.T) {
+	const config = `{"auth":{"keys":["plain-secret-0123456789",{"name":"bot","key":"sha256:` + hex64 + `"}]}}`
+	h := new(Handler)
+	if err := json.Unmarshal([]byte(config), h); err != nil {
+		t.Fatal(err)
+	}
+	want := []apikey.Key{{Secret: "plain-secret-0123456789"}, {Name: "bot", Secret: "sha256:" + hex64}}
+	if !slices.Equal(h.Auth.Keys, want) {
+		t.Errorf("keys %+v, want %+v", h.Auth.Keys, want)
+	}
+	out, err := json.Marshal(h)
+	if err != nil || string(out) != config {
+		t.Errorf("marshalled %s, %v; want %s", out, err, config)
+	}
+}
+
+const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestProvisionBadKeys(t *testing.T) {
 	dir := t.TempDir()
@@ -288,25 +324,47 @@ func TestProvisionBadKeys(t *testing.T) {
 	}
 	t.Setenv("STATUSGATE_TEST_EMPTY", "")
 	t.Setenv("STATUSGATE_TEST_BLANK", " \t ")
+	t.Setenv("STATUSGATE_TEST_BAD_DIGEST", "sha256:12345678secret-tail")
 	os.Unsetenv("STATUSGATE_TEST_UNSET") //nolint:errcheck // absent is what we want
+	named := func(name, key string) map[string]string { return map[string]string{"name": name, "key": key} }
 	tests := []struct {
 		name string
-		keys []string
+		keys []any
 		want []string
 	}{
-		{"empty env var", []string{"good-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] '{env.STATUSGATE_TEST_EMPTY}'"}},
-		{"unset env var", []string{"{env.STATUSGATE_TEST_UNSET}"}, []string{"auth.keys[0] '{env.STATUSGATE_TEST_UNSET}'"}},
-		{"blank env var", []string{"{env.STATUSGATE_TEST_BLANK}"}, []string{"auth.keys[0] '{env.STATUSGATE_TEST_BLANK}'", "empty"}},
-		{"blank file", []string{"{file." + blankFile + "}"}, []string{"auth.keys[0] '{file." + blankFile + "}'", "empty"}},
-		{"missing file", []string{"{file." + filepath.Join(dir, "nope") + "}"}, []string{"auth.keys[0] '{file." + filepath.Join(dir, "nope") + "}'"}},
-		{"runtime placeholder", []string{"{http.request.header.X-Key}"}, []string{"auth.keys[0] '{http.request.header.X-Key}'"}},
-		{"empty literal", []string{""}, []string{"auth.keys[0] '' resolves to an empty string"}},
-		{"whitespace literal", []string{"ok-key-0123456789abc", " \t\n "}, []string{"auth.keys[1] ' \t\n ' resolves to an empty string"}},
+		{"empty env var", []any{"good-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] 'key-2' {env.STATUSGATE_TEST_EMPTY}", "empty"}},
+		{"unset env var", []any{"{env.STATUSGATE_TEST_UNSET}"}, []string{"auth.keys[0] 'key-1' {env.STATUSGATE_TEST_UNSET}"}},
+		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK} resolves to an empty string"}},
+		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "empty"}},
+		{"missing file", []any{"{file." + filepath.Join(dir, "nope") + "}"}, []string{"auth.keys[0] 'key-1' {file." + filepath.Join(dir, "nope") + "}"}},
+		{"runtime placeholder", []any{"{http.request.header.X-Key}"}, []string{"auth.keys[0] 'key-1' {http.request.header.X-Key}"}},
+		{"empty literal", []any{""}, []string{"auth.keys[0] 'key-1': empty key"}},
+		{"whitespace literal", []any{"ok-key-0123456789abc", " \t\n "}, []string{"auth.keys[1] 'key-2': empty key"}},
+		{"bad name", []any{named("discord bot", "abcdefghijklmnopqrstuvwxyz")}, []string{"auth.keys[0] 'discord bot': invalid name 'discord bot'"}},
+		{"short digest", []any{named("bot", "sha256:abcd")}, []string{"auth.keys[0] 'bot': malformed digest 'sha256:abcd'", "got 4"}},
+		{"digest in pieces", []any{"sha256:{env.STATUSGATE_TEST_BLANK}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:…'", "character 8 is not a hex digit"}},
+		{"bad digest from env", []any{"{env.STATUSGATE_TEST_BAD_DIGEST}"}, []string{"auth.keys: key #1 'key-1': malformed digest 'sha256:12345678…'"}},
+		{"same name", []any{named("bot", "first-key-0123456789"), named("bot", "second-key-0123456789")}, []string{"auth.keys: key #2: name 'bot' is already the name of key #1"}},
+		{"default name taken", []any{named("key-2", "first-key-0123456789"), "second-key-0123456789"}, []string{"auth.keys: key #2: name 'key-2' is already the name of key #1"}},
+		{"same secret as digest", []any{"same-key-0123456789", named("bot", apikey.Digest("same-key-0123456789"))}, []string{"auth.keys: key #2 'bot' has the same secret as key #1 'key-1'"}},
+		{"object without key", []any{map[string]string{"name": "bot"}}, []string{`missing "key"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			config, _ := json.Marshal(map[string]any{"auth": map[string]any{"keys": tc.keys}})
-			wantProvisionError(t, string(config), tc.want...)
+			h := new(Handler)
+			err := json.Unmarshal(config, h)
+			if err == nil {
+				ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+				t.Cleanup(cancel)
+				err = h.Provision(ctx)
+			}
+			wantErrorWords(t, err, tc.want...)
+			for _, secret := range []string{"first-key", "second-key", "same-key", "abcdefghij", "secret-tail", "good-key", "ok-key"} {
+				if err != nil && strings.Contains(err.Error(), secret) {
+					t.Errorf("the error shows a secret: %v", err)
+				}
+			}
 		})
 	}
 }
@@ -348,7 +406,13 @@ func TestValidateRefusesBadConfig(t *testing.T) {
 		{"unknown endpoint", "key abcdefghijklmnopqrstuvwxyz\n\t\trequire_key status on\n\t\tenable whitelist playrs",
 			[]string{"enable: unknown endpoint 'playrs'", "Caddyfile:9"}},
 		{"unset key variable", "key {env.UNSET_VAR_FOR_TEST}",
-			[]string{"auth.keys[0] '{env.UNSET_VAR_FOR_TEST}'"}},
+			[]string{"auth.keys[0] 'key-1' {env.UNSET_VAR_FOR_TEST}"}},
+		{"malformed digest", "key website sha256:00ff\n\t\tkey bot sha256:zz",
+			[]string{"key: malformed digest 'sha256:00ff'", "got 4", "Caddyfile:7"}},
+		{"bad key name", "key abcdefghijklmnopqrstuvwxyz\n\t\tkey web.site abcdefghijklmnopqrstuvwxy0",
+			[]string{"key: invalid name 'web.site'", "Caddyfile:8"}},
+		{"key with three words", "key a b c",
+			[]string{"key: want [<name>] <secret|sha256:<hex>>, got 3 arguments", "Caddyfile:7"}},
 		{"empty field name", `protected_fields player op ""`,
 			[]string{"protected_fields: empty field name", "Caddyfile:7"}},
 	}

@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
 // holdBack is how much filtered output is held before the response is
@@ -43,6 +45,7 @@ var (
 type exchange struct {
 	w           http.ResponseWriter // the client's writer
 	r           *http.Request       // already rewritten for the backend
+	repl        *caddy.Replacer     // the request's, for the outcome
 	ep          *endpoint
 	filtered    bool   // the response goes through the field layer
 	decodedPath string // what the gateway's error envelopes show
@@ -55,12 +58,29 @@ var errBrokeOff = errors.New("backend response broke off")
 // a backend failure into the gateway's own 502 or 504 while nothing has been
 // sent, and cuts the connection when the response was already under way, so a
 // client never takes a truncated body for a whole one.
+//
+// The outcome is served or filtered only when the response went out whole;
+// every other way out, panics included, settles it as a backend error.
 func (h *Handler) proxy(x exchange, next caddyhttp.Handler) error {
+	outcome := metrics.BackendError
+	h.metrics.BackendStarted()
+	defer func() {
+		h.metrics.BackendDone()
+		h.settle(x.repl, x.ep, outcome)
+	}()
 	pw := writers.get(x.w, x.filtered, x.ep.fields)
 	err := forward(pw, x.r, next)
 	sent := pw.sent()
+	if x.filtered && err == nil {
+		x.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
+		x.ep.metrics.FieldsRemoved(pw.filter.Hidden())
+	}
 	writers.put(pw)
 	if err == nil {
+		outcome = metrics.Served
+		if x.filtered {
+			outcome = metrics.Filtered
+		}
 		return nil
 	}
 	if sent {
@@ -183,6 +203,8 @@ type proxyWriter struct {
 	headerIn  bool  // next called WriteHeader or Write
 	committed bool  // the client has the status line
 	failed    error // why the response is refused; sticky
+
+	inBytes, outBytes int64 // filter mode: body bytes taken from next, and produced by the filter
 }
 
 // clientSink is the filter's output: it goes to proxyWriter.emit.
@@ -219,6 +241,7 @@ func (fp *filterPool) put(pw *proxyWriter) {
 	pw.w = nil
 	pw.buf = pw.buf[:0]
 	pw.status, pw.headerIn, pw.committed, pw.failed = 0, false, false, nil
+	pw.inBytes, pw.outBytes = 0, 0
 	fp.p.Put(pw)
 }
 
@@ -277,6 +300,7 @@ func (pw *proxyWriter) Write(p []byte) (int, error) {
 		return 0, pw.failed
 	}
 	n, err := pw.filter.Write(p)
+	pw.inBytes += int64(n)
 	if err != nil && pw.failed == nil {
 		pw.failed = err
 	}
@@ -286,6 +310,7 @@ func (pw *proxyWriter) Write(p []byte) (int, error) {
 // emit takes the filter's output: held back until the response is committed,
 // then gathered into writes of a full buffer.
 func (pw *proxyWriter) emit(p []byte) (int, error) {
+	pw.outBytes += int64(len(p))
 	if need := len(pw.buf) + len(p); need > cap(pw.buf) && !pw.committed && cap(pw.buf) < holdBack {
 		grown := make([]byte, len(pw.buf), min(max(need, 2*cap(pw.buf)), holdBack))
 		copy(grown, pw.buf)

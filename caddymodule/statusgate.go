@@ -10,13 +10,14 @@
 package caddymodule
 
 import (
-	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
 func init() {
@@ -37,18 +38,20 @@ type Handler struct {
 	Endpoints map[string]bool `json:"endpoints,omitempty"`
 
 	// Backend holds the limits that keep the backend and the game alive under
-	// load: admission control, the request budget. Absent means the defaults,
-	// every limit on.
+	// load: admission control, the request budget, coalescing, the
+	// micro-cache. Absent means the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 
-	table  *endpointTable
-	guard  backendGuard
-	keys   keyring
-	authOn bool
-	hide   bool
-	qkey   bool
-	index  *indexCache
-	logger *zap.Logger
+	table    *endpointTable
+	guard    backendGuard
+	keys     *apikey.Keyring
+	keyNames []any // placeholder values, by keyring position
+	authOn   bool
+	hide     bool
+	qkey     bool
+	index    *indexCache
+	metrics  *metrics.Metrics
+	logger   *zap.Logger
 }
 
 // AuthConfig is the access control of the gateway.
@@ -57,11 +60,16 @@ type AuthConfig struct {
 	// field public and ignores require_key and protected_fields. Default: true.
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// Keys are the accepted API keys; any number. Placeholders such as
-	// {env.NAME} and {file./path} are expanded at provision time; surrounding
-	// white space is trimmed, and a key that ends up empty is an error.
-	// Default: none, so that no caller has a key.
-	Keys []string `json:"keys,omitempty"`
+	// Keys are the accepted API keys; any number. Each is a string, the
+	// secret or its digest "sha256:<64 hex digits>", or an object
+	// {"name": "discord-bot", "key": "<secret or digest>"}; a key without a
+	// name is called key-<n> by its position, counting from 1. The name is
+	// what logs, placeholders and metrics show; names and secrets must be
+	// distinct. Placeholders such as {env.NAME} and {file./path} are
+	// expanded at provision time; surrounding white space is trimmed, and a
+	// key that ends up empty is an error. Default: none, so that no caller
+	// has a key.
+	Keys []apikey.Key `json:"keys,omitempty"`
 
 	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
 	// the X-API-Key header (auth.allow-query-key). Keys in URLs end up in
@@ -94,17 +102,14 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// minKeyLength is the length under which a key gets a startup warning.
-const minKeyLength = 16
-
 // Provision resolves the config into the tables every request uses: the endpoint
-// table, the key digests and the compiled protected-field sets.
+// table, the keyring, the compiled protected-field sets and the metrics.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	return h.provisionWith(ctx, ctx.Logger())
 }
 
 // provisionWith is Provision with the logger given, so tests can read what it logs.
-func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
+func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
@@ -121,30 +126,18 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 	}
 	h.guard.cacheTTLs(h.Backend, table)
 
-	repl := caddy.NewReplacer()
-	h.keys = h.keys[:0]
-	for i, raw := range auth.Keys {
-		key, err := repl.ReplaceOrErr(raw, true, true)
-		if err != nil {
-			return fmt.Errorf("auth.keys[%d] '%s': %v", i, raw, err)
-		}
-		key = strings.TrimSpace(key)
-		if key == "" {
-			return fmt.Errorf("auth.keys[%d] '%s' resolves to an empty string", i, raw)
-		}
-		if len(key) < minKeyLength {
-			// The index, not the key: keys never go into logs.
-			h.logger.Warn("short API key: use at least 16 random characters",
-				zap.Int("key_index", i), zap.Int("min_length", minKeyLength))
-		}
-		h.keys.add(key)
+	if err := h.provisionKeys(); err != nil {
+		return err
 	}
 	h.index = newIndexCache(h)
+	if err := h.provisionMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return err
+	}
 
 	switch {
 	case !h.authOn:
 		h.logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
-	case len(h.keys) == 0:
+	case h.keys.Len() == 0:
 		h.logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
 	}
 	if h.authOn && h.qkey {
@@ -155,7 +148,9 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 
 // ServeHTTP decides the request in a fixed order (README, "How a request is decided"): path, preflight,
 // endpoint, key, method; then answers the index itself or forwards the canonical
-// request to next and filters the response on its way back.
+// request to next and filters the response on its way back. Each answer sets
+// the placeholders and counts the outcome (see observe.go); a forwarded
+// request is identified before next runs and settled when it returns.
 //
 // It never returns an error, on purpose: Caddy's error log prints the original
 // request, headers and URI included, so any error would write the caller's key
@@ -163,27 +158,33 @@ func (h *Handler) provisionWith(_ caddy.Context, logger *zap.Logger) error {
 // backend's {ok,error,meta} envelope, which also keeps a disguised 404
 // byte-for-byte the same as a genuine one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	decodedPath := r.URL.Path // what error envelopes show, like the backend's
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
+		h.decided(repl, r, nil, noKey, metrics.NotFound)
 		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 	if r.Method == http.MethodOptions {
+		h.decided(repl, r, nil, noKey, metrics.Preflight)
 		writePreflight(w)
 		return nil
 	}
 	rt, ok := h.table.route(rest)
 	if !ok {
+		h.decided(repl, r, nil, noKey, metrics.NotFound)
 		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 
-	keyed := h.authenticate(r)
+	key := h.authenticate(r)
+	keyed := !h.authOn || key != noKey
 	if rt.ep.requireKey && !keyed {
+		h.decided(repl, r, rt.ep, key, metrics.Refused)
 		status := http.StatusUnauthorized
 		if h.hide {
 			status = http.StatusNotFound
@@ -192,6 +193,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.decided(repl, r, rt.ep, key, metrics.Method)
 		w.Header().Set("Allow", allowedMethods)
 		writeError(w, http.StatusMethodNotAllowed, decodedPath)
 		return nil
@@ -202,11 +204,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
 	filtered := h.authOn && !keyed
 	if rt.ep.name == "index" {
-		h.serveIndex(w, keyed, filtered, rt.ep.fields, decodedPath)
+		h.decided(repl, r, rt.ep, key, metrics.Index)
+		h.serveIndex(w, keyed, filtered, rt.ep, decodedPath)
 		return nil
 	}
+	h.identify(repl, r, rt.ep, key)
 	h.prepareUpstream(r, rt, filtered || h.guard.shared(rt.ep))
-	return h.forwardShared(exchange{w: w, r: r, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, keyed, next)
+	return h.forwardShared(exchange{w: w, r: r, repl: repl, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, keyed, next)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
@@ -73,8 +74,17 @@ func newTestHandler(t *testing.T, block string) (*Handler, *observer.ObservedLog
 	return h, logs
 }
 
+// newRequest is a request as Caddy's server hands it to a handler: with the
+// request's replacer and vars (the client IP, here httptest's 192.0.2.1).
+func newRequest(method, target string) (*http.Request, *caddy.Replacer) {
+	r := httptest.NewRequest(method, target, nil)
+	repl := caddy.NewReplacer()
+	return caddyhttp.PrepareRequest(r, repl, nil, &caddyhttp.Server{}), repl
+}
+
 type reply struct {
 	*httptest.ResponseRecorder
+	repl     *caddy.Replacer
 	envelope struct {
 		OK    bool `json:"ok"`
 		Error struct {
@@ -87,7 +97,7 @@ type reply struct {
 
 func serve(t *testing.T, h *Handler, next caddyhttp.Handler, method, target string, header http.Header) reply {
 	t.Helper()
-	r := httptest.NewRequest(method, target, nil)
+	r, repl := newRequest(method, target)
 	for k, v := range header {
 		r.Header[k] = v
 	}
@@ -95,7 +105,7 @@ func serve(t *testing.T, h *Handler, next caddyhttp.Handler, method, target stri
 	if err := h.ServeHTTP(rec, r, next); err != nil {
 		t.Fatalf("ServeHTTP returned %v; the handler must answer every error itself", err)
 	}
-	out := reply{ResponseRecorder: rec}
+	out := reply{ResponseRecorder: rec, repl: repl}
 	if strings.HasPrefix(rec.Body.String(), `{"ok":false`) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out.envelope); err != nil {
 			t.Fatalf("body is not JSON: %v\n%s", err, rec.Body)
@@ -211,7 +221,7 @@ func TestPathSpellings(t *testing.T) {
 	}
 	for _, p := range spellings {
 		be := &backend{}
-		r := httptest.NewRequest("GET", "http://gw.example", nil)
+		r, _ := newRequest("GET", "http://gw.example")
 		r.URL.Path, r.URL.RawPath, r.RequestURI = "", "", p
 		u, err := r.URL.Parse(p)
 		if err != nil {
@@ -408,7 +418,7 @@ func TestFailClosed(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h, logs := newTestHandler(t, "key "+testKey)
-			r := httptest.NewRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df?key="+testKey, nil)
+			r, repl := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df?key="+testKey)
 			r.Header.Set("X-Api-Key", "wrong-key-value-0000")
 			rec := httptest.NewRecorder()
 			var rec2 any
@@ -416,6 +426,9 @@ func TestFailClosed(t *testing.T) {
 				defer func() { rec2 = recover() }()
 				_ = h.ServeHTTP(rec, r, tc.be)
 			}()
+			if o, _ := repl.GetString(placeholderOutcome); o != "backend_error" {
+				t.Errorf("outcome %q, want backend_error", o)
+			}
 			if tc.cut {
 				if rec2 != http.ErrAbortHandler {
 					t.Fatalf("want the connection cut (ErrAbortHandler), got panic %v, status %d", rec2, rec.Code)
@@ -572,7 +585,7 @@ func TestStartupWarnings(t *testing.T) {
 	defer cancel()
 	core, logs := observer.New(zap.InfoLevel)
 	off := false
-	h := &Handler{Auth: AuthConfig{Enabled: &off, Keys: []string{"short"}}}
+	h := &Handler{Auth: AuthConfig{Enabled: &off, Keys: []apikey.Key{{Name: "tiny", Secret: "short"}, {Secret: apikey.Digest("x")}}}}
 	// Provision takes its logger from the context; swap it in through a
 	// wrapper so the warnings can be read.
 	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
@@ -581,8 +594,9 @@ func TestStartupWarnings(t *testing.T) {
 	if logs.FilterMessageSnippet("auth is off").FilterLevelExact(zap.WarnLevel).Len() != 1 {
 		t.Errorf("no warn-level auth-off line: %v", logs.All())
 	}
-	if logs.FilterMessageSnippet("short API key").Len() != 1 {
-		t.Errorf("no short-key warning: %v", logs.All())
+	// One warning, for the short secret, by name; a digest is never short.
+	if w := logs.FilterMessageSnippet("short API key"); w.Len() != 1 || w.All()[0].ContextMap()["key"] != "tiny" {
+		t.Errorf("want one short-key warning, for tiny: %v", logs.All())
 	}
 	for _, e := range logs.All() {
 		for _, f := range e.Context {
@@ -617,7 +631,7 @@ func TestFilteredWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
-		r := httptest.NewRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+		r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
 		if err := h.ServeHTTP(rec, r, &chunkedBackend{body: body, chunk: 4096}); err != nil {
 			t.Fatal(err)
 		}

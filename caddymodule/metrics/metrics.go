@@ -365,7 +365,7 @@ func (e *Endpoint) FieldsRemoved(names []string) {
 }
 
 // FilterBytes counts the bytes one response brought into the field layer and
-// the bytes it wrote out.
+// the bytes it wrote out; the handler counts responses that went out whole.
 func (e *Endpoint) FilterBytes(in, out int64) {
 	if e == nil {
 		return

@@ -12,39 +12,20 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/caddyserver/caddy/v2"
+
+	scrapepkg "github.com/statusgate/statusgate/internal/scrape"
 )
 
-// scrape gathers reg and returns every statusgate series as
-// `name{label="value",…}` → value, labels in name order.
+// scrape gathers reg's statusgate series.
 func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}
-	got := map[string]float64{}
-	for _, f := range families {
-		if !strings.HasPrefix(f.GetName(), "caddy_http_statusgate_") {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
-			}
-			key := f.GetName()
-			if len(labels) > 0 {
-				key += "{" + strings.Join(labels, ",") + "}"
-			}
-			switch {
-			case m.Counter != nil:
-				got[key] = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				got[key] = m.GetGauge().GetValue()
-			default:
-				t.Fatalf("%s is neither a counter nor a gauge", key)
-			}
-		}
+	got, err := scrapepkg.Series(families, "caddy_http_statusgate_")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return got
 }

@@ -1,0 +1,110 @@
+package caddymodule
+
+// This file is what statusgate tells Caddy about each request it decides:
+// the placeholders and the metrics (package metrics), both set from one
+// place so that the two always agree.
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statusgate/statusgate/caddymodule/metrics"
+)
+
+// The placeholders statusgate sets on every request it decides, for
+// log_append, header, rate_limit keys and the like. Every value comes from
+// the config (endpoint and key names, the outcome's word) or from Caddy (the
+// client IP), never from the request itself, and never a secret.
+const (
+	// placeholderEndpoint is the endpoint's name from the endpoint table
+	// ("status", "custom/votes"); empty when the path is no enabled endpoint.
+	placeholderEndpoint = "http.statusgate.endpoint"
+	// placeholderKey is the name of the caller's accepted key; empty for a
+	// caller without one, and while auth is off.
+	placeholderKey = "http.statusgate.key"
+	// placeholderClient is the key name for a caller with an accepted key,
+	// and the client IP (Caddy's, after trusted_proxies) for everyone else:
+	// one value that tells callers apart, for rate limits.
+	placeholderClient = "http.statusgate.client"
+	// placeholderOutcome is the request's metrics.Outcome ("served",
+	// "not_found", ...).
+	placeholderOutcome = "http.statusgate.outcome"
+)
+
+// The placeholder values are held as interface values made once, because
+// turning a string into an interface on every request would allocate.
+var (
+	noValue       any = ""
+	outcomeValues     = func() []any {
+		v := make([]any, len(metrics.Outcomes()))
+		for _, o := range metrics.Outcomes() {
+			v[o] = o.String()
+		}
+		return v
+	}()
+)
+
+// identify sets who called which endpoint (nil: none) before anything else
+// sees the request: the handlers after statusgate, such as rate_limit, and
+// the access log.
+func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, key int) {
+	endpoint := noValue
+	if ep != nil {
+		endpoint = ep.nameValue
+	}
+	repl.Set(placeholderEndpoint, endpoint)
+	if key == noKey {
+		repl.Set(placeholderKey, noValue)
+		// Stored by Caddy as an interface value already: no allocation.
+		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
+		return
+	}
+	name := h.keyNames[key]
+	repl.Set(placeholderKey, name)
+	repl.Set(placeholderClient, name)
+}
+
+// settle records the request's outcome: the placeholder, which the access
+// log reads after the response, and the endpoint's counter (requests that
+// match no endpoint count under metrics.OtherEndpoint).
+func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) {
+	repl.Set(placeholderOutcome, outcomeValues[o])
+	if ep != nil {
+		ep.metrics.Count(o)
+	} else {
+		h.metrics.Other().Count(o)
+	}
+}
+
+// decided is identify and settle for a request the gateway answers itself.
+func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, key int, o metrics.Outcome) {
+	h.identify(repl, r, ep, key)
+	h.settle(repl, ep, o)
+}
+
+// provisionMetrics creates the series of every enabled endpoint, its
+// protected fields and every key name, in reg (Caddy's registry of the config
+// being loaded; nil in some tests), and gives each endpoint its counters.
+func (h *Handler) provisionMetrics(reg *prometheus.Registry) error {
+	cfg := metrics.Config{Keys: h.keys.Names(), Fields: map[string][]string{}}
+	for _, ep := range h.table.ordered {
+		if ep.enabled {
+			cfg.Endpoints = append(cfg.Endpoints, ep.name)
+			if len(ep.fieldList) > 0 {
+				cfg.Fields[ep.name] = ep.fieldList
+			}
+		}
+	}
+	m, err := metrics.New(reg, cfg)
+	if err != nil {
+		return err
+	}
+	h.metrics = m
+	for _, ep := range h.table.ordered {
+		ep.metrics = m.Endpoint(ep.name) // nil, counting nothing, for a disabled one
+	}
+	return nil
+}
