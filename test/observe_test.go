@@ -1,0 +1,308 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/scrape"
+)
+
+// generate makes a key as `caddy statusgate-key --name <name>` does.
+func generate(t *testing.T, name string) apikey.Generated {
+	t.Helper()
+	g, err := apikey.Generate(nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestGeneratedKeys configures keys the way the generator prints them (the
+// digest line, and the line that reads the secret from the environment)
+// next to a plain one, and checks that each secret opens a protected
+// endpoint while the digest itself, a wrong secret and no key do not.
+func TestGeneratedKeys(t *testing.T) {
+	be := newBackend(t)
+	bot, web := generate(t, "discord-bot"), generate(t, "website")
+	t.Setenv(web.EnvVar(), web.Secret)
+	gateway{upstream: be.addr(), statusgate: []string{bot.CaddyfileLine(), web.CaddyfileEnvLine(), "key " + keyA}}.start(t)
+
+	const server = "/api/v1/server"
+	for _, secret := range []string{bot.Secret, web.Secret, keyA} {
+		wantBackendBytes(t, send(t, "GET", server, withKey(secret)), server)
+	}
+	seen := be.wantSeen(t, "generated keys", server, server, server)
+	for _, s := range seen {
+		if h := fmtHeader(s.Header); strings.Contains(h, bot.Secret) || strings.Contains(h, web.Secret) {
+			t.Errorf("a secret reached the backend: %s", h)
+		}
+	}
+	wrong := bot.Secret[:len(bot.Secret)-1] + "A"
+	if wrong == bot.Secret {
+		wrong = bot.Secret[:len(bot.Secret)-1] + "B"
+	}
+	for what, key := range map[string]string{
+		"the digest":       bot.Digest,
+		"the digest's hex": strings.TrimPrefix(bot.Digest, apikey.DigestPrefix),
+		"a wrong secret":   wrong,
+		"the env line":     "{env." + web.EnvVar() + "}",
+	} {
+		wantNotFound(t, send(t, "GET", server, withKey(key)), server)
+		be.wantSeen(t, what)
+	}
+	wantNotFound(t, send(t, "GET", server), server)
+	be.wantSeen(t, "no key")
+}
+
+// logEntry is what the test reads of an access log line.
+type logEntry struct {
+	Request struct {
+		Method string `json:"method"`
+		URI    string `json:"uri"`
+	} `json:"request"`
+	Status   int    `json:"status"`
+	Endpoint string `json:"statusgate_endpoint"`
+	Key      string `json:"statusgate_key"`
+	Client   string `json:"statusgate_client"`
+	Outcome  string `json:"statusgate_outcome"`
+}
+
+// TestAccessLogPlaceholders writes an access log with the four placeholders
+// appended (log_append) and the README's filter, and Caddy's debug log, to
+// files; sends one request of each kind, keys in the header and the query;
+// and checks each request's fields, and that neither log holds a secret.
+func TestAccessLogPlaceholders(t *testing.T) {
+	be := newBackend(t)
+	bot := generate(t, "discord-bot")
+	dir := t.TempDir()
+	debugLog, accessLog := filepath.Join(dir, "caddy.log"), filepath.Join(dir, "access.log")
+	gateway{
+		upstream:   be.addr(),
+		statusgate: []string{bot.CaddyfileLine(), "key " + keyA, "allow_query_key"},
+		global:     []string{"debug", "log {\n\t\toutput file " + debugLog + "\n\t\tlevel DEBUG\n\t}"},
+		site: []string{
+			"log {\n\t\toutput file " + accessLog + "\n\t\tformat filter {\n\t\t\trequest>headers>X-Api-Key delete\n\t\t\trequest>uri query {\n\t\t\t\tdelete key\n\t\t\t}\n\t\t}\n\t}",
+			"log_append statusgate_endpoint {http.statusgate.endpoint}",
+			"log_append statusgate_key {http.statusgate.key}",
+			"log_append statusgate_client {http.statusgate.client}",
+			"log_append statusgate_outcome {http.statusgate.outcome}",
+		},
+	}.start(t)
+
+	const ip = "127.0.0.1"
+	player := "/api/v1/player/" + alex
+	type want struct{ endpoint, key, client, outcome string }
+	cases := []struct {
+		method, target string
+		header         []string
+		want           want
+	}{
+		{"GET", "/api/v1/server?n=1", []string{withKey(bot.Secret)}, want{"server", "discord-bot", "discord-bot", "served"}},
+		{"GET", "/api/v1/status?n=2", []string{withKey(keyA)}, want{"status", "key-2", "key-2", "served"}},
+		{"GET", "/api/v1/server?n=3&key=" + bot.Secret, nil, want{"server", "discord-bot", "discord-bot", "served"}},
+		{"GET", player + "?n=4", nil, want{"player", "", ip, "filtered"}},
+		{"GET", "/api/v1/server?n=5", []string{withKey(badKey)}, want{"server", "", ip, "refused"}},
+		{"GET", "/api/v1/nothing?n=6", []string{withKey(bot.Secret)}, want{"", "", ip, "not_found"}},
+		{"OPTIONS", "/api/v1/server?n=7", nil, want{"", "", ip, "preflight"}},
+		{"POST", "/api/v1/server?n=8", []string{withKey(keyA)}, want{"server", "key-2", "key-2", "method"}},
+		{"GET", "/api/v1?n=9", nil, want{"index", "", ip, "index"}},
+		{"GET", player + "?n=10", nil, want{"player", "", ip, "backend_error"}},
+	}
+	for i, c := range cases {
+		if i == len(cases)-1 {
+			be.misbehave(sendHTML)
+		}
+		send(t, c.method, c.target, c.header...)
+	}
+	be.misbehave(behave)
+	be.take()
+
+	var entries []logEntry
+	var access, debug []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		access, _ = os.ReadFile(accessLog)
+		if bytes.Count(access, []byte(`"msg":"handled request"`)) >= len(cases) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	debug, _ = os.ReadFile(debugLog)
+	sc := bufio.NewScanner(bytes.NewReader(access))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e logEntry
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("access log line %s: %v", sc.Bytes(), err)
+		}
+		entries = append(entries, e)
+	}
+	if len(entries) != len(cases) {
+		t.Fatalf("%d access log entries, want %d", len(entries), len(cases))
+	}
+	nRE := regexp.MustCompile(`[?&]n=(\d+)`)
+	for _, c := range cases {
+		found := false
+		for _, e := range entries {
+			if e.Request.Method != c.method || nRE.FindString(e.Request.URI) != nRE.FindString(c.target) {
+				continue
+			}
+			found = true
+			got := want{e.Endpoint, e.Key, e.Client, e.Outcome}
+			if got != c.want {
+				t.Errorf("%s %s: logged %+v, want %+v", c.method, c.target, got, c.want)
+			}
+		}
+		if !found {
+			t.Errorf("%s %s: no access log entry", c.method, c.target)
+		}
+	}
+	if !bytes.Contains(debug, []byte(`"level":"debug"`)) {
+		t.Errorf("the debug log has no debug entries (%d bytes)", len(debug))
+	}
+	for name, log := range map[string][]byte{"debug log": debug, "access log": access} {
+		for _, k := range []string{bot.Secret, bot.Digest, keyA, badKey} {
+			if n := bytes.Count(log, []byte(k)); n > 0 {
+				t.Errorf("the %s has the key %q %d times, e.g. %s", name, k, n, lineWith(log, k))
+			}
+		}
+	}
+}
+
+// TestMetricsScrape sends a scripted mix of requests and scrapes Caddy's
+// admin /metrics endpoint: every statusgate series is exact, none names a
+// path or a secret, and the series exist for the configured values only.
+func TestMetricsScrape(t *testing.T) {
+	be := newBackend(t)
+	bot := generate(t, "discord-bot")
+	gateway{upstream: be.addr(), statusgate: []string{bot.CaddyfileLine(), "key " + keyA, "enable custom/votes"}}.start(t)
+
+	player, status := "/api/v1/player/"+alex, "/api/v1/status"
+	var playerOut, statusOut int
+	for range 3 {
+		statusOut += len(send(t, "GET", status).Body)
+	}
+	for range 2 {
+		send(t, "GET", status, withKey(bot.Secret))
+	}
+	send(t, "GET", "/api/v1/custom/votes", withKey(bot.Secret))
+	send(t, "GET", "/api/v1/server", withKey(keyA))
+	send(t, "GET", "/api/v1/server")
+	send(t, "GET", "/api/v1/server")
+	send(t, "GET", "/api/v1/server", withKey(badKey))
+	send(t, "GET", "/api/v1/server", withKey(bot.Digest))
+	r := send(t, "GET", player)
+	wantFiltered(t, r, player, playerFields...)
+	playerOut = len(r.Body)
+	send(t, "POST", status)
+	send(t, "OPTIONS", "/api/v1/server")
+	send(t, "GET", "/api/v1/nothing")
+	send(t, "GET", "/api/v1/whitelist", withKey(keyA)) // disabled
+	send(t, "GET", "/favicon.ico")
+	send(t, "GET", "/api/v1")
+	be.misbehave(sendHTML)
+	send(t, "GET", player)
+	be.misbehave(behave)
+	be.take()
+
+	res, err := http.Get("http://localhost:2999/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var text bytes.Buffer
+	if _, err := text.ReadFrom(res.Body); err != nil || res.StatusCode != 200 {
+		t.Fatalf("scrape: %d, %v", res.StatusCode, err)
+	}
+	got, err := scrape.Text(bytes.NewReader(text.Bytes()), "caddy_http_statusgate_")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	req := func(ep, outcome string) string {
+		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q}`, ep, outcome)
+	}
+	want := map[string]float64{
+		req("status", "filtered"):                                     3,
+		req("status", "served"):                                       2,
+		req("status", "method"):                                       1,
+		req("custom/votes", "served"):                                 1,
+		req("server", "served"):                                       1,
+		req("server", "refused"):                                      4,
+		req("player", "filtered"):                                     1,
+		req("player", "backend_error"):                                1,
+		req("index", "index"):                                         1,
+		req("_other", "preflight"):                                    1,
+		req("_other", "not_found"):                                    3,
+		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`: 3,
+		`caddy_http_statusgate_key_requests_total{key="key-2"}`:       1,
+		`caddy_http_statusgate_unknown_key_requests_total`:            2,
+		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="op"}`:           1,
+		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="banned"}`:       1,
+		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="discord"}`:      1,
+		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="chatplatform"}`: 0,
+		`caddy_http_statusgate_filter_in_bytes_total{endpoint="player"}`:                     float64(len(backendBody(player))),
+		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:                    float64(playerOut),
+		`caddy_http_statusgate_filter_in_bytes_total{endpoint="status"}`:                     float64(3 * len(backendBody(status))),
+		`caddy_http_statusgate_filter_out_bytes_total{endpoint="status"}`:                    float64(statusOut),
+		`caddy_http_statusgate_backend_requests_in_flight`:                                   0,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (present %v), want %v", k, g, ok, v)
+		}
+	}
+	// Everything not in want is a zero, pre-created series of a configured
+	// value: the enabled endpoints (16 by default, custom/votes, and
+	// _other) with every outcome, each enabled endpoint's filter bytes,
+	// the server and worlds fields.
+	for k, v := range got {
+		if _, listed := want[k]; !listed && v != 0 {
+			t.Errorf("%s = %v, want 0", k, v)
+		}
+	}
+	var requests float64
+	outcomes := map[string]bool{}
+	endpoints := map[string]bool{}
+	for k, v := range got {
+		if rest, ok := strings.CutPrefix(k, "caddy_http_statusgate_requests_total{"); ok {
+			requests += v
+			var ep, o string
+			if _, err := fmt.Sscanf(strings.NewReplacer(`endpoint="`, "", `",outcome="`, " ", `"}`, "").Replace(rest), "%s %s", &ep, &o); err != nil {
+				t.Fatalf("series %s: %v", k, err)
+			}
+			endpoints[ep], outcomes[o] = true, true
+		}
+	}
+	if requests != 19 {
+		t.Errorf("%v requests counted, want the 19 sent", requests)
+	}
+	// 15 built-ins enabled by default, custom/votes and _other.
+	if len(outcomes) != 8 || len(endpoints) != 17 {
+		t.Errorf("series for %d outcomes and %d endpoints (%v), want 8 and 17", len(outcomes), len(endpoints), endpoints)
+	}
+	for _, line := range strings.Split(text.String(), "\n") {
+		if !strings.Contains(line, "statusgate") {
+			continue
+		}
+		for _, bad := range []string{"whitelist", "network", "nothing", "favicon", bot.Digest[len(apikey.DigestPrefix):]} {
+			if strings.Contains(line, bad) {
+				t.Errorf("the scrape mentions %q: %s", bad, line)
+			}
+		}
+	}
+	for _, secret := range []string{bot.Secret, keyA, badKey} {
+		if bytes.Contains(text.Bytes(), []byte(secret)) {
+			t.Errorf("the scrape holds a secret: %s", lineWith(text.Bytes(), secret))
+		}
+	}
+}
