@@ -72,6 +72,7 @@ func TestWhoAndWhat(t *testing.T) {
 	ok := &backend{body: `{"ok":true,"data":{},"meta":{"authenticated":true}}`}
 	player := &backend{body: playerBody}
 	down := &backend{err: caddyhttp.Error(http.StatusBadGateway, errors.New("refused"))}
+	limited := &backend{err: caddyhttp.Error(http.StatusTooManyRequests, nil)}
 	const ip = "192.0.2.1"
 	tests := []struct {
 		method, target string
@@ -84,6 +85,7 @@ func TestWhoAndWhat(t *testing.T) {
 		forwarded      bool
 	}{
 		{"GET", "/api/v1/status", nil, ok, 200, "status", "", ip, metrics.Filtered, true},
+		{"GET", "/api/v1/status", nil, ok, 200, "status", "", ip, metrics.Cached, false},
 		{"GET", "/api/v1/status", keyHeader(botSecret), ok, 200, "status", "discord-bot", "discord-bot", metrics.Served, true},
 		{"GET", "/api/v1/server", keyHeader(webSecret), ok, 200, "server", "key-2", "key-2", metrics.Served, true},
 		{"HEAD", "/api/v1/custom/votes", keyHeader(webSecret), ok, 200, "custom/votes", "key-2", "key-2", metrics.Served, true},
@@ -96,6 +98,7 @@ func TestWhoAndWhat(t *testing.T) {
 		{"POST", "/api/v1/status", keyHeader(botSecret), ok, 405, "status", "discord-bot", "discord-bot", metrics.Method, false},
 		{"GET", "/api/v1", nil, ok, 200, "index", "", ip, metrics.Index, false},
 		{"GET", "/api/v1/server", keyHeader(webSecret), down, 502, "server", "key-2", "key-2", metrics.BackendError, true},
+		{"GET", "/api/v1/server", keyHeader(webSecret), limited, 429, "server", "key-2", "key-2", metrics.RateLimited, true},
 	}
 	for _, tc := range tests {
 		next := &seenBy{next: tc.be}
@@ -140,7 +143,9 @@ func TestWhoAndWhat(t *testing.T) {
 	playerOut := len(serve(t, h, player, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil).Body.String())
 	statusOut := len(serve(t, h, ok, "GET", "/api/v1/status", nil).Body.String())
 	want := map[string]float64{
-		req("status", metrics.Filtered):                                                      2,
+		req("status", metrics.Filtered):                                                      1,
+		req("status", metrics.Cached):                                                        2,
+		req("server", metrics.RateLimited):                                                   1,
 		req("status", metrics.Served):                                                        1,
 		req("status", metrics.Method):                                                        1,
 		req("server", metrics.Served):                                                        1,
@@ -152,7 +157,7 @@ func TestWhoAndWhat(t *testing.T) {
 		req(metrics.OtherEndpoint, metrics.NotFound):                                         2,
 		req(metrics.OtherEndpoint, metrics.Preflight):                                        1,
 		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`:                        2,
-		`caddy_http_statusgate_key_requests_total{key="key-2"}`:                              3,
+		`caddy_http_statusgate_key_requests_total{key="key-2"}`:                              4,
 		`caddy_http_statusgate_unknown_key_requests_total`:                                   1,
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="op"}`:           2,
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="banned"}`:       2,
@@ -160,8 +165,8 @@ func TestWhoAndWhat(t *testing.T) {
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="chatplatform"}`: 0,
 		`caddy_http_statusgate_filter_in_bytes_total{endpoint="player"}`:                     float64(2 * len(playerBody)),
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:                    float64(2 * playerOut),
-		`caddy_http_statusgate_filter_in_bytes_total{endpoint="status"}`:                     float64(2 * len(ok.body)),
-		`caddy_http_statusgate_filter_out_bytes_total{endpoint="status"}`:                    float64(2 * statusOut),
+		`caddy_http_statusgate_filter_in_bytes_total{endpoint="status"}`:                     float64(len(ok.body)),
+		`caddy_http_statusgate_filter_out_bytes_total{endpoint="status"}`:                    float64(statusOut), // the second from the cache
 		`caddy_http_statusgate_backend_requests_in_flight`:                                   0,
 	}
 	got := scrapeStatusgate(t, ctx.GetMetricsRegistry())

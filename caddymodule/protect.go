@@ -13,6 +13,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/caddymodule/microcache"
 )
 
@@ -198,6 +199,7 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 	key := shareKey(x.r, keyed)
 	if e, ok := g.cache.Get(key); ok {
 		writeShared(x.w, e.Status, e.Header, e.Body)
+		h.settle(x.repl, x.ep, metrics.Cached)
 		return nil
 	}
 	var held *holdWriter // this caller's own trip, if it made one
@@ -217,10 +219,12 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 	switch how {
 	case coalesce.Shared:
 		writeShared(x.w, res.Status, res.Header, res.Body)
+		h.settle(x.repl, x.ep, metrics.Coalesced)
 	case coalesce.Abandoned:
 		// The caller's own budget or connection ended while it waited.
 		h.refuse(x, http.StatusGatewayTimeout, err)
-	default:
+		h.settle(x.repl, x.ep, metrics.BackendError)
+	default: // the outcome is the caller's own trip's
 		held.release()
 	}
 	return nil
@@ -237,19 +241,24 @@ func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler)
 		defer cancel()
 		x.r = x.r.WithContext(ctx)
 	}
+	queued := h.metrics.Queued(keyed)
 	release, err := h.guard.admit(ctx, x.ep, keyed)
+	queued()
 	if err != nil {
 		var busy *admission.BusyError
+		outcome := metrics.Busy
 		switch {
 		case errors.As(err, &busy):
 			x.w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter/time.Second)))
 			h.refuse(x, http.StatusServiceUnavailable, err)
 		case errors.Is(err, context.DeadlineExceeded):
 			h.refuse(x, http.StatusGatewayTimeout, err)
+			outcome = metrics.BackendError
 		default:
 			// The client went away while it waited: nobody reads the answer.
 			h.refuse(x, http.StatusServiceUnavailable, err)
 		}
+		h.settle(x.repl, x.ep, outcome)
 		return nil
 	}
 	defer release()

@@ -102,15 +102,17 @@ func TestAdmission(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nqueue 4 300ms")
 	g := newGate()
 	type result struct {
-		who    string
-		status int
-		retry  string
-		msg    string
+		who     string
+		status  int
+		retry   string
+		msg     string
+		outcome string
 	}
 	results := make(chan result, 16)
 	call := func(who string, hdr http.Header) {
 		r := serve(t, h, g, "GET", "/api/v1/server?who="+who, hdr)
-		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message}
+		outcome, _ := r.repl.GetString(placeholderOutcome)
+		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, outcome}
 	}
 	// Two fill the backend; two anonymous callers queue, then a keyed one.
 	for _, who := range []string{"first0", "first1"} {
@@ -144,8 +146,8 @@ func TestAdmission(t *testing.T) {
 	for who, r := range got {
 		switch {
 		case strings.HasPrefix(who, "anon"):
-			if r.status != 503 || r.retry != "1" || r.msg != "Backend busy" {
-				t.Errorf("%s: %d with Retry-After %q, message %q; want 503, 1, Backend busy", who, r.status, r.retry, r.msg)
+			if r.status != 503 || r.retry != "1" || r.msg != "Backend busy" || r.outcome != "busy" {
+				t.Errorf("%s: %d with Retry-After %q, message %q, outcome %q; want 503, 1, Backend busy, busy", who, r.status, r.retry, r.msg, r.outcome)
 			}
 		case r.status != 200:
 			t.Errorf("%s: %d, want 200", who, r.status)
@@ -341,6 +343,15 @@ func TestCoalescing(t *testing.T) {
 		out := run(t, h, be, []http.Header{nil, nil, nil, keyHeader(testKey), keyHeader(testKey)})
 		if be.n() != 2 {
 			t.Fatalf("backend saw %d requests, want 2 (one anonymous, one keyed): %q", be.n(), be.calls)
+		}
+		coalesced := 0
+		for _, r := range out {
+			if o, _ := r.repl.GetString(placeholderOutcome); o == "coalesced" {
+				coalesced++
+			}
+		}
+		if coalesced != 3 {
+			t.Errorf("%d callers settled as coalesced, want the 3 followers", coalesced)
 		}
 		for i, r := range out {
 			keyed := i >= 3

@@ -100,6 +100,7 @@ func (h *Handler) proxy(x exchange, next caddyhttp.Handler) error {
 			// A rate limiter between the gateway and reverse_proxy (rate_limit)
 			// refused the caller; it left Retry-After in the header.
 			status = http.StatusTooManyRequests
+			outcome = metrics.RateLimited
 		}
 	}
 	h.refuse(x, status, err)

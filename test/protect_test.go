@@ -129,7 +129,7 @@ func TestRateLimitComposition(t *testing.T) {
 		upstream:   be.addr(),
 		statusgate: []string{"key " + keyA},
 		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "order rate_limit after statusgate"},
-		site:       []string{"rate_limit {\n\t\tzone per_client {\n\t\t\tkey {http.request.remote.host}\n\t\t\tevents 3\n\t\t\twindow 1m\n\t\t}\n\t}"},
+		site:       []string{"rate_limit {\n\t\tzone per_client {\n\t\t\tkey {http.statusgate.client}\n\t\t\tevents 3\n\t\t\twindow 1m\n\t\t}\n\t}"},
 	}.start(t)
 	target := "/api/v1/player/" + alex
 	for range 3 {

@@ -12,7 +12,7 @@
 // request is an atomic add on such a counter: a few nanoseconds, no
 // allocation, no map lookup.
 //
-// The series, all counters but the last:
+// The series, all counters but the last two:
 //
 //	caddy_http_statusgate_requests_total{endpoint,outcome}      requests, by endpoint and Outcome
 //	caddy_http_statusgate_key_requests_total{key}               requests with an accepted key, by key name
@@ -21,6 +21,7 @@
 //	caddy_http_statusgate_filter_in_bytes_total{endpoint}       bytes read by the field layer
 //	caddy_http_statusgate_filter_out_bytes_total{endpoint}      bytes written by the field layer
 //	caddy_http_statusgate_backend_requests_in_flight            gauge: requests at the backend now
+//	caddy_http_statusgate_backend_requests_queued{class}        gauge: requests waiting for the backend, anonymous or keyed
 //
 // Requests that match no configured endpoint (an unknown path, a preflight
 // answered before routing) count under the endpoint OtherEndpoint, "_other",
@@ -79,6 +80,7 @@ type Metrics struct {
 	keys       []prometheus.Counter
 	unknownKey prometheus.Counter
 	inFlight   prometheus.Gauge
+	queued     [2]prometheus.Gauge // anonymous, keyed
 }
 
 // Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
@@ -100,6 +102,7 @@ type collectors struct {
 	filterIn   *prometheus.CounterVec
 	filterOut  *prometheus.CounterVec
 	inFlight   prometheus.Gauge
+	queued     *prometheus.GaugeVec
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
@@ -127,6 +130,9 @@ func newCollectors() *collectors {
 			"Response bytes the field layer wrote to callers.", "endpoint"),
 		inFlight: gauge("backend_requests_in_flight",
 			"Requests forwarded to the backend and not yet answered."),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem,
+			Name: "backend_requests_queued",
+			Help: "Requests waiting for the backend's capacity (admission control), by caller class."}, []string{"class"}),
 	}
 }
 
@@ -144,6 +150,7 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	c.filterIn = reuse(r, c.filterIn)
 	c.filterOut = reuse(r, c.filterOut)
 	c.inFlight = reuse(r, c.inFlight)
+	c.queued = reuse(r, c.queued)
 	if r.err != nil {
 		for _, a := range r.added {
 			reg.Unregister(a)
@@ -199,6 +206,7 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
 		unknownKey: c.unknownKey,
 		inFlight:   c.inFlight,
+		queued:     [2]prometheus.Gauge{c.queued.WithLabelValues("anonymous"), c.queued.WithLabelValues("keyed")},
 	}
 	for _, name := range cfg.Endpoints {
 		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
@@ -376,4 +384,18 @@ func (e *Endpoint) FilterBytes(in, out int64) {
 	if out > 0 {
 		e.filterOut.Add(float64(out))
 	}
+}
+
+// Queued counts a request that starts waiting for the backend's capacity;
+// call the returned function once when it stops waiting (admitted or not).
+func (m *Metrics) Queued(keyed bool) (done func()) {
+	if m == nil {
+		return func() {}
+	}
+	g := m.queued[0]
+	if keyed {
+		g = m.queued[1]
+	}
+	g.Inc()
+	return g.Dec
 }

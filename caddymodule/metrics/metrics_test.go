@@ -59,7 +59,8 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64, 
 }
 
 func TestOutcomes(t *testing.T) {
-	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error"}
+	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error",
+		"busy", "rate_limited", "cached", "coalesced"}
 	var got []string
 	for _, o := range Outcomes() {
 		got = append(got, o.String())
@@ -115,6 +116,14 @@ func TestScrapeExact(t *testing.T) {
 	m.BackendStarted()
 	m.BackendStarted()
 	m.BackendDone()
+	m.Queued(false)
+	doneKeyed := m.Queued(true)
+	m.Queued(true)
+	doneKeyed()
+	status.Count(Cached)
+	player.Count(Coalesced)
+	player.Count(Busy)
+	votes.Count(RateLimited)
 
 	want := map[string]float64{
 		req("status", Served):         3,
@@ -132,6 +141,12 @@ func TestScrapeExact(t *testing.T) {
 		`caddy_http_statusgate_key_requests_total{key="website"}`:                      1,
 		`caddy_http_statusgate_unknown_key_requests_total`:                             1,
 		`caddy_http_statusgate_backend_requests_in_flight`:                             2,
+		`caddy_http_statusgate_backend_requests_queued{class="anonymous"}`:             1,
+		`caddy_http_statusgate_backend_requests_queued{class="keyed"}`:                 1,
+		req("status", Cached):            1,
+		req("player", Coalesced):         1,
+		req("player", Busy):              1,
+		req("custom/votes", RateLimited): 1,
 	}
 	var zero []string
 	for _, ep := range []string{"status", "player", "custom/votes", OtherEndpoint} {
@@ -145,10 +160,10 @@ func TestScrapeExact(t *testing.T) {
 		}
 	}
 	checkSeries(t, scrape(t, reg), want, zero)
-	// requests: 4 endpoints × 8 outcomes; fields: 2; filter bytes: 3 × 2;
-	// keys: 2; the unknown-key counter and the gauge.
-	if n := len(scrape(t, reg)); n != 4*8+2+3*2+2+1+1 {
-		t.Errorf("%d series, want %d", n, 4*8+2+3*2+2+1+1)
+	// requests: 4 endpoints × 12 outcomes; fields: 2; filter bytes: 3 × 2;
+	// keys: 2; the unknown-key counter, the in-flight gauge, two queue gauges.
+	if n, want := len(scrape(t, reg)), 4*12+2+3*2+2+1+1+2; n != want {
+		t.Errorf("%d series, want %d", n, want)
 	}
 }
 

@@ -35,6 +35,17 @@ const (
 	// out, or sent a response the field layer could not judge and refused
 	// (the gateway fails closed).
 	BackendError
+	// Busy: the backend was at its limit and the queue full or the wait
+	// over; answered 503 Backend busy without reaching the backend.
+	Busy
+	// RateLimited: a rate limiter after the gateway (rate_limit) refused the
+	// caller; answered 429 Too many requests.
+	RateLimited
+	// Cached: answered from the micro-cache, without reaching the backend.
+	Cached
+	// Coalesced: answered with the response of an identical request that
+	// was at the backend at the same time (the caller did not make a trip).
+	Coalesced
 
 	numOutcomes
 )
@@ -48,6 +59,10 @@ var outcomeNames = [numOutcomes]string{
 	Method:       "method",
 	Preflight:    "preflight",
 	BackendError: "backend_error",
+	Busy:         "busy",
+	RateLimited:  "rate_limited",
+	Cached:       "cached",
+	Coalesced:    "coalesced",
 }
 
 // String is the outcome's label value, e.g. "not_found"; the empty string for

@@ -38,7 +38,8 @@ const simName = "flood"
 // as if they came from 300 hosts. The plain variant is reverse_proxy with
 // the response header timeout the README recommends; the statusgate
 // variant adds statusgate with its defaults and one key, and a rate_limit
-// zone per client IP for callers without a key. The zone's name carries the
+// zone after it, per client IP ({http.statusgate.client}) for callers without
+// a key. The zone's name carries the
 // round, because caddy-ratelimit keeps a zone's state across config loads.
 func site(c config, variant string, round, gwPort, simPort int) string {
 	var gate string
@@ -48,7 +49,7 @@ func site(c config, variant string, round, gwPort, simPort int) string {
 			match {
 				not header X-API-Key *
 			}
-			key {client_ip}
+			key {http.statusgate.client}
 			events %d
 			window %s
 		}
@@ -58,8 +59,14 @@ func site(c config, variant string, round, gwPort, simPort int) string {
 	}
 `, round, c.anonEvents, c.anonWindow, botKey)
 	}
+	order := ""
+	if variant == statusgate {
+		// After the gateway, so that its 429 comes back as the envelope and
+		// its key can be the gateway's {http.statusgate.client}.
+		order = "\torder rate_limit after statusgate\n"
+	}
 	return fmt.Sprintf(`{
-	admin off
+%s	admin off
 	auto_https off
 	persist_config off
 	grace_period 1s
@@ -90,7 +97,7 @@ http://:%d {
 		name %s
 %s	}
 }
-`, gwPort, gate, simPort, simPort, simName, simLatency(c))
+`, order, gwPort, gate, simPort, simPort, simName, simLatency(c))
 }
 
 // simLatency writes the latency lines that differ from the sim's defaults.

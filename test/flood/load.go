@@ -143,8 +143,8 @@ func (c *caller) do(ctx context.Context, path string) {
 // checkAnonymous looks at one body sent to a caller without a key: does it
 // carry a protected field anywhere outside meta, or the backend's
 // meta.authenticated true (bytes meant for a keyed caller)? A 200 that is
-// not an envelope counts as bad; other statuses may have any body (an
-// empty 429 from rate_limit), but a JSON one is checked all the same.
+// not an envelope counts as bad; other statuses may have any body (plain
+// reverse_proxy's errors are empty), but a JSON one is checked all the same.
 func checkAnonymous(status int, body []byte, names []string) (leak, keyed, bad bool) {
 	tree, err := fixture.DecodeTree(body)
 	if err != nil {
