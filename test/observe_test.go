@@ -287,8 +287,8 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("%v requests counted, want the 19 sent", requests)
 	}
 	// 15 built-ins enabled by default, custom/votes and _other.
-	if len(outcomes) != 8 || len(endpoints) != 17 {
-		t.Errorf("series for %d outcomes and %d endpoints (%v), want 8 and 17", len(outcomes), len(endpoints), endpoints)
+	if len(outcomes) != 12 || len(endpoints) != 17 {
+		t.Errorf("series for %d outcomes and %d endpoints (%v), want 12 and 17", len(outcomes), len(endpoints), endpoints)
 	}
 	for _, line := range strings.Split(text.String(), "\n") {
 		if !strings.Contains(line, "statusgate") {
