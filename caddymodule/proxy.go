@@ -170,6 +170,7 @@ func (h *Handler) refuse(x exchange, status int, cause error) {
 	default:
 		h.logFailure(status, x.ep, cause)
 	}
+	setCORS(hdr)
 	writeError(x.w, status, x.decodedPath)
 }
 
@@ -273,6 +274,9 @@ func (pw *proxyWriter) WriteHeader(status int) {
 	}
 	pw.headerIn = true
 	pw.status = status
+	// reverse_proxy adds the backend's headers to the gateway's: one
+	// Access-Control-Allow-Origin each, and a browser refuses two.
+	setCORS(pw.w.Header())
 	if !pw.filtered {
 		pw.w.WriteHeader(status)
 		return

@@ -160,6 +160,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	decodedPath := r.URL.Path // what error envelopes show, like the backend's
+	setCORS(w.Header())
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}

@@ -229,10 +229,11 @@ func wantError(t testing.TB, r response, status int, path string) {
 func wantJSONHeaders(t testing.TB, r response, what string) {
 	t.Helper()
 	for name, want := range map[string]string{
-		"Content-Type":                "application/json; charset=utf-8",
-		"X-Content-Type-Options":      "nosniff",
-		"Cache-Control":               "no-store",
-		"Access-Control-Allow-Origin": "*",
+		"Content-Type":                  "application/json; charset=utf-8",
+		"X-Content-Type-Options":        "nosniff",
+		"Cache-Control":                 "no-store",
+		"Access-Control-Allow-Origin":   "*",
+		"Access-Control-Expose-Headers": "Retry-After",
 	} {
 		if got := r.Header.Values(name); len(got) != 1 || got[0] != want {
 			t.Errorf("%s: %s %q, want %q", what, name, got, want)

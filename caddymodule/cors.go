@@ -1,0 +1,21 @@
+package caddymodule
+
+import "net/http"
+
+// exposedHeaders are the response headers, beyond the CORS-safelisted ones
+// (Content-Type, Content-Length, Cache-Control and a few more), that a script
+// on another origin may read. Retry-After comes with 429 and 503 and says when
+// to ask again; without this a browser hides it from the page.
+const exposedHeaders = "Retry-After"
+
+// setCORS gives a response the gateway's CORS headers, replacing whatever the
+// backend sent. The origin is always "*", never the caller's Origin echoed
+// back: the key travels in a header a script sets, not in a cookie, so no
+// request needs credentials mode, and "*" makes a browser refuse credentialed
+// requests outright. For the same reason Access-Control-Allow-Credentials is
+// never sent, and the answer does not depend on Origin, so no Vary: Origin.
+func setCORS(hdr http.Header) {
+	hdr.Set("Access-Control-Allow-Origin", "*")
+	hdr.Set("Access-Control-Expose-Headers", exposedHeaders)
+	hdr.Del("Access-Control-Allow-Credentials")
+}
