@@ -1,0 +1,371 @@
+// statusgate status widget: who is online, TPS and, for staff with a key,
+// the server's details and its bans, read from a statusgate gateway on another
+// origin. Plain JavaScript, no build step, no framework, no dependencies.
+//
+// Embed it with an element and this script:
+//
+//   <link rel="stylesheet" href="widget.css">
+//   <div class="statusgate" data-api="https://stats.example.com"></div>
+//   <script src="widget.js" defer></script>
+//
+// Attributes of the element:
+//   data-api      the gateway's origin (required), without /api/v1
+//   data-refresh  seconds between refreshes; default 15
+//   data-timeout  seconds a request may take before it is given up; default 6
+//   data-staff    "off" leaves the staff part out; default on
+//
+// The staff key is typed into the page and kept in a variable of this script
+// only: never in storage, a cookie or the URL, and gone when the tab closes or
+// "Forget key" is pressed. It travels in the X-API-Key header, so every keyed
+// request is preceded by a CORS preflight that the gateway answers.
+//
+// Everything the API returns is written with textContent, never as HTML: player
+// names and the MOTD come from the game server and must not become markup.
+(function () {
+  "use strict";
+
+  var DEFAULT_REFRESH_S = 15;
+  var DEFAULT_TIMEOUT_S = 6;
+  var MAX_NAMES = 32; // name look-ups per refresh; the rest are counted only
+
+  function seconds(value, fallback) {
+    var n = Number(value);
+    return value && isFinite(n) && n > 0 ? n : fallback;
+  }
+
+  // el builds an element; children are nodes or strings (as text).
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    for (var k in attrs || {}) e.setAttribute(k, attrs[k]);
+    (children || []).forEach(function (c) {
+      e.appendChild(typeof c === "string" ? document.createTextNode(c) : c);
+    });
+    return e;
+  }
+
+  // plain drops Minecraft's formatting codes (§a, §l, …) from a text.
+  function plain(s) {
+    return String(s == null ? "" : s).replace(/§[0-9a-fk-orx]/gi, "");
+  }
+
+  function clock(d) {
+    return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  }
+
+  // Statuses the gateway (or the game server behind it) answers with, as a
+  // reader would put them. keyed says whether the request carried a key.
+  function hint(status, keyed, retryAfter) {
+    var retry = retryAfter ? "; retry in " + retryAfter + " s" : "";
+    switch (status) {
+      case 401:
+        return keyed ? "the key was not accepted" : "a key is required";
+      case 404:
+        return keyed
+          ? "the key was not accepted, or this endpoint is switched off (the gateway answers 404 for both)"
+          : "not public on this server";
+      case 429:
+        return "too many requests" + retry;
+      case 502:
+        return "the game server did not answer the gateway";
+      case 503:
+        return "the server is busy or this feature is unavailable" + retry;
+      case 504:
+        return "the game server took too long to answer";
+      default:
+        return "unexpected answer";
+    }
+  }
+
+  function Widget(root) {
+    this.root = root;
+    this.api = "";
+    try {
+      var u = new URL(root.getAttribute("data-api") || "");
+      if (u.protocol === "http:" || u.protocol === "https:") this.api = u.origin + u.pathname.replace(/\/+$/, "");
+    } catch (e) {
+      this.api = "";
+    }
+    this.refreshMs = seconds(root.getAttribute("data-refresh"), DEFAULT_REFRESH_S) * 1000;
+    this.timeoutS = seconds(root.getAttribute("data-timeout"), DEFAULT_TIMEOUT_S);
+    this.staff = root.getAttribute("data-staff") !== "off";
+    this.key = ""; // the staff key: memory only
+    this.names = new Map(); // uuid -> name, for the page's lifetime
+    this.hidden = {}; // endpoint -> meta.hiddenFields last seen
+    this.perfPublic = true; // false once /performance was refused anonymously
+    this.busy = false;
+    this.build();
+    if (!this.api) {
+      this.state(this.pub.state, "error", "No API: set data-api to the gateway's URL, e.g. https://stats.example.com");
+      return;
+    }
+    this.tick();
+  }
+
+  Widget.prototype.build = function () {
+    var r = this.root;
+    r.textContent = "";
+    r.classList.add("statusgate");
+    this.pub = {
+      state: el("p", { class: "sg-state", "data-sg": "public-state", "data-state": "loading", role: "status" }, ["Loading…"]),
+      online: el("strong", { "data-sg": "online" }, ["–"]),
+      discord: el("strong", { "data-sg": "discord" }, ["–"]),
+      tps: el("strong", { "data-sg": "tps" }, ["–"]),
+      tpsMore: el("small", { "data-sg": "tps-more" }),
+      players: el("ul", { class: "sg-players", "data-sg": "players" }),
+      hidden: el("p", { class: "sg-hidden", "data-sg": "hidden", hidden: "" }),
+    };
+    var p = this.pub;
+    r.appendChild(
+      el("section", { class: "sg-public" }, [
+        el("h2", {}, ["Server status"]),
+        el("div", { class: "sg-tiles" }, [
+          el("div", { class: "sg-tile" }, [p.online, el("span", {}, ["online"])]),
+          el("div", { class: "sg-tile" }, [p.tps, el("span", {}, ["TPS"]), p.tpsMore]),
+          el("div", { class: "sg-tile" }, [p.discord, el("span", {}, ["on Discord"])]),
+        ]),
+        p.players,
+        p.hidden,
+        p.state,
+      ])
+    );
+    if (!this.staff) return;
+
+    var s = (this.st = {
+      input: el("input", {
+        type: "password", "data-sg": "key", autocomplete: "off", spellcheck: "false",
+        placeholder: "API key", "aria-label": "API key",
+      }),
+      forget: el("button", { type: "button", "data-sg": "forget", disabled: "" }, ["Forget key"]),
+      state: el("p", { class: "sg-state", "data-sg": "staff-state", "data-state": "idle", role: "status" },
+        ["Type a key to see the server's details and bans. It stays in this tab's memory only."]),
+      server: el("dl", { class: "sg-server", "data-sg": "server", hidden: "" }),
+      bans: el("ul", { class: "sg-bans", "data-sg": "bans", hidden: "" }),
+    });
+    var form = el("form", { class: "sg-keyform", "data-sg": "connect", autocomplete: "off" }, [
+      s.input, el("button", { type: "submit" }, ["Show staff data"]), s.forget,
+    ]);
+    var self = this;
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var k = s.input.value.trim();
+      s.input.value = "";
+      if (!k) return;
+      self.key = k;
+      s.forget.disabled = false;
+      self.state(s.state, "loading", "Checking the key…");
+      self.refreshStaff();
+    });
+    s.forget.addEventListener("click", function () { self.forget("Key forgotten."); });
+    r.appendChild(el("section", { class: "sg-staff" }, [el("h2", {}, ["Staff"]), form, s.state, s.server, s.bans]));
+  };
+
+  Widget.prototype.state = function (node, state, text) {
+    node.setAttribute("data-state", state);
+    node.textContent = text;
+  };
+
+  // call GETs an API path and never throws. It resolves to
+  // {ok:true, data, meta} or {ok:false, status, text}; status 0 means no
+  // answer at all (timeout, network down, or CORS refused by the browser).
+  Widget.prototype.call = function (path, key) {
+    var ctrl = new AbortController();
+    var timeoutS = this.timeoutS;
+    var timer = setTimeout(function () { ctrl.abort(); }, timeoutS * 1000);
+    var headers = key ? { "X-API-Key": key } : {};
+    // credentials "omit": the key is a header; cookies are never needed, and
+    // the gateway's Access-Control-Allow-Origin "*" would refuse them anyway.
+    return fetch(this.api + path, { headers: headers, signal: ctrl.signal, credentials: "omit", cache: "no-store" })
+      .then(function (res) {
+        return res.json().then(
+          function (body) { return { res: res, body: body }; },
+          function () { return { res: res, body: null }; }
+        );
+      })
+      .then(function (x) {
+        var res = x.res, body = x.body;
+        if (res.ok && body && body.ok === true) return { ok: true, data: body.data, meta: body.meta || {} };
+        var err = (body && body.error) || {};
+        var text = res.status + " " + (err.message || res.statusText || "Error");
+        if (err.path) text += " (" + err.path + ")";
+        return { ok: false, status: res.status, text: text + ": " + hint(res.status, !!key, res.headers.get("Retry-After")) };
+      })
+      .catch(function () {
+        var text = ctrl.signal.aborted
+          ? "No answer from the API within " + timeoutS + " s; it is slow or down. Retrying."
+          : "The API cannot be reached (down, or this page's origin is not allowed). Retrying.";
+        return { ok: false, status: 0, text: text };
+      })
+      .finally(function () { clearTimeout(timer); });
+  };
+
+  Widget.prototype.tick = function () {
+    var self = this;
+    var run = document.hidden ? Promise.resolve() : Promise.all([this.refreshPublic(), this.key ? this.refreshStaff() : null]);
+    run.then(function () { setTimeout(function () { self.tick(); }, self.refreshMs); });
+  };
+
+  Widget.prototype.refreshPublic = function () {
+    var self = this, p = this.pub;
+    return this.call("/api/v1/status").then(function (st) {
+      if (!st.ok) {
+        self.state(p.state, "error", st.text);
+        return;
+      }
+      var online = Array.isArray(st.data.online) ? st.data.online : [];
+      p.online.textContent = String(typeof st.data.minecraft === "number" ? st.data.minecraft : online.length);
+      p.discord.textContent = typeof st.data.discord === "number" ? String(st.data.discord) : "–";
+      return Promise.all([self.lookUpNames(online.slice(0, MAX_NAMES)), self.refreshTPS()]).then(function () {
+        self.renderPlayers(online);
+        self.renderHidden();
+        self.state(p.state, "ok", "Updated " + clock(new Date()));
+      });
+    });
+  };
+
+  // lookUpNames fetches /player/{uuid} for players not seen before; the
+  // answers are public, with the protected fields already removed.
+  Widget.prototype.lookUpNames = function (uuids) {
+    var self = this;
+    return Promise.all(
+      uuids.filter(function (u) { return !self.names.has(u); }).map(function (u) {
+        return self.call("/api/v1/player/" + encodeURIComponent(u)).then(function (r) {
+          if (!r.ok) return;
+          if (r.data && r.data.name) self.names.set(u, plain(r.data.name));
+          self.hidden.player = r.meta.hiddenFields;
+        });
+      })
+    );
+  };
+
+  Widget.prototype.refreshTPS = function () {
+    var self = this, p = this.pub;
+    if (!this.perfPublic) return Promise.resolve();
+    return this.call("/api/v1/performance").then(function (r) {
+      if (!r.ok) {
+        if (r.status === 404 || r.status === 401) {
+          self.perfPublic = false; // switched off or protected: stop asking
+          p.tps.textContent = "–";
+          p.tpsMore.textContent = "not public";
+        }
+        return;
+      }
+      var tps = (r.data && r.data.tps) || {};
+      var f = function (v) { return typeof v === "number" ? v.toFixed(2) : "–"; };
+      p.tps.textContent = f(tps["1m"]);
+      p.tpsMore.textContent = "5m " + f(tps["5m"]) + " · 15m " + f(tps["15m"]);
+      self.hidden.performance = r.meta.hiddenFields;
+    });
+  };
+
+  Widget.prototype.renderPlayers = function (online) {
+    var ul = this.pub.players, names = this.names;
+    ul.textContent = "";
+    var known = online.filter(function (u) { return names.has(u); }).map(function (u) { return names.get(u); });
+    known.sort(function (a, b) { return a.localeCompare(b); });
+    known.forEach(function (n) { ul.appendChild(el("li", {}, [n])); });
+    var rest = online.length - known.length;
+    if (rest > 0) ul.appendChild(el("li", { class: "sg-more" }, ["+" + rest + " more"]));
+    if (online.length === 0) ul.appendChild(el("li", { class: "sg-more" }, ["Nobody is online."]));
+  };
+
+  // renderHidden shows meta.hiddenFields: what the gateway removed from the
+  // public answers, per endpoint.
+  Widget.prototype.renderHidden = function () {
+    var parts = [];
+    for (var ep in this.hidden) {
+      var f = this.hidden[ep];
+      if (Array.isArray(f) && f.length) parts.push(ep + ": " + f.join(", "));
+    }
+    var node = this.pub.hidden;
+    node.hidden = parts.length === 0;
+    node.textContent = parts.length ? "Hidden from visitors without a key: " + parts.join("; ") + "." : "";
+  };
+
+  Widget.prototype.forget = function (why) {
+    var s = this.st;
+    this.key = "";
+    s.forget.disabled = true;
+    s.server.hidden = true;
+    s.bans.hidden = true;
+    s.server.textContent = "";
+    s.bans.textContent = "";
+    this.state(s.state, "idle", why);
+  };
+
+  Widget.prototype.refreshStaff = function () {
+    var self = this, s = this.st, key = this.key;
+    if (this.busy) return Promise.resolve();
+    this.busy = true;
+    return Promise.all([this.call("/api/v1/server", key), this.call("/api/v1/performance", key), this.call("/api/v1/bans", key)])
+      .then(function (rs) {
+        if (key !== self.key) return; // forgotten or replaced meanwhile
+        var server = rs[0], perf = rs[1], bans = rs[2];
+        var refused = rs.filter(function (r) { return !r.ok; });
+        // A public endpoint answers a wrong key too, without its protected
+        // fields: meta.authenticated is what says whether the key counted.
+        var accepted = rs.some(function (r) { return r.ok && r.meta.authenticated === true; });
+        var keyRefused = refused.length > 0 && refused.every(function (r) { return r.status === 401 || r.status === 404; });
+        if (!accepted && keyRefused) {
+          self.forget("Refused: " + refused[0].text + ". The key has been dropped; type it again.");
+          s.state.setAttribute("data-state", "error");
+          return;
+        }
+        self.renderServer(server, perf);
+        self.renderBans(bans);
+        if (refused.length) {
+          self.state(s.state, "error", refused.map(function (r) { return r.text; }).join(" · "));
+        } else {
+          self.state(s.state, "ok", "Key accepted: every field shown. Updated " + clock(new Date()));
+        }
+      })
+      .finally(function () { self.busy = false; });
+  };
+
+  Widget.prototype.renderServer = function (server, perf) {
+    var dl = this.st.server;
+    if (!server.ok) return; // keep what was shown; the state line says why
+    var d = server.data || {};
+    var rows = [
+      ["Server", plain(d.brand) + " " + plain(d.minecraftVersion)],
+      ["Players", (this.pub.online.textContent || "?") + " / " + d.maxPlayers],
+      ["MOTD", plain(d.motd)],
+      ["Online mode", d.onlineMode ? "yes" : "no"],
+    ];
+    if (perf.ok && perf.data && perf.data.memory) {
+      rows.push(["Memory", perf.data.memory.usedMB + " / " + perf.data.memory.maxMB + " MB"]);
+    }
+    dl.textContent = "";
+    rows.forEach(function (row) {
+      dl.appendChild(el("dt", {}, [row[0]]));
+      dl.appendChild(el("dd", {}, [row[1]]));
+    });
+    dl.hidden = false;
+  };
+
+  Widget.prototype.renderBans = function (bans) {
+    var ul = this.st.bans;
+    if (!bans.ok) return;
+    var players = (bans.data && bans.data.players) || {};
+    var ips = (bans.data && bans.data.ips) || {};
+    var entries = Array.isArray(players.entries) ? players.entries : [];
+    ul.textContent = "";
+    ul.appendChild(el("li", { class: "sg-head" }, [
+      "Bans: " + entries.length + " player" + (entries.length === 1 ? "" : "s") +
+      (typeof ips.count === "number" ? ", " + ips.count + " IP" + (ips.count === 1 ? "" : "s") : ""),
+    ]));
+    entries.forEach(function (b) {
+      var until = b.expires ? "until " + new Date(b.expires).toLocaleDateString() : "permanent";
+      ul.appendChild(el("li", {}, [
+        el("strong", {}, [plain(b.name || b.uuid || "?")]),
+        " " + plain(b.reason || "no reason") + " (" + until + (b.source ? ", by " + plain(b.source) : "") + ")",
+      ]));
+    });
+    ul.hidden = false;
+  };
+
+  function start() {
+    document.querySelectorAll(".statusgate[data-api]").forEach(function (root) { new Widget(root); });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
