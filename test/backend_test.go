@@ -40,6 +40,7 @@ const (
 	sendSlow                    // the response headers come after 1.5 s
 	sendBig                     // a valid player record of more than 256 KiB after filtering
 	sendMetaFirst               // the envelope with meta before data
+	sendTooMany                 // the plugin's 429 envelope with Retry-After: 7
 )
 
 // backend stands in for the ServerAPI plugin with its own auth off: GET only
@@ -49,6 +50,10 @@ const (
 type backend struct {
 	srv  *httptest.Server
 	mode atomic.Int32
+	// respond routes a canonical request when it is set before the first
+	// request; otherwise backendResponse does.
+	respond func(*url.URL) (int, []byte)
+
 	mu   sync.Mutex
 	seen []seenRequest // since the last take
 	all  []seenRequest // during the whole test
@@ -153,7 +158,11 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeBackend(w, http.StatusMethodNotAllowed, errorEnvelope(405, "Method Not Allowed", r.URL.Path))
 		return
 	}
-	status, body := backendResponse(r.URL)
+	respond := be.respond
+	if respond == nil {
+		respond = backendResponse
+	}
+	status, body := respond(r.URL)
 	switch misbehaviour(be.mode.Load()) {
 	case sendHTML:
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -190,6 +199,9 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = bigPlayerBody()
 	case sendMetaFirst:
 		body = metaFirst(body)
+	case sendTooMany:
+		w.Header().Set("Retry-After", "7")
+		status, body = http.StatusTooManyRequests, errorEnvelope(http.StatusTooManyRequests, "Too many requests, retry in 7s", r.URL.Path)
 	}
 	writeBackend(w, status, body)
 }

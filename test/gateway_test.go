@@ -2,8 +2,9 @@
 // in-process by caddytest, with statusgate in front of reverse_proxy and a
 // recording stand-in for the ServerAPI plugin behind it (backend_test.go).
 //
-// All tests share one Caddy (admin on localhost:2999, HTTP on :9080); each
-// loads its own config, so none of them runs in parallel.
+// All tests share one Caddy (admin on localhost:2999, HTTP on :9080, and
+// 127.0.0.1:9082 for the widget's page in widget_test.go); each loads its own
+// config, so none of them runs in parallel.
 package test
 
 import (
@@ -60,6 +61,7 @@ type gateway struct {
 	transport  []string // lines of reverse_proxy's transport http block
 	global     []string // global options; default: errors only on stderr
 	site       []string // more site directives, such as log
+	sites      []string // more site blocks, whole
 	// shared keeps the defaults of coalescing and the micro-cache. Off, the
 	// default here, every request makes its own trip to the backend, which
 	// is what most tests count; the protection tests turn it on.
@@ -100,8 +102,8 @@ func (g gateway) caddyfile() string {
 	}
 	reverse_proxy %s%s
 }
-`, httpPort, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
-		strings.Join(lines, "\n\t\t"), g.upstream, proxy)
+%s`, httpPort, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
+		strings.Join(lines, "\n\t\t"), g.upstream, proxy, strings.Join(g.sites, "\n"))
 }
 
 // start loads the config into the in-process Caddy (caddytest starts it on

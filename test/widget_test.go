@@ -1,0 +1,645 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/statusgate/statusgate/internal/sim"
+	"github.com/statusgate/statusgate/test/chromium"
+)
+
+// The widget's page is served from widgetOrigin, another origin than the
+// gateway's (http://localhost:9080), so every call it makes is cross-origin.
+const (
+	widgetOrigin = "http://127.0.0.1:9082"
+	gatewayURL   = "http://" + gatewayAddr
+	// demoAPI is the data-api of examples/widget/index.html; the test pages
+	// are copies with it replaced.
+	demoAPI = `data-api="http://localhost:8080"`
+)
+
+// browser is the one headless Chromium of the test binary, started by the
+// first browser test and stopped by TestMain: it takes seconds to start.
+var browser struct {
+	once sync.Once
+	ctx  context.Context
+	stop func()
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if browser.stop != nil {
+		browser.stop()
+	}
+	os.Exit(code)
+}
+
+// needBrowser starts Chromium on first use, and skips the test where it is not
+// installed (CI installs it; see .ci/run).
+func needBrowser(t *testing.T) {
+	t.Helper()
+	browser.once.Do(func() { browser.ctx, browser.stop, browser.err = chromium.Start(900, 1000) })
+	if errors.Is(browser.err, chromium.ErrMissing) {
+		t.Skipf("browser tests skipped: %v", browser.err)
+	}
+	if browser.err != nil {
+		t.Fatalf("starting chromium: %v", browser.err)
+	}
+}
+
+// widgetSite is the Caddy site that serves the widget from widgetOrigin:
+// widget.js and widget.css straight from examples/widget, and the test's
+// copies of index.html (page-*.html) from dir.
+func widgetSite(t *testing.T, dir string) string {
+	t.Helper()
+	repo, err := filepath.Abs("../examples/widget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf(`%s {
+	bind 127.0.0.1
+	@pages path /page-*
+	handle @pages {
+		root * %q
+		file_server
+	}
+	handle {
+		root * %q
+		file_server
+	}
+}
+`, widgetOrigin, dir, repo)
+}
+
+// widgetPage writes examples/widget/index.html to dir as page-<name>.html with
+// its data-api replaced by api and attrs added, as an operator embedding the
+// widget would, and returns its URL.
+func widgetPage(t *testing.T, dir, name, api, attrs string) string {
+	t.Helper()
+	b, err := os.ReadFile("../examples/widget/index.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), demoAPI); n != 1 {
+		t.Fatalf("index.html has %d times %s, want 1", n, demoAPI)
+	}
+	b = []byte(strings.Replace(string(b), demoAPI, fmt.Sprintf(`data-api=%q %s`, api, attrs), 1))
+	file := "page-" + name + ".html"
+	if err := os.WriteFile(filepath.Join(dir, file), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return widgetOrigin + "/" + file
+}
+
+// simulated routes a request like the demo backend (internal/sim), with a
+// fixed seed so that its answers are the same at every call.
+func simulated(t *testing.T) func(*url.URL) (int, []byte) {
+	t.Helper()
+	seed := int64(20260717)
+	s := &sim.Sim{Seed: &seed}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := s.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return func(u *url.URL) (int, []byte) {
+		rec := httptest.NewRecorder()
+		_ = s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, u.RequestURI(), nil), nil)
+		return rec.Code, rec.Body.Bytes()
+	}
+}
+
+// call is one HTTP exchange the page made, as Chromium reported it.
+type call struct {
+	id      network.RequestID
+	method  string
+	url     string
+	kind    network.ResourceType // Fetch, Preflight, Document, Script, …
+	header  network.Headers      // the request's, as the page set them
+	status  int64
+	done    bool
+	failure string
+}
+
+// page is one tab on a widget page: what it requested and any uncaught
+// JavaScript exception.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu         sync.Mutex
+	calls      []*call
+	exceptions []string
+}
+
+// openPage opens target in a new tab of the shared browser and records its
+// network traffic from the first request on.
+func openPage(t *testing.T, target string) *page {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser.ctx)
+	t.Cleanup(cancel)
+	p := &page{t: t, ctx: ctx}
+	chromedp.ListenTarget(ctx, p.event)
+	if err := chromedp.Run(ctx, network.Enable(), chromedp.Navigate(target)); err != nil {
+		t.Fatalf("opening %s: %v", target, err)
+	}
+	return p
+}
+
+func (p *page) event(ev any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	find := func(id network.RequestID) *call {
+		for i := len(p.calls) - 1; i >= 0; i-- {
+			if p.calls[i].id == id {
+				return p.calls[i]
+			}
+		}
+		return nil
+	}
+	switch ev := ev.(type) {
+	case *network.EventRequestWillBeSent:
+		p.calls = append(p.calls, &call{id: ev.RequestID, method: ev.Request.Method, url: ev.Request.URL, kind: ev.Type, header: ev.Request.Headers})
+	case *network.EventResponseReceived:
+		if c := find(ev.RequestID); c != nil {
+			c.status = ev.Response.Status
+		}
+	case *network.EventLoadingFinished:
+		if c := find(ev.RequestID); c != nil {
+			c.done = true
+		}
+	case *network.EventLoadingFailed:
+		if c := find(ev.RequestID); c != nil {
+			c.failure = ev.ErrorText
+		}
+	case *runtime.EventExceptionThrown:
+		p.exceptions = append(p.exceptions, ev.ExceptionDetails.Error())
+	}
+}
+
+// apiCalls returns the page's finished calls to the API since the last
+// apiCalls, preflights included.
+func (p *page) apiCalls() []call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []call
+	rest := p.calls[:0]
+	for _, c := range p.calls {
+		switch {
+		case !strings.HasPrefix(c.url, gatewayURL+"/"):
+			continue
+		case c.done || c.failure != "":
+			out = append(out, *c)
+		default:
+			rest = append(rest, c) // still under way
+		}
+	}
+	p.calls = rest
+	return out
+}
+
+// body is the response body Chromium kept for a finished call.
+func (p *page) body(c call) []byte {
+	p.t.Helper()
+	var b []byte
+	err := chromedp.Run(p.ctx, chromedp.ActionFunc(func(ctx context.Context) error {
+		var err error
+		b, err = network.GetResponseBody(c.id).Do(ctx)
+		return err
+	}))
+	if err != nil {
+		p.t.Fatalf("body of %s %s: %v", c.method, c.url, err)
+	}
+	return b
+}
+
+// run runs actions in the tab, with a deadline.
+func (p *page) run(what string, actions ...chromedp.Action) {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		p.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// waitState waits until the widget's public-state or staff-state line is in
+// state (loading, ok, error, idle) and its text contains text.
+func (p *page) waitState(line, state, text string) {
+	p.t.Helper()
+	js := fmt.Sprintf(`(() => { const e = document.querySelector('[data-sg=%s]');
+		return !!e && e.dataset.state === %q && e.textContent.includes(%q); })()`, line, state, text)
+	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		p.t.Fatalf("waiting for %s %s with %q: %v; the widget shows %+v", line, state, text, err, p.view())
+	}
+}
+
+// typeKey types k into the staff part and presses its button.
+func (p *page) typeKey(k string) {
+	p.t.Helper()
+	p.run("typing the key",
+		chromedp.SendKeys(`[data-sg=key]`, k, chromedp.ByQuery),
+		chromedp.Click(`[data-sg=connect] button[type=submit]`, chromedp.ByQuery))
+}
+
+// widgetView is what the widget shows.
+type widgetView struct {
+	PublicState, PublicText string
+	Online, TPS, Discord    string
+	Players                 []string
+	Hidden                  string
+	HiddenShown             bool
+	StaffState, StaffText   string
+	Server                  []string // dt and dd texts, in order
+	ServerShown             bool
+	Bans                    []string
+	BansShown               bool
+	KeyField                string // the input's value
+	CanForget               bool
+}
+
+func (p *page) view() widgetView {
+	p.t.Helper()
+	const js = `(() => {
+		const q = s => document.querySelector(s), txt = s => q(s) ? q(s).textContent : "";
+		const all = s => [...document.querySelectorAll(s)].map(e => e.textContent);
+		return {
+			PublicState: q('[data-sg=public-state]').dataset.state, PublicText: txt('[data-sg=public-state]'),
+			Online: txt('[data-sg=online]'), TPS: txt('[data-sg=tps]'), Discord: txt('[data-sg=discord]'),
+			Players: all('[data-sg=players] li'), Hidden: txt('[data-sg=hidden]'), HiddenShown: !q('[data-sg=hidden]').hidden,
+			StaffState: q('[data-sg=staff-state]').dataset.state, StaffText: txt('[data-sg=staff-state]'),
+			Server: all('[data-sg=server] dt, [data-sg=server] dd'), ServerShown: !q('[data-sg=server]').hidden,
+			Bans: all('[data-sg=bans] li'), BansShown: !q('[data-sg=bans]').hidden,
+			KeyField: q('[data-sg=key]').value, CanForget: !q('[data-sg=forget]').disabled,
+		};
+	})()`
+	var v widgetView
+	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, chromedp.Evaluate(js, &v)); err != nil {
+		p.t.Fatalf("reading the widget: %v", err)
+	}
+	return v
+}
+
+// noExceptions fails the test if the page threw an uncaught exception.
+func (p *page) noExceptions() {
+	p.t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.exceptions {
+		p.t.Errorf("uncaught exception in the page: %s", e)
+	}
+}
+
+// simView is what the simulated server says, read from it directly: the
+// widget must show the same.
+type simView struct {
+	online      []string // UUIDs
+	names       []string // of the online players, sorted
+	tps         string   // 1m, two decimals
+	motd        string
+	bans        []string // banned players' names
+	hiddenFound map[string][]string
+}
+
+func readSim(t *testing.T, respond func(*url.URL) (int, []byte)) simView {
+	t.Helper()
+	get := func(path string, v any) {
+		t.Helper()
+		status, body := respond(&url.URL{Path: path})
+		if status != 200 {
+			t.Fatalf("sim %s: %d %s", path, status, body)
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("sim %s: %v", path, err)
+		}
+	}
+	var sv simView
+	var st struct {
+		Data struct{ Online []string }
+	}
+	get("/api/v1/status", &st)
+	sv.online = st.Data.Online
+	for _, u := range sv.online {
+		var pl struct{ Data struct{ Name string } }
+		get("/api/v1/player/"+u, &pl)
+		sv.names = append(sv.names, pl.Data.Name)
+	}
+	slices.Sort(sv.names)
+	var perf struct {
+		Data struct{ TPS map[string]float64 }
+	}
+	get("/api/v1/performance", &perf)
+	sv.tps = fmt.Sprintf("%.2f", perf.Data.TPS["1m"])
+	var srv struct{ Data struct{ Motd string } }
+	get("/api/v1/server", &srv)
+	sv.motd = srv.Data.Motd
+	var bans struct {
+		Data struct {
+			Players struct{ Entries []struct{ Name string } }
+		}
+	}
+	get("/api/v1/bans", &bans)
+	for _, b := range bans.Data.Players.Entries {
+		sv.bans = append(sv.bans, b.Name)
+	}
+	if len(sv.names) < 2 || len(sv.bans) == 0 || sv.motd == "" {
+		t.Fatalf("the simulated server is too empty for the test: %+v", sv)
+	}
+	return sv
+}
+
+// The gateway's config in the widget tests: the demo's (Caddyfile.example).
+var widgetGateway = []string{
+	"key " + keyA,
+	"require_key performance off",
+	"protected_fields performance memory jvm",
+	"protected_fields player op banned chatplatform discord rank",
+}
+
+// protectedOf are the fields an anonymous caller must never get, by endpoint.
+var protectedOf = map[string][]string{
+	"player":      {"op", "banned", "chatplatform", "discord", "rank"},
+	"performance": {"memory", "jvm"},
+}
+
+// wantSeenAnyOrder is backend.wantSeen for requests the page sends
+// concurrently.
+func wantSeenAnyOrder(t *testing.T, be *backend, what string, uris ...string) {
+	t.Helper()
+	var got []string
+	for _, s := range be.take() {
+		got = append(got, s.Method+" "+s.RequestURI)
+	}
+	var want []string
+	for _, u := range uris {
+		want = append(want, "GET "+u)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: the backend got %q, want %q", what, got, want)
+	}
+}
+
+// endpointOf is the endpoint name of an API URL the page called.
+func endpointOf(t *testing.T, u string) string {
+	t.Helper()
+	rest, ok := strings.CutPrefix(u, gatewayURL+"/api/v1/")
+	if !ok {
+		t.Fatalf("the page called %s", u)
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
+// TestWidget loads examples/widget in headless Chromium from its own origin
+// against a real gateway in front of the simulated server, and checks what it
+// shows and what went over the wire: the public part, the staff part with a
+// right and a wrong key, refusals, a slow, failing and unreachable API, and
+// what a script on another origin can read.
+func TestWidget(t *testing.T) {
+	needBrowser(t)
+	be := newBackend(t)
+	be.respond = simulated(t)
+	want := readSim(t, be.respond)
+	dir := t.TempDir()
+	gateway{upstream: be.addr(), statusgate: widgetGateway, sites: []string{widgetSite(t, dir)}}.start(t)
+
+	t.Run("public part and staff part", func(t *testing.T) {
+		p := openPage(t, widgetPage(t, dir, "main", gatewayURL, `data-refresh="3600"`))
+		p.waitState("public-state", "ok", "Updated")
+		v := p.view()
+		if v.Online != fmt.Sprint(len(want.online)) || !slices.Equal(v.Players, want.names) || v.TPS != want.tps {
+			t.Errorf("public part shows %s online %q, TPS %s; want %d %q, %s", v.Online, v.Players, v.TPS, len(want.online), want.names, want.tps)
+		}
+		if wantHidden := "Hidden from visitors without a key: player: op, banned, discord, rank; performance: memory, jvm."; !v.HiddenShown || v.Hidden != wantHidden {
+			t.Errorf("hidden fields: shown %v, %q; want %q", v.HiddenShown, v.Hidden, wantHidden)
+		}
+		if v.StaffState != "idle" || v.ServerShown || v.BansShown {
+			t.Errorf("staff part before a key: %+v", v)
+		}
+
+		// What the page got anonymously: every call cross-origin without a
+		// key, no preflight, and no protected field anywhere in a body.
+		var got []string
+		for _, c := range p.apiCalls() {
+			got = append(got, c.method+" "+strings.TrimPrefix(c.url, gatewayURL))
+			if c.kind != network.ResourceTypeFetch || c.status != 200 || c.header["X-API-Key"] != nil {
+				t.Errorf("anonymous call %s %s: %s, status %d, headers %v", c.method, c.url, c.kind, c.status, c.header)
+				continue
+			}
+			body := p.body(c)
+			names := memberNames(t, body)
+			for _, f := range protectedOf[endpointOf(t, c.url)] {
+				if names[f] {
+					t.Errorf("%s: the page got the protected field %q: %s", c.url, f, clip(body))
+				}
+			}
+			if m := meta(t, body); m["authenticated"] != false {
+				t.Errorf("%s: meta.authenticated %v", c.url, m["authenticated"])
+			}
+		}
+		wantCalls := []string{"GET /api/v1/status", "GET /api/v1/performance"}
+		for _, u := range want.online {
+			wantCalls = append(wantCalls, "GET /api/v1/player/"+u)
+		}
+		slices.Sort(got)
+		slices.Sort(wantCalls)
+		if !slices.Equal(got, wantCalls) {
+			t.Errorf("the page called\n%q, want\n%q", got, wantCalls)
+		}
+		var backendWant []string
+		for _, c := range wantCalls {
+			backendWant = append(backendWant, strings.TrimPrefix(c, "GET "))
+		}
+		wantSeenAnyOrder(t, be, "public part", backendWant...)
+
+		// The staff part: the key in a header, after a preflight, and the
+		// keyed answers carry what the anonymous ones lacked.
+		p.typeKey(keyA)
+		p.waitState("staff-state", "ok", "Key accepted")
+		v = p.view()
+		if !v.ServerShown || !slices.Contains(v.Server, "MOTD") || !slices.Contains(v.Server, want.motd) || !slices.Contains(v.Server, "Memory") {
+			t.Errorf("server details: shown %v, %q; want the MOTD %q and memory", v.ServerShown, v.Server, want.motd)
+		}
+		for _, name := range want.bans {
+			if !slices.ContainsFunc(v.Bans, func(s string) bool { return strings.HasPrefix(s, name+" ") }) {
+				t.Errorf("bans %q lack %s", v.Bans, name)
+			}
+		}
+		if v.KeyField != "" || !v.CanForget {
+			t.Errorf("after the key: field %q, forget button enabled %v", v.KeyField, v.CanForget)
+		}
+		keyed := map[string]bool{}
+		preflights := map[string]bool{}
+		for _, c := range p.apiCalls() {
+			ep := endpointOf(t, c.url)
+			switch {
+			case c.method == "OPTIONS": // Chromium reports preflights as type Other
+				preflights[ep] = c.status == 204 && c.header["Access-Control-Request-Headers"] == "x-api-key" &&
+					c.header["Access-Control-Request-Method"] == "GET" && c.header["Origin"] == widgetOrigin
+			case c.header["X-API-Key"] == keyA:
+				keyed[ep] = c.status == 200
+				if m := meta(t, p.body(c)); m["authenticated"] != true {
+					t.Errorf("%s with the key: meta.authenticated %v", c.url, m["authenticated"])
+				}
+			}
+		}
+		for _, ep := range []string{"server", "performance", "bans"} {
+			if !keyed[ep] || !preflights[ep] {
+				t.Errorf("%s: keyed call ok %v, preflight ok %v", ep, keyed[ep], preflights[ep])
+			}
+		}
+		wantSeenAnyOrder(t, be, "staff", "/api/v1/server", "/api/v1/performance", "/api/v1/bans")
+
+		// The key is in the script's memory only.
+		var stored string
+		p.run("looking for the key", chromedp.Evaluate(`JSON.stringify([localStorage.length, sessionStorage.length, document.cookie, location.href, document.documentElement.outerHTML.includes(`+jsonString(keyA)+`)])`, &stored))
+		if want := `[0,0,"",` + jsonString(widgetOrigin+"/page-main.html") + `,false]`; stored != want {
+			t.Errorf("storage, cookie, URL, DOM: %s, want %s", stored, want)
+		}
+		p.run("forgetting the key", chromedp.Click(`[data-sg=forget]`, chromedp.ByQuery))
+		p.waitState("staff-state", "idle", "Key forgotten")
+		if v := p.view(); v.ServerShown || v.BansShown || v.CanForget {
+			t.Errorf("after Forget: %+v", v)
+		}
+		p.noExceptions()
+	})
+
+	t.Run("wrong key", func(t *testing.T) {
+		p := openPage(t, widgetPage(t, dir, "wrongkey", gatewayURL, `data-refresh="3600"`))
+		p.waitState("public-state", "ok", "Updated")
+		be.take()
+		p.typeKey(badKey)
+		p.waitState("staff-state", "error", "Refused: 404 Not found (/api/v1/server): the key was not accepted")
+		v := p.view()
+		if !strings.Contains(v.StaffText, "The key has been dropped") || v.ServerShown || v.BansShown || v.CanForget || v.KeyField != "" {
+			t.Errorf("after a wrong key: %+v", v)
+		}
+		// Only the public endpoint reached the backend; the refusals are the
+		// gateway's.
+		be.wantSeen(t, "wrong key", "/api/v1/performance")
+		p.noExceptions()
+	})
+
+	t.Run("refusals, slow and failing API", func(t *testing.T) {
+		be.misbehave(sendTooMany)
+		defer be.misbehave(behave)
+		p := openPage(t, widgetPage(t, dir, "failing", gatewayURL, `data-refresh="1" data-timeout="1"`))
+		// 429: the envelope, and Retry-After, which the script can read only
+		// because the gateway exposes it.
+		p.waitState("public-state", "error", "429 Too many requests, retry in 7s (/api/v1/status): too many requests; retry in 7 s")
+		be.misbehave(sendSlow)
+		p.waitState("public-state", "error", "No answer from the API within 1 s")
+		be.misbehave(sendHTML)
+		p.waitState("public-state", "error", "502 Bad gateway (/api/v1/status): the game server did not answer the gateway")
+		be.misbehave(behave)
+		p.waitState("public-state", "ok", "Updated")
+		if v := p.view(); !slices.Equal(v.Players, want.names) {
+			t.Errorf("after recovering: players %q, want %q", v.Players, want.names)
+		}
+		p.noExceptions()
+		be.take()
+	})
+
+	t.Run("API unreachable", func(t *testing.T) {
+		p := openPage(t, widgetPage(t, dir, "down", "http://"+closedPort(t), `data-refresh="1" data-timeout="2"`))
+		p.waitState("public-state", "error", "The API cannot be reached")
+		p.typeKey(keyA)
+		p.waitState("staff-state", "error", "The API cannot be reached")
+		if v := p.view(); v.Online != "–" || len(v.Players) != 0 || !v.CanForget {
+			t.Errorf("with the API down: %+v", v)
+		}
+		p.noExceptions()
+	})
+
+	t.Run("what a script on another origin can do", func(t *testing.T) {
+		p := openPage(t, widgetPage(t, dir, "probe", gatewayURL, `data-staff="off" data-refresh="3600"`))
+		p.waitState("public-state", "ok", "Updated")
+		const probe = `(async (api, key) => {
+			const out = {};
+			const tryFetch = async (path, init) => {
+				try { const r = await fetch(api + path, init); return String(r.status); }
+				catch (e) { return e.name; }
+			};
+			let r = await fetch(api + "/api/v1/status");
+			out.readable = [...r.headers.keys()];
+			out.withCredentials = await tryFetch("/api/v1/status", {credentials: "include"});
+			out.withoutCredentials = await tryFetch("/api/v1/status", {credentials: "omit"});
+			r = await fetch(api + "/api/v1/server", {headers: {"X-API-Key": key}});
+			out.keyed = r.status + " " + (await r.json()).meta.authenticated;
+			out.otherHeader = await tryFetch("/api/v1/status", {headers: {"X-Requested-With": "fetch"}});
+			out.post = await tryFetch("/api/v1/status", {method: "POST", body: "x"});
+			out.delete = await tryFetch("/api/v1/status", {method: "DELETE"});
+			out.notAPI = await tryFetch("/favicon.ico");
+			return JSON.stringify(out);
+		})(%s, %s)`
+		run := func() map[string]any {
+			t.Helper()
+			var s string
+			p.run("probe", chromedp.Evaluate(fmt.Sprintf(probe, jsonString(gatewayURL), jsonString(keyA)), &s,
+				func(e *runtime.EvaluateParams) *runtime.EvaluateParams { return e.WithAwaitPromise(true) }))
+			var m map[string]any
+			if err := json.Unmarshal([]byte(s), &m); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		be.take()
+		got := run()
+		want := map[string]any{
+			// The safelisted headers, and nothing else of a 200: no Date,
+			// Server or X-Content-Type-Options.
+			"readable":           []any{"cache-control", "content-length", "content-type"},
+			"withCredentials":    "TypeError", // "*" refuses credentials mode
+			"withoutCredentials": "200",
+			"keyed":              "200 true",  // X-API-Key passes the preflight
+			"otherHeader":        "TypeError", // any other header does not
+			"post":               "405",       // no preflight for a simple POST: the gateway's 405, readable
+			"delete":             "TypeError", // refused by the preflight, never sent
+			"notAPI":             "404",       // the gateway's 404 outside /api is readable too
+		}
+		for k, w := range want {
+			if g := got[k]; fmt.Sprint(g) != fmt.Sprint(w) {
+				t.Errorf("%s: %v, want %v", k, g, w)
+			}
+		}
+		// Only the GETs the gateway allowed reached the backend; the one with
+		// credentials too: the browser sends it and hides the answer.
+		be.wantSeen(t, "probe", "/api/v1/status", "/api/v1/status", "/api/v1/status", "/api/v1/server")
+
+		be.misbehave(sendTooMany)
+		defer be.misbehave(behave)
+		var ra string
+		p.run("Retry-After", chromedp.Evaluate(fmt.Sprintf(`(async () => { const r = await fetch(%s + "/api/v1/status");
+			return r.status + " " + r.headers.get("Retry-After") + " " + [...r.headers.keys()].join(","); })()`, jsonString(gatewayURL)), &ra,
+			func(e *runtime.EvaluateParams) *runtime.EvaluateParams { return e.WithAwaitPromise(true) }))
+		if ra != "429 7 cache-control,content-length,content-type,retry-after" {
+			t.Errorf("a 429 as the script sees it: %q", ra)
+		}
+		p.noExceptions()
+		be.take()
+	})
+}
