@@ -198,10 +198,18 @@
       .finally(function () { clearTimeout(timer); });
   };
 
+  // tick refreshes and schedules the next refresh once this one is over, so
+  // that a slow API never has two refreshes of the page under way. A hidden
+  // tab asks nothing.
   Widget.prototype.tick = function () {
     var self = this;
     var run = document.hidden ? Promise.resolve() : Promise.all([this.refreshPublic(), this.key ? this.refreshStaff() : null]);
-    run.then(function () { setTimeout(function () { self.tick(); }, self.refreshMs); });
+    run
+      .catch(function (e) {
+        // An answer of an unexpected shape: say so, and keep refreshing.
+        self.state(self.pub.state, "error", "Unexpected answer from the API: " + e.message);
+      })
+      .then(function () { setTimeout(function () { self.tick(); }, self.refreshMs); });
   };
 
   Widget.prototype.refreshPublic = function () {
@@ -211,9 +219,10 @@
         self.state(p.state, "error", st.text);
         return;
       }
-      var online = Array.isArray(st.data.online) ? st.data.online : [];
-      p.online.textContent = String(typeof st.data.minecraft === "number" ? st.data.minecraft : online.length);
-      p.discord.textContent = typeof st.data.discord === "number" ? String(st.data.discord) : "–";
+      var d = st.data || {};
+      var online = Array.isArray(d.online) ? d.online : [];
+      p.online.textContent = String(typeof d.minecraft === "number" ? d.minecraft : online.length);
+      p.discord.textContent = typeof d.discord === "number" ? String(d.discord) : "–";
       return Promise.all([self.lookUpNames(online.slice(0, MAX_NAMES)), self.refreshTPS()]).then(function () {
         self.renderPlayers(online);
         self.renderHidden();
@@ -318,7 +327,13 @@
           self.state(s.state, "ok", "Key accepted: every field shown. Updated " + clock(new Date()));
         }
       })
-      .finally(function () { self.busy = false; });
+      .catch(function (e) {
+        self.state(s.state, "error", "Unexpected answer from the API: " + e.message);
+      })
+      .finally(function () {
+        self.busy = false;
+        if (self.key && key !== self.key) self.refreshStaff(); // a new key came in meanwhile
+      });
   };
 
   Widget.prototype.renderServer = function (server, perf) {
