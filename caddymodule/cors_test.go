@@ -119,3 +119,27 @@ func TestCORSSameForAnyOrigin(t *testing.T) {
 		}
 	}
 }
+
+// TestCORSFromTheMicroCache checks the answers the gateway shares: the one the
+// backend gave and the one served again from the micro-cache (status is
+// cached for a second by default) carry the same single CORS headers.
+func TestCORSFromTheMicroCache(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	calls := 0
+	inner := addingBackend(200, `{"ok":true,"data":{"online":[],"minecraft":0,"discord":null},"meta":{"version":"v1","updatedAt":1}}`)
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		calls++
+		return inner.ServeHTTP(w, r)
+	})
+	for i := range 2 {
+		got := serve(t, h, next, "GET", "/api/v1/status", http.Header{"Origin": {"https://shop.example"}})
+		hdr := got.Header()
+		if got.Code != 200 || !slices.Equal(hdr.Values("Access-Control-Allow-Origin"), []string{"*"}) ||
+			!slices.Equal(hdr.Values("Access-Control-Expose-Headers"), []string{"Retry-After"}) || hdr.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("answer %d: %d, headers %v", i+1, got.Code, hdr)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the backend was called %d times, want 1: the second answer was not shared", calls)
+	}
+}
