@@ -160,7 +160,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 
-		case "max_in_flight", "max_main_thread":
+		case "max_in_flight", "max_main_thread", "max_per_client":
 			if err := once(opt); err != nil {
 				return err
 			}
@@ -171,10 +171,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			if opt == "max_in_flight" {
+			switch opt {
+			case "max_in_flight":
 				h.Backend.MaxInFlight = n
-			} else {
+			case "max_main_thread":
 				h.Backend.MaxMainThread = n
+			default:
+				h.Backend.MaxPerClient = n
 			}
 
 		case "queue":

@@ -71,6 +71,9 @@ func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, 
 // log reads after the response, and the endpoint's counter (requests that
 // match no endpoint count under metrics.OtherEndpoint).
 func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) {
+	if repl == nil {
+		return // a background refresh of the cache: no caller, nothing to count
+	}
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
 		ep.metrics.Count(o)

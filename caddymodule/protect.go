@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/coalesce"
@@ -31,6 +33,13 @@ type BackendConfig struct {
 	// the game's main thread (placeholders), within MaxInFlight. -1: no limit
 	// of their own. Default: 1, so that they never queue up on the tick.
 	MaxMainThread int `json:"max_main_thread,omitempty"`
+
+	// MaxPerClient is the most requests one anonymous client (by its address,
+	// Caddy's client IP) has at the backend or waiting for it at once; past
+	// it the caller gets 429 Too many requests at once, so that one client on
+	// many connections cannot fill the queue. Callers with an accepted key
+	// are not counted. -1: no limit. Default: 4.
+	MaxPerClient int `json:"max_per_client,omitempty"`
 
 	// QueueLength is the most requests waiting for the backend; past it a
 	// caller gets 503 Backend busy at once. Callers with an accepted key are
@@ -72,6 +81,11 @@ const (
 	defaultTimeout = 5 * time.Second
 )
 
+// staleGrace is how long past its time to live a cache entry is still served
+// while one request refreshes it: the default request budget, so that a
+// refresh that fails or times out is retried before callers are made to wait.
+const staleGrace = defaultTimeout
+
 // backendGuard is the provisioned form of BackendConfig. It belongs to one
 // Handler: a reload starts with an empty cache and no flights.
 type backendGuard struct {
@@ -80,6 +94,9 @@ type backendGuard struct {
 	timeout time.Duration      // 0: none
 	flights *coalesce.Group    // nil: no coalescing
 	cache   *microcache.Cache  // nil: no endpoint is cached
+	// refreshing holds the cache keys being refreshed in the background.
+	refreshing *sync.Map
+	quota      *admission.Quota // per anonymous client; nil: none
 }
 
 // newBackendGuard checks c and builds the limiters.
@@ -88,7 +105,7 @@ func newBackendGuard(c BackendConfig) (backendGuard, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"queue_length", c.QueueLength}} {
+	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
 		if n.v < -1 || (n.v == -1 && n.name == "queue_length") {
 			return g, fmt.Errorf("backend.%s: %d is not a valid limit", n.name, n.v)
 		}
@@ -111,6 +128,9 @@ func newBackendGuard(c BackendConfig) (backendGuard, error) {
 	}
 	if c.MaxMainThread != -1 {
 		g.main = admission.New(admission.Config{Limit: orDefault(c.MaxMainThread, admission.DefaultMainThreadLimit), Queue: min(queue, admission.DefaultMainThreadQueue), Wait: wait})
+	}
+	if c.MaxPerClient != -1 {
+		g.quota = admission.NewQuota(orDefault(c.MaxPerClient, admission.DefaultQuota))
 	}
 	switch c.Timeout {
 	case 0:
@@ -144,7 +164,8 @@ func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
 			ep.cacheTTL = time.Duration(ttl)
 		}
 		if ep.cacheTTL > 0 && g.cache == nil {
-			g.cache = microcache.New(microcache.Config{MaxBytes: c.CacheSize})
+			g.cache = microcache.New(microcache.Config{MaxBytes: c.CacheSize, Grace: staleGrace})
+			g.refreshing = new(sync.Map)
 		}
 	}
 }
@@ -197,9 +218,12 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 		return h.forwardGuarded(x, keyed, next)
 	}
 	key := shareKey(x.r, keyed)
-	if e, ok := g.cache.Get(key); ok {
+	if e, fresh, ok := g.cache.GetStale(key); ok {
 		writeShared(x.w, e.Status, e.Header, e.Body)
 		h.settle(x.repl, x.ep, metrics.Cached)
+		if !fresh {
+			h.refresh(x, keyed, key, next)
+		}
 		return nil
 	}
 	var held *holdWriter // this caller's own trip, if it made one
@@ -230,10 +254,81 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 	return nil
 }
 
+// errQuota is why a client over max_per_client is refused.
+var errQuota = errors.New("too many requests open for this client")
+
+// clientAddress is the caller's address as Caddy determined it (after
+// trusted_proxies), or the connection's.
+func clientAddress(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	return r.RemoteAddr
+}
+
+// refresh fetches a stale cache entry anew in the background, unless a refresh
+// of it is under way: the callers meanwhile get the stale entry, so that no
+// caller of a cached endpoint waits in the backend's queue. The refresh is a
+// request of its own, with its own replacer and variables (Caddy's are the
+// caller's, which the caller's handlers and log still use), the caller's
+// canonical upstream request, the same admission and budget, and no caller to
+// answer: its outcome is not counted.
+func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Handler) {
+	g := &h.guard
+	if _, busy := g.refreshing.LoadOrStore(key, struct{}{}); busy {
+		return
+	}
+	srv, _ := x.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	r := x.r.Clone(context.WithoutCancel(x.r.Context()))
+	r.Body = http.NoBody
+	repl := caddy.NewReplacer()
+	for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
+		v, _ := x.repl.Get(p)
+		repl.Set(p, v)
+	}
+	r = caddyhttp.PrepareRequest(r, repl, nil, srv)
+	ttl := x.ep.cacheTTL
+	go func() {
+		defer g.refreshing.Delete(key)
+		defer func() {
+			// A response that broke off ends in http.ErrAbortHandler, which
+			// net/http would have caught for a caller; here nobody would.
+			if rec := recover(); rec != nil && rec != http.ErrAbortHandler {
+				h.logger.Error("cache refresh failed", zap.String("endpoint", x.ep.name), zap.Any("panic", rec))
+			}
+		}()
+		held := newHoldWriter(discardWriter{}, holdBack)
+		own := exchange{w: held, r: r, ep: x.ep, filtered: x.filtered, decodedPath: x.decodedPath}
+		if h.forwardGuarded(own, keyed, next) != nil {
+			return
+		}
+		if res := held.result(); res != nil {
+			g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+		}
+	}()
+}
+
+// discardWriter is the client of a background refresh: nobody.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) WriteHeader(int)             {}
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
 // forwardGuarded is the backend step of ServeHTTP: within the request's time
 // budget, wait for the backend's capacity, then proxy. A caller refused for
 // capacity gets 503 Backend busy with Retry-After.
 func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler) error {
+	if !keyed && h.guard.quota != nil {
+		client := clientAddress(x.r)
+		if !h.guard.quota.Take(client) {
+			x.w.Header().Set("Retry-After", "1")
+			h.refuse(x, http.StatusTooManyRequests, errQuota)
+			h.settle(x.repl, x.ep, metrics.RateLimited)
+			return nil
+		}
+		defer h.guard.quota.Give(client)
+	}
 	ctx := x.r.Context()
 	if h.guard.timeout > 0 {
 		var cancel context.CancelFunc

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -20,6 +21,8 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"max_in_flight off", `{"backend":{"max_in_flight":-1}}`},
 		{"max_main_thread 2", `{"backend":{"max_main_thread":2}}`},
 		{"max_main_thread off", `{"backend":{"max_main_thread":-1}}`},
+		{"max_per_client 2", `{"backend":{"max_per_client":2}}`},
+		{"max_per_client off", `{"backend":{"max_per_client":-1}}`},
 		{"queue 16", `{"backend":{"queue_length":16}}`},
 		{"queue 16 500ms", `{"backend":{"queue_length":16,"queue_wait":500000000}}`},
 		{"timeout 3s", `{"backend":{"timeout":3000000000}}`},
@@ -281,11 +284,29 @@ func TestMicroCache(t *testing.T) {
 	if be.n() != 3 || head.Body.Len() != 0 || head.Header().Get("Content-Length") != strconv.Itoa(len(anon[0])) {
 		t.Errorf("HEAD: backend %d calls, body %q, Content-Length %q", be.n(), head.Body, head.Header().Get("Content-Length"))
 	}
+	// Past its time to live the entry is still served, at once, while one
+	// request refreshes it in the background; then the new one is served.
 	time.Sleep(350 * time.Millisecond)
-	serve(t, h, be, "GET", "/api/v1/status", nil)
-	if be.n() != 4 {
-		t.Errorf("the entry outlived its time to live")
+	old := be.body
+	be.body = `{"ok":true,"data":{"online":["new"]},"meta":{"authenticated":true}}`
+	var stale []string
+	for range 3 {
+		r := serve(t, h, be, "GET", "/api/v1/status", nil)
+		stale = append(stale, r.Body.String())
 	}
+	// The first gets the stale entry; the others may already get the new.
+	if !strings.Contains(stale[0], `"online":[]`) {
+		t.Errorf("past the time to live a caller waited for the backend instead of getting the stale entry: %s", stale[0])
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for be.n() < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // the refresh stores what it got
+	if fresh := serve(t, h, be, "GET", "/api/v1/status", nil).Body.String(); !strings.Contains(fresh, `"new"`) || be.n() != 4 {
+		t.Errorf("after the refresh: backend %d calls (want 4: one refresh), body %s", be.n(), fresh)
+	}
+	be.body = old
 	for range 2 {
 		serve(t, h, be, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
 	}
@@ -393,4 +414,35 @@ func TestCoalescing(t *testing.T) {
 			t.Errorf("coalesce off: backend saw %d requests, want 2", be.n())
 		}
 	})
+}
+
+// TestMaxPerClient checks that one anonymous client cannot hold more than its
+// share of the backend and the queue: past max_per_client it gets 429 at once,
+// while keyed callers are not counted.
+func TestMaxPerClient(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_per_client 2\ncoalesce off")
+	g := newGate()
+	codes := make(chan int, 4)
+	for i := range 2 {
+		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf("/api/v1/server?n=%d", i), nil).Code }()
+		<-g.entered
+	}
+	r := serve(t, h, g, "GET", "/api/v1/server?n=3", nil)
+	if o, _ := r.repl.GetString(placeholderOutcome); r.Code != 429 || r.Header().Get("Retry-After") != "1" ||
+		r.envelope.Error.Message != "Too many requests" || o != "rate_limited" {
+		t.Errorf("third anonymous request: %d Retry-After %q %q outcome %q", r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, o)
+	}
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/server?n=4", keyHeader(testKey)).Code }()
+	<-g.entered // the keyed caller is not held back by the client's count
+	for range 3 {
+		g.release <- struct{}{}
+	}
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+	if r := serve(t, h, &backend{body: `{"ok":true,"meta":{}}`}, "GET", "/api/v1/server", nil); r.Code != 200 {
+		t.Errorf("after the others ended: %d", r.Code)
+	}
 }

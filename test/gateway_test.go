@@ -62,15 +62,18 @@ type gateway struct {
 	global     []string // global options; default: errors only on stderr
 	site       []string // more site directives, such as log
 	sites      []string // more site blocks, whole
-	// shared keeps the defaults of coalescing and the micro-cache. Off, the
-	// default here, every request makes its own trip to the backend, which
-	// is what most tests count; the protection tests turn it on.
+	// shared keeps the defaults of coalescing, the micro-cache and the
+	// per-client limit. Off, the default here, every request makes its own
+	// trip to the backend, which is what most tests count, and the many
+	// concurrent callers of one test (all from 127.0.0.1) are not one client
+	// held to four requests; the protection tests turn it on.
 	shared bool
 }
 
-// noSharing switches off coalescing and every endpoint's default cache.
+// noSharing switches off coalescing, every endpoint's default cache and the
+// per-client limit.
 var noSharing = []string{"coalesce off", "cache status off", "cache entities off",
-	"cache worlds off", "cache gamerules off", "cache spawnlimits off"}
+	"cache worlds off", "cache gamerules off", "cache spawnlimits off", "max_per_client off"}
 
 func (g gateway) caddyfile() string {
 	lines := g.statusgate

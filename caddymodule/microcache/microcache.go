@@ -42,6 +42,11 @@ type Config struct {
 	// eighth of it is not stored, so that one response cannot flush the
 	// cache. Default: DefaultMaxBytes.
 	MaxBytes int64
+	// Grace is how long an entry stays after its time to live, for
+	// GetStale: a caller may serve it while one request refreshes it, so
+	// that the refresh is the only caller that waits for the backend.
+	// Default: 0, an entry is gone when it expires.
+	Grace time.Duration
 	// Now is the clock; tests set it. Default: time.Now.
 	Now func() time.Time
 }
@@ -64,6 +69,7 @@ type Entry struct {
 type Cache struct {
 	maxBytes int64
 	maxEntry int64
+	grace    time.Duration
 	now      func() time.Time
 
 	mu    sync.Mutex
@@ -71,14 +77,15 @@ type Cache struct {
 	lru   item // sentinel of a ring: lru.next is the most recently used
 	bytes int64
 
-	hits, misses, expired, evictions atomic.Uint64
+	hits, misses, expired, evictions, stale atomic.Uint64
 }
 
 // item is one entry in the map and the LRU ring.
 type item struct {
 	key        string
 	entry      Entry
-	expires    time.Time
+	expires    time.Time // end of the time to live
+	gone       time.Time // expires plus the grace: removed from then on
 	size       int64
 	prev, next *item
 }
@@ -86,8 +93,8 @@ type item struct {
 // New returns an empty Cache with the bounds of c. It panics if MaxBytes is
 // negative: configuration is validated before it gets here.
 func New(c Config) *Cache {
-	if c.MaxBytes < 0 {
-		panic("microcache: negative MaxBytes")
+	if c.MaxBytes < 0 || c.Grace < 0 {
+		panic("microcache: negative MaxBytes or Grace")
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
@@ -95,7 +102,7 @@ func New(c Config) *Cache {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	ca := &Cache{maxBytes: c.MaxBytes, maxEntry: c.MaxBytes / 8, now: c.Now, items: make(map[string]*item)}
+	ca := &Cache{maxBytes: c.MaxBytes, maxEntry: c.MaxBytes / 8, grace: c.Grace, now: c.Now, items: make(map[string]*item)}
 	ca.lru.next, ca.lru.prev = &ca.lru, &ca.lru
 	return ca
 }
@@ -114,7 +121,9 @@ func (c *Cache) Get(key string) (Entry, bool) {
 		return Entry{}, false
 	}
 	if !now.Before(it.expires) {
-		c.remove(it)
+		if !now.Before(it.gone) {
+			c.remove(it)
+		}
 		c.mu.Unlock()
 		c.misses.Add(1)
 		c.expired.Add(1)
@@ -126,6 +135,33 @@ func (c *Cache) Get(key string) (Entry, bool) {
 	c.mu.Unlock()
 	c.hits.Add(1)
 	return e, true
+}
+
+// GetStale returns the entry stored under key, fresh or past its time to live
+// but within the grace (Config.Grace), and whether it is fresh. A caller that
+// gets a stale entry serves it and refreshes it.
+func (c *Cache) GetStale(key string) (e Entry, fresh, ok bool) {
+	if c == nil {
+		return Entry{}, false, false
+	}
+	now := c.now()
+	c.mu.Lock()
+	it := c.items[key]
+	if it == nil || !now.Before(it.gone) {
+		if it != nil {
+			c.remove(it)
+		}
+		c.mu.Unlock()
+		return Entry{}, false, false
+	}
+	c.unlink(it)
+	c.pushFront(it)
+	e, fresh = it.entry, now.Before(it.expires)
+	c.mu.Unlock()
+	if !fresh {
+		c.stale.Add(1)
+	}
+	return e, fresh, true
 }
 
 // Put stores a copy of e under key for ttl, replacing what was there, and
@@ -154,6 +190,7 @@ func (c *Cache) Put(key string, e Entry, ttl time.Duration) bool {
 		key:     key,
 		entry:   Entry{Status: e.Status, Header: e.Header.Clone(), Body: body},
 		expires: c.now().Add(ttl),
+		gone:    c.now().Add(ttl + c.grace),
 		size:    size,
 	}
 
@@ -202,6 +239,9 @@ type Stats struct {
 	// entry past its time to live; Evictions are entries removed, least
 	// recently used first, to make room for new ones.
 	Hits, Misses, Expired, Evictions uint64
+	// Stale counts GetStale calls that returned an entry past its time to
+	// live.
+	Stale uint64
 }
 
 // Stats returns the cache's gauges and counters. A nil Cache reports zeros.
@@ -219,5 +259,6 @@ func (c *Cache) Stats() Stats {
 		Misses:    c.misses.Load(),
 		Expired:   c.expired.Load(),
 		Evictions: c.evictions.Load(),
+		Stale:     c.stale.Load(),
 	}
 }

@@ -329,3 +329,41 @@ func BenchmarkPut(b *testing.B) {
 		c.Put("anon|/api/v1/status", e, time.Hour)
 	}
 }
+
+// TestGrace checks that an entry past its time to live is a miss for Get, is
+// served by GetStale as stale until the grace ends, and is gone after it.
+func TestGrace(t *testing.T) {
+	clk := newClock()
+	c := New(Config{Grace: 5 * time.Second, Now: clk.Now})
+	c.Put("k", entry("v1"), time.Second)
+	if e, fresh, ok := c.GetStale("k"); !ok || !fresh || string(e.Body) != "v1" {
+		t.Fatalf("fresh entry: %q fresh %v ok %v", e.Body, fresh, ok)
+	}
+	clk.Advance(time.Second)
+	if _, ok := c.Get("k"); ok {
+		t.Error("Get returned an entry past its time to live")
+	}
+	if e, fresh, ok := c.GetStale("k"); !ok || fresh || string(e.Body) != "v1" {
+		t.Errorf("within the grace: %q fresh %v ok %v", e.Body, fresh, ok)
+	}
+	c.Put("k", entry("v2"), time.Second) // the refresh
+	if e, ok := c.Get("k"); !ok || string(e.Body) != "v2" {
+		t.Errorf("after the refresh: %q %v", e.Body, ok)
+	}
+	clk.Advance(6 * time.Second)
+	if _, _, ok := c.GetStale("k"); ok {
+		t.Error("GetStale returned an entry past its grace")
+	}
+	if st := c.Stats(); st.Entries != 0 || st.Stale != 1 {
+		t.Errorf("stats %+v, want no entries and one stale hit", st)
+	}
+	checkConsistent(t, c)
+
+	// Without a grace an expired entry is gone for GetStale too.
+	c = New(Config{Now: clk.Now})
+	c.Put("k", entry("v"), time.Second)
+	clk.Advance(time.Second)
+	if _, _, ok := c.GetStale("k"); ok {
+		t.Error("GetStale served an expired entry without a grace")
+	}
+}
