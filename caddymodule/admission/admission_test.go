@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // long is a wait bound no test reaches unless it means to.
@@ -62,16 +64,7 @@ func mustAcquire(t *testing.T, l *Limiter, c Class) Permit {
 	return p
 }
 
-func recv(t *testing.T, ch <-chan result) result {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(10 * time.Second):
-		t.Fatal("Acquire did not return")
-		return result{}
-	}
-}
+func recv(t *testing.T, ch <-chan result) result { return fixture.Recv(t, ch, "Acquire") }
 
 func checkIdle(t *testing.T, l *Limiter) {
 	t.Helper()

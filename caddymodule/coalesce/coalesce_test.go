@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // waitFor polls cond until it holds or a generous deadline passes.
@@ -50,16 +52,7 @@ func doAsync(ctx context.Context, g *Group, key string, fn func(context.Context)
 	return ch
 }
 
-func recv(t *testing.T, ch <-chan outcome) outcome {
-	t.Helper()
-	select {
-	case o := <-ch:
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("Do did not return")
-		return outcome{}
-	}
-}
+func recv(t *testing.T, ch <-chan outcome) outcome { return fixture.Recv(t, ch, "Do") }
 
 // leader is a fn that blocks until release is closed, then returns res and
 // err, recording its context and how often it ran.

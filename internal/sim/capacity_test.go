@@ -21,7 +21,7 @@ func span(d time.Duration) Span { return Span{Min: caddy.Duration(d)} }
 
 // provision provisions s and returns the function that unloads it, as a
 // config reload or shutdown would.
-func provision(t *testing.T, s *Sim) context.CancelFunc {
+func provision(t testing.TB, s *Sim) context.CancelFunc {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)

@@ -24,14 +24,7 @@ func newSim(t testing.TB, s *Sim) *Sim {
 	if s.Latency == nil {
 		s.Latency = map[string]Span{latencyAll: {}}
 	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	t.Cleanup(cancel)
-	if err := s.Provision(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	provision(t, s)
 	return s
 }
 
