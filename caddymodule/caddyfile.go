@@ -223,7 +223,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			h.Backend.Coalesce = &on
 
-		case "cache":
+		case "cache", "snapshot":
 			name, err := endpointArg(d)
 			if err != nil {
 				return err
@@ -241,10 +241,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			if h.Backend.Cache == nil {
-				h.Backend.Cache = map[string]caddy.Duration{}
+			m := &h.Backend.Cache
+			if opt == "snapshot" {
+				m = &h.Backend.Snapshot
 			}
-			h.Backend.Cache[name] = max(ttl, 0) // off is 0
+			if *m == nil {
+				*m = map[string]caddy.Duration{}
+			}
+			(*m)[name] = max(ttl, 0) // off is 0
 
 		case "cache_size":
 			if err := once(opt); err != nil {

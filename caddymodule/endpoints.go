@@ -40,6 +40,7 @@ type builtin struct {
 	disabled    bool          // disabled unless enabled in the config
 	mainThread  bool          // the plugin does the work on the game's main thread
 	cacheTTL    time.Duration // the micro-cache's default time to live
+	snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
 }
@@ -48,14 +49,14 @@ type builtin struct {
 // /api/v1 with statusgate's defaults (README, "Configuration").
 var builtins = []builtin{
 	{name: "index", description: "This list of endpoints", public: true},
-	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second},
+	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second},
 	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"}},
 	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"}},
 	{name: "performance", description: "TPS, tick time, memory, JVM"},
-	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second},
-	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second},
-	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second},
-	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second},
+	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
+	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
+	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second},
+	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
 	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID},
 	{name: "bans", description: "Ban list (UUIDs and IPs)"},
 	{name: "operators", description: "Operator list"},
@@ -80,6 +81,7 @@ type endpoint struct {
 	requireKey  bool              // already false for every endpoint while auth is off
 	mainThread  bool              // admitted through the main-thread limiter too
 	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
+	snapshot    time.Duration     // the backend's refresh interval of the station; 0: live or unknown
 	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
 	fieldList   []string          // the names in fields, for the metrics' labels
 	indexPath   string            // the path the index shows
@@ -177,6 +179,7 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 			requireKey:  !b.public,
 			mainThread:  b.mainThread,
 			cacheTTL:    b.cacheTTL,
+			snapshot:    b.snapshot,
 			basePath:    "/api/v1/" + b.name,
 		}
 		if b.name == "index" {

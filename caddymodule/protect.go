@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -70,6 +71,16 @@ type BackendConfig struct {
 	// staleness: status 1s (snapshot every 5 s), entities 5s (20 s), worlds,
 	// gamerules and spawnlimits 30s (10 min); every live station is off.
 	Cache map[string]caddy.Duration `json:"cache,omitempty"`
+
+	// Snapshot is the plugin's refresh interval of each snapshot station
+	// (its cache.*-ticks divided by 20), which makes the micro-cache
+	// snapshot-aware: a response carries the time of its snapshot
+	// (meta.cachedAt), and is kept until the next snapshot is due, however
+	// much longer that is than its time to live, because until then the
+	// plugin would answer with the same snapshot. 0: not a snapshot station
+	// (only the time to live counts). Defaults: the plugin's, status 5s,
+	// entities 20s, worlds, gamerules and spawnlimits 10m.
+	Snapshot map[string]caddy.Duration `json:"snapshot,omitempty"`
 
 	// CacheSize bounds the micro-cache's memory in bytes; the least recently
 	// used entries go first. Default: 16 MiB.
@@ -145,12 +156,14 @@ func newBackendGuard(c BackendConfig) (backendGuard, error) {
 	if c.Coalesce == nil || *c.Coalesce {
 		g.flights = coalesce.New(coalesce.Config{MaxBody: holdBack, Timeout: g.timeout})
 	}
-	for name, ttl := range c.Cache {
-		if !validEndpointName(name) {
-			return g, fmt.Errorf("backend.cache: %w", endpointNameError(name))
-		}
-		if ttl < 0 {
-			return g, fmt.Errorf("backend.cache.%s: %v is negative", name, time.Duration(ttl))
+	for section, m := range map[string]map[string]caddy.Duration{"cache": c.Cache, "snapshot": c.Snapshot} {
+		for name, d := range m {
+			if !validEndpointName(name) {
+				return g, fmt.Errorf("backend.%s: %w", section, endpointNameError(name))
+			}
+			if d < 0 {
+				return g, fmt.Errorf("backend.%s.%s: %v is negative", section, name, time.Duration(d))
+			}
 		}
 	}
 	return g, nil
@@ -162,6 +175,9 @@ func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
 	for _, ep := range t.ordered {
 		if ttl, ok := c.Cache[ep.name]; ok {
 			ep.cacheTTL = time.Duration(ttl)
+		}
+		if every, ok := c.Snapshot[ep.name]; ok {
+			ep.snapshot = time.Duration(every)
 		}
 		if ep.cacheTTL > 0 && g.cache == nil {
 			g.cache = microcache.New(microcache.Config{MaxBytes: c.CacheSize, Grace: staleGrace})
@@ -235,9 +251,7 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 			return nil, err
 		}
 		res := held.result()
-		if res != nil && x.ep.cacheTTL > 0 {
-			g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, x.ep.cacheTTL)
-		}
+		g.store(key, x.ep, res)
 		return res, nil
 	})
 	switch how {
@@ -252,6 +266,39 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 		held.release()
 	}
 	return nil
+}
+
+// store puts a whole response of a cached endpoint into the micro-cache: for
+// its time to live, or, for a snapshot station, until the backend's next
+// snapshot is due if that is later (see BackendConfig.Snapshot).
+func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
+	if res == nil || ep.cacheTTL <= 0 {
+		return
+	}
+	ttl := ep.cacheTTL
+	if ep.snapshot > 0 {
+		if at, ok := snapshotTime(res.Body); ok {
+			if due := time.Until(at.Add(ep.snapshot)); due > ttl {
+				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
+			}
+		}
+	}
+	g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+}
+
+// snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
+// it carries was taken. It decodes the whole body, but only on a trip to the
+// backend of a cached snapshot station, about once per snapshot.
+func snapshotTime(body []byte) (time.Time, bool) {
+	var doc struct {
+		Meta struct {
+			CachedAt *int64 `json:"cachedAt"`
+		} `json:"meta"`
+	}
+	if json.Unmarshal(body, &doc) != nil || doc.Meta.CachedAt == nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(*doc.Meta.CachedAt), true
 }
 
 // errQuota is why a client over max_per_client is refused.
@@ -287,7 +334,6 @@ func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Han
 		repl.Set(p, v)
 	}
 	r = caddyhttp.PrepareRequest(r, repl, nil, srv)
-	ttl := x.ep.cacheTTL
 	go func() {
 		defer g.refreshing.Delete(key)
 		defer func() {
@@ -302,9 +348,7 @@ func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Han
 		if h.forwardGuarded(own, keyed, next) != nil {
 			return
 		}
-		if res := held.result(); res != nil {
-			g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
-		}
+		g.store(key, x.ep, held.result())
 	}()
 }
 

@@ -27,6 +27,12 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"queue 16 500ms", `{"backend":{"queue_length":16,"queue_wait":500000000}}`},
 		{"timeout 3s", `{"backend":{"timeout":3000000000}}`},
 		{"timeout off", `{"backend":{"timeout":-1}}`},
+		{"cache status 2s", `{"backend":{"cache":{"status":2000000000}}}`},
+		{"cache worlds off", `{"backend":{"cache":{"worlds":0}}}`},
+		{"snapshot status 10s", `{"backend":{"snapshot":{"status":10000000000}}}`},
+		{"snapshot entities off", `{"backend":{"snapshot":{"entities":0}}}`},
+		{"coalesce off", `{"backend":{"coalesce":false}}`},
+		{"cache_size 1MiB", `{"backend":{"cache_size":1048576}}`},
 	} {
 		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
 		if err != nil {
@@ -49,6 +55,12 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"timeout", "wrong argument count"},
 		{"timeout 0s", "timeout: '0s' is not a positive duration"},
 		{"timeout 5s 6s", "wrong argument count"},
+		{"cache stats 1s", "cache: unknown endpoint 'stats'"},
+		{"cache status", "wrong argument count"},
+		{"cache status soon", "cache: 'soon' is not a positive duration"},
+		{"snapshot status 0s", "snapshot: '0s' is not a positive duration"},
+		{"cache_size lots", "cache_size: 'lots' is not a size"},
+		{"coalesce maybe", "coalesce: 'maybe' is not on, off, true or false"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
@@ -444,5 +456,44 @@ func TestMaxPerClient(t *testing.T) {
 	}
 	if r := serve(t, h, &backend{body: `{"ok":true,"meta":{}}`}, "GET", "/api/v1/server", nil); r.Code != 200 {
 		t.Errorf("after the others ended: %d", r.Code)
+	}
+}
+
+// TestSnapshotAwareCache checks that a snapshot station's response is kept
+// until the backend's next snapshot is due (meta.cachedAt plus the interval),
+// longer than its time to live, and no longer than the time to live when the
+// next snapshot is due sooner.
+func TestSnapshotAwareCache(t *testing.T) {
+	h, _ := newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
+	body := func(at time.Time) string {
+		return fmt.Sprintf(`{"ok":true,"data":{"online":[]},"meta":{"authenticated":true,"cachedAt":%d}}`, at.UnixMilli())
+	}
+	be := &counter{body: body(time.Now().Add(-time.Second))} // next snapshot in about 4 s
+	serve(t, h, be, "GET", "/api/v1/status", nil)
+	time.Sleep(300 * time.Millisecond)
+	serve(t, h, be, "GET", "/api/v1/status", nil)
+	time.Sleep(50 * time.Millisecond)
+	if be.n() != 1 {
+		t.Errorf("the snapshot is current for 4 more seconds, yet the backend was asked %d times", be.n())
+	}
+
+	h, _ = newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
+	be = &counter{body: body(time.Now().Add(-4990 * time.Millisecond))} // next snapshot due now
+	serve(t, h, be, "GET", "/api/v1/status", nil)
+	time.Sleep(300 * time.Millisecond)
+	serve(t, h, be, "GET", "/api/v1/status", nil) // stale: refreshed in the background
+	deadline := time.Now().Add(2 * time.Second)
+	for be.n() < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if be.n() != 2 {
+		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
+	}
+
+	if _, ok := snapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
+		t.Error("a body without cachedAt has a snapshot time")
+	}
+	if at, ok := snapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
+		t.Errorf("snapshotTime = %v %v", at, ok)
 	}
 }
