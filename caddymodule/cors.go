@@ -14,8 +14,13 @@ const exposedHeaders = "Retry-After"
 // request needs credentials mode, and "*" makes a browser refuse credentialed
 // requests outright. For the same reason Access-Control-Allow-Credentials is
 // never sent, and the answer does not depend on Origin, so no Vary: Origin.
+//
+// The keys are written in canonical form directly, without Header.Set's
+// canonicalization: this runs twice on every forwarded request. Each value is
+// a slice of its own, because later handlers (Caddy's header directive) may
+// edit header values in place.
 func setCORS(hdr http.Header) {
-	hdr.Set("Access-Control-Allow-Origin", "*")
-	hdr.Set("Access-Control-Expose-Headers", exposedHeaders)
-	hdr.Del("Access-Control-Allow-Credentials")
+	hdr["Access-Control-Allow-Origin"] = []string{"*"}
+	hdr["Access-Control-Expose-Headers"] = []string{exposedHeaders}
+	delete(hdr, "Access-Control-Allow-Credentials")
 }
