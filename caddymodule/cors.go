@@ -16,7 +16,7 @@ const exposedHeaders = "Retry-After"
 // never sent, and the answer does not depend on Origin, so no Vary: Origin.
 //
 // The keys are written in canonical form directly, without Header.Set's
-// canonicalization: this runs twice on every forwarded request. Each value is
+// canonicalization: this runs on every answer. Each value is
 // a slice of its own, because later handlers (Caddy's header directive) may
 // edit header values in place.
 func setCORS(hdr http.Header) {

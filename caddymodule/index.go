@@ -102,5 +102,6 @@ func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, ep *en
 		ep.metrics.FieldsRemoved(hidden)
 		b = out
 	}
+	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
 }

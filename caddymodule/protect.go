@@ -59,7 +59,7 @@ type BackendConfig struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// Coalesce lets concurrent identical requests (same upstream path and
-	// query, same caller class: anonymous or keyed) share one backend request
+	// query, same treatment: filtered or whole) share one backend request
 	// and its bytes. Responses larger than the 256 KiB hold-back, errors, 429s
 	// and 5xx are never shared. Default: true.
 	Coalesce *bool `json:"coalesce,omitempty"`
@@ -194,19 +194,17 @@ func orDefault(v, def int) int {
 }
 
 // admit waits for the backend's capacity: the main-thread limiter first for
-// the stations that need it, then the global one. The returned release must be
-// called when the backend is done with the request.
-func (g *backendGuard) admit(ctx context.Context, ep *endpoint, keyed bool) (release func(), err error) {
+// the stations that need it, then the global one. Release the Permits when the
+// backend is done with the request.
+func (g *backendGuard) admit(ctx context.Context, ep *endpoint, withKey bool) (admission.Permits, error) {
 	class := admission.Anonymous
-	if keyed {
+	if withKey {
 		class = admission.Keyed
 	}
 	if ep.mainThread && g.main != nil {
-		ps, err := admission.AcquireAll(ctx, class, g.main, g.all)
-		return ps.Release, err
+		return admission.AcquireAll(ctx, class, g.main, g.all)
 	}
-	p, err := g.all.Acquire(ctx, class)
-	return p.Release, err
+	return admission.AcquireAll(ctx, class, g.all)
 }
 
 // shared reports whether the endpoint's responses may go to more than one
@@ -216,29 +214,33 @@ func (g *backendGuard) shared(ep *endpoint) bool {
 	return g.flights != nil || (g.cache != nil && ep.cacheTTL > 0)
 }
 
-// shareKey names what a response depends on: the caller's class, which decides
-// the fields it sees, and the canonical upstream request. Never the key itself.
-func shareKey(r *http.Request, keyed bool) string {
-	class := "anonymous "
-	if keyed {
-		class = "keyed "
+// shareKey names what a response depends on: whether it goes through the
+// field layer, which alone decides the bytes a caller gets (filtered for a
+// caller without a key while auth is on, the backend's for everyone else), and
+// the canonical upstream request. Never the key itself.
+func shareKey(r *http.Request, filtered bool) string {
+	class := "whole "
+	if filtered {
+		class = "filtered "
 	}
 	return class + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 }
 
 // forwardShared answers from the micro-cache when it can, and otherwise lets
-// identical concurrent requests share one trip to the backend.
-func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) error {
+// identical concurrent requests share one trip to the backend. withKey says
+// the caller presented an accepted key: it goes first in the queue and is not
+// held to the per-client limit.
+func (h *Handler) forwardShared(x exchange, withKey bool, next caddyhttp.Handler) error {
 	g := &h.guard
 	if !g.shared(x.ep) {
-		return h.forwardGuarded(x, keyed, next)
+		return h.forwardGuarded(x, withKey, next)
 	}
-	key := shareKey(x.r, keyed)
+	key := shareKey(x.r, x.filtered)
 	if e, fresh, ok := g.cache.GetStale(key); ok {
 		writeShared(x.w, e.Status, e.Header, e.Body)
 		h.settle(x.repl, x.ep, metrics.Cached)
 		if !fresh {
-			h.refresh(x, keyed, key, next)
+			h.refresh(x, withKey, key, next)
 		}
 		return nil
 	}
@@ -247,7 +249,7 @@ func (h *Handler) forwardShared(x exchange, keyed bool, next caddyhttp.Handler) 
 		held = newHoldWriter(x.w, holdBack)
 		own := x
 		own.w, own.r = held, x.r.WithContext(ctx)
-		if err := h.forwardGuarded(own, keyed, next); err != nil {
+		if err := h.forwardGuarded(own, withKey, next); err != nil {
 			return nil, err
 		}
 		res := held.result()
@@ -320,13 +322,19 @@ func clientAddress(r *http.Request) string {
 // caller's, which the caller's handlers and log still use), the caller's
 // canonical upstream request, the same admission and budget, and no caller to
 // answer: its outcome is not counted.
-func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Handler) {
+func (h *Handler) refresh(x exchange, withKey bool, key string, next caddyhttp.Handler) {
 	g := &h.guard
 	if _, busy := g.refreshing.LoadOrStore(key, struct{}{}); busy {
 		return
 	}
 	srv, _ := x.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	r := x.r.Clone(context.WithoutCancel(x.r.Context()))
+	ctx, cancel := context.WithoutCancel(x.r.Context()), context.CancelFunc(func() {})
+	if g.timeout == 0 {
+		// Without a budget of its own a hung backend would hold the refresh,
+		// and with it this key's refreshes, for ever.
+		ctx, cancel = context.WithTimeout(ctx, staleGrace)
+	}
+	r := x.r.Clone(ctx)
 	r.Body = http.NoBody
 	repl := caddy.NewReplacer()
 	for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
@@ -336,6 +344,7 @@ func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Han
 	r = caddyhttp.PrepareRequest(r, repl, nil, srv)
 	go func() {
 		defer g.refreshing.Delete(key)
+		defer cancel()
 		defer func() {
 			// A response that broke off ends in http.ErrAbortHandler, which
 			// net/http would have caught for a caller; here nobody would.
@@ -345,7 +354,7 @@ func (h *Handler) refresh(x exchange, keyed bool, key string, next caddyhttp.Han
 		}()
 		held := newHoldWriter(discardWriter{}, holdBack)
 		own := exchange{w: held, r: r, ep: x.ep, filtered: x.filtered, decodedPath: x.decodedPath}
-		if h.forwardGuarded(own, keyed, next) != nil {
+		if h.forwardGuarded(own, withKey, next) != nil {
 			return
 		}
 		g.store(key, x.ep, held.result())
@@ -362,8 +371,8 @@ func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 // forwardGuarded is the backend step of ServeHTTP: within the request's time
 // budget, wait for the backend's capacity, then proxy. A caller refused for
 // capacity gets 503 Backend busy with Retry-After.
-func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler) error {
-	if !keyed && h.guard.quota != nil {
+func (h *Handler) forwardGuarded(x exchange, withKey bool, next caddyhttp.Handler) error {
+	if !withKey && h.guard.quota != nil {
 		client := clientAddress(x.r)
 		if !h.guard.quota.Take(client) {
 			x.w.Header().Set("Retry-After", "1")
@@ -380,9 +389,9 @@ func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler)
 		defer cancel()
 		x.r = x.r.WithContext(ctx)
 	}
-	queued := h.metrics.Queued(keyed)
-	release, err := h.guard.admit(ctx, x.ep, keyed)
-	queued()
+	h.metrics.QueueEnter(withKey)
+	permits, err := h.guard.admit(ctx, x.ep, withKey)
+	h.metrics.QueueLeave(withKey)
 	if err != nil {
 		var busy *admission.BusyError
 		outcome := metrics.Busy
@@ -400,6 +409,6 @@ func (h *Handler) forwardGuarded(x exchange, keyed bool, next caddyhttp.Handler)
 		h.settle(x.repl, x.ep, outcome)
 		return nil
 	}
-	defer release()
+	defer permits.Release()
 	return h.proxy(x, next)
 }

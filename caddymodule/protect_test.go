@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 func TestCaddyfileBackendOptions(t *testing.T) {
@@ -310,10 +312,7 @@ func TestMicroCache(t *testing.T) {
 	if !strings.Contains(stale[0], `"online":[]`) {
 		t.Errorf("past the time to live a caller waited for the backend instead of getting the stale entry: %s", stale[0])
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for be.n() < 4 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	fixture.WaitFor(t, "the background refresh", func() bool { return be.n() >= 4 })
 	time.Sleep(20 * time.Millisecond) // the refresh stores what it got
 	if fresh := serve(t, h, be, "GET", "/api/v1/status", nil).Body.String(); !strings.Contains(fresh, `"new"`) || be.n() != 4 {
 		t.Errorf("after the refresh: backend %d calls (want 4: one refresh), body %s", be.n(), fresh)
@@ -482,10 +481,7 @@ func TestSnapshotAwareCache(t *testing.T) {
 	serve(t, h, be, "GET", "/api/v1/status", nil)
 	time.Sleep(300 * time.Millisecond)
 	serve(t, h, be, "GET", "/api/v1/status", nil) // stale: refreshed in the background
-	deadline := time.Now().Add(2 * time.Second)
-	for be.n() < 2 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	fixture.WaitFor(t, "the background refresh", func() bool { return be.n() >= 2 })
 	if be.n() != 2 {
 		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
 	}
@@ -495,5 +491,22 @@ func TestSnapshotAwareCache(t *testing.T) {
 	}
 	if at, ok := snapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
 		t.Errorf("snapshotTime = %v %v", at, ok)
+	}
+}
+
+// TestMaxPerClientAuthOff checks that the per-client limit holds while auth is
+// off too: then nobody has a key, so every caller is counted.
+func TestMaxPerClientAuthOff(t *testing.T) {
+	h, _ := newTestHandler(t, "auth off\nmax_per_client 1\ncoalesce off")
+	g := newGate()
+	done := make(chan int, 1)
+	go func() { done <- serve(t, h, g, "GET", "/api/v1/server?n=1", nil).Code }()
+	<-g.entered
+	if r := serve(t, h, g, "GET", "/api/v1/server?n=2", nil); r.Code != http.StatusTooManyRequests {
+		t.Errorf("a second request of one client with auth off: %d, want 429", r.Code)
+	}
+	g.release <- struct{}{}
+	if c := <-done; c != 200 {
+		t.Errorf("first request: %d", c)
 	}
 }

@@ -170,7 +170,6 @@ func (h *Handler) refuse(x exchange, status int, cause error) {
 	default:
 		h.logFailure(status, x.ep, cause)
 	}
-	setCORS(hdr)
 	writeError(x.w, status, x.decodedPath)
 }
 

@@ -26,6 +26,7 @@ var errorMessages = map[int]string{
 // decoded path the client sent.
 func writeError(w http.ResponseWriter, status int, path string) {
 	b := apijson.AppendError(make([]byte, 0, 160+len(path)), status, errorMessages[status], path, "", time.Now().UnixMilli())
+	setCORS(w.Header())
 	apijson.Write(w, status, b)
 }
 
@@ -38,7 +39,7 @@ const preflightMaxAge = "86400"
 // in a header rather than in the URL.
 func writePreflight(w http.ResponseWriter) {
 	hdr := w.Header()
-	hdr.Set("Access-Control-Allow-Origin", "*")
+	setCORS(hdr)
 	hdr.Set("Access-Control-Allow-Methods", allowedMethods)
 	hdr.Set("Access-Control-Allow-Headers", "X-API-Key")
 	hdr.Set("Access-Control-Max-Age", preflightMaxAge)

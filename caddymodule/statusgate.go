@@ -160,7 +160,6 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	decodedPath := r.URL.Path // what error envelopes show, like the backend's
-	setCORS(w.Header())
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}
@@ -211,7 +210,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	h.identify(repl, r, rt.ep, key)
 	h.prepareUpstream(r, rt, filtered || h.guard.shared(rt.ep))
-	return h.forwardShared(exchange{w: w, r: r, repl: repl, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, keyed, next)
+	return h.forwardShared(exchange{w: w, r: r, repl: repl, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, key != noKey, next)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.

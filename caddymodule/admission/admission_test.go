@@ -15,18 +15,6 @@ import (
 // long is a wait bound no test reaches unless it means to.
 const long = time.Minute
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // queued is how many callers of either class wait.
 func queued(l *Limiter) int { return l.Queued(Keyed) + l.Queued(Anonymous) }
 
@@ -51,7 +39,7 @@ func queueUp(t *testing.T, ctx context.Context, l *Limiter, c Class) <-chan resu
 	t.Helper()
 	before := queued(l)
 	ch := acquireAsync(ctx, l, c)
-	waitFor(t, "the caller to queue", func() bool { return queued(l) == before+1 })
+	fixture.WaitFor(t, "the caller to queue", func() bool { return queued(l) == before+1 })
 	return ch
 }
 
@@ -499,7 +487,7 @@ func TestAcquireAll(t *testing.T) {
 		ps, err := AcquireAll(ctx, Keyed, station, global)
 		second <- chainResult{ps, err}
 	}()
-	waitFor(t, "the second request to wait for the station", func() bool { return queued(station) == 1 })
+	fixture.WaitFor(t, "the second request to wait for the station", func() bool { return queued(station) == 1 })
 	if global.InFlight() != 1 {
 		t.Fatalf("a request waiting for its station holds a global slot: global in flight %d", global.InFlight())
 	}
@@ -512,7 +500,7 @@ func TestAcquireAll(t *testing.T) {
 	// will go to it, so that the second request finds the global limiter
 	// full when it gets the station's slot.
 	third := acquireAsync(context.Background(), global, Keyed)
-	waitFor(t, "the third request to queue", func() bool { return queued(global) == 1 })
+	fixture.WaitFor(t, "the third request to queue", func() bool { return queued(global) == 1 })
 
 	first.Release()
 	r3 := recv(t, third)
@@ -557,7 +545,7 @@ func TestAcquireAllSharedDeadline(t *testing.T) {
 		ps, err := AcquireAll(ctx, Keyed, station, global)
 		done <- chainResultT{ps, err, time.Since(start)}
 	}()
-	waitFor(t, "the chain to wait for the station", func() bool { return queued(station) == 1 })
+	fixture.WaitFor(t, "the chain to wait for the station", func() bool { return queued(station) == 1 })
 	time.Sleep(wait * 3 / 4)
 	sHold.Release() // station granted after ~150 ms; global still held
 	var r chainResultT
@@ -635,7 +623,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 	wg.Wait()
 	holder.Release()
 	checkIdle(t, l)
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	fixture.WaitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func TestStrings(t *testing.T) {

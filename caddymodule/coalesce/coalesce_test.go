@@ -15,18 +15,6 @@ import (
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-}
-
 // waiting is how many followers wait for key's leader now.
 func waiting(g *Group, key string) int {
 	g.mu.Lock()
@@ -110,7 +98,7 @@ func TestShare(t *testing.T) {
 	for i := range n {
 		followers = append(followers, doAsync(ctx, g, "a|/api/v1/status", own(fmt.Sprint("f", i), &ownRuns)))
 	}
-	waitFor(t, "followers to wait", func() bool { return waiting(g, "a|/api/v1/status") == n })
+	fixture.WaitFor(t, "followers to wait", func() bool { return waiting(g, "a|/api/v1/status") == n })
 	if st := g.Stats(); st.InFlight != 1 || st.Led != 1 {
 		t.Errorf("while running: %+v", st)
 	}
@@ -171,7 +159,7 @@ func TestNotShared(t *testing.T) {
 			var runs atomic.Int32
 			f1 := doAsync(ctx, g, "k", own("f1", &runs))
 			f2 := doAsync(ctx, g, "k", own("f2", &runs))
-			waitFor(t, "followers to wait", func() bool { return waiting(g, "k") == 2 })
+			fixture.WaitFor(t, "followers to wait", func() bool { return waiting(g, "k") == 2 })
 			close(ld.release)
 			if o := recv(t, lead); o.res != tc.res || o.err != tc.err || o.how != Led {
 				t.Errorf("leader got %+v, want its own result and error", o)
@@ -204,7 +192,7 @@ func TestKeys(t *testing.T) {
 	<-keyed.started // both leaders run at once
 	fa := doAsync(ctx, g, "anon|/api/v1/server", func(context.Context) (*Result, error) { panic("not run") })
 	fk := doAsync(ctx, g, "keyed|/api/v1/server", func(context.Context) (*Result, error) { panic("not run") })
-	waitFor(t, "followers", func() bool {
+	fixture.WaitFor(t, "followers", func() bool {
 		return waiting(g, "anon|/api/v1/server") == 1 && waiting(g, "keyed|/api/v1/server") == 1
 	})
 	close(keyed.release)
@@ -229,7 +217,7 @@ func TestFollowerGivesUp(t *testing.T) {
 	fctx, cancel := context.WithCancel(context.Background())
 	quitter := doAsync(fctx, g, "k", func(context.Context) (*Result, error) { panic("not run") })
 	stayer := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
-	waitFor(t, "followers", func() bool { return waiting(g, "k") == 2 })
+	fixture.WaitFor(t, "followers", func() bool { return waiting(g, "k") == 2 })
 	cancel()
 	if o := recv(t, quitter); o.res != nil || o.how != Abandoned || !errors.Is(o.err, context.Canceled) {
 		t.Errorf("quitter: %+v", o)
@@ -261,7 +249,7 @@ func TestLeaderCancelled(t *testing.T) {
 	lead := doAsync(lctxParent, g, "k", ld.fn)
 	<-ld.started
 	f := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
-	waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	fixture.WaitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
 	cancel()
 	lctx := <-ld.ctx
 	time.Sleep(5 * time.Millisecond) // give a wrong cancellation the time to propagate
@@ -315,7 +303,7 @@ func TestOrphanTimeout(t *testing.T) {
 	lctx := <-ld.ctx
 	var runs atomic.Int32
 	f := doAsync(context.Background(), g, "k", own("f", &runs))
-	waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	fixture.WaitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
 	time.Sleep(2 * timeout)
 	if lctx.Err() != nil {
 		t.Fatal("Timeout ran while the leader's client was still there")
@@ -351,7 +339,7 @@ func TestOrphan(t *testing.T) {
 			var f <-chan outcome
 			if withFollower {
 				f = doAsync(fctx, g, "k", func(context.Context) (*Result, error) { panic("not run") })
-				waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+				fixture.WaitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
 			}
 			lcancel()
 			if withFollower {
@@ -364,7 +352,7 @@ func TestOrphan(t *testing.T) {
 					t.Errorf("follower: %+v", o)
 				}
 			}
-			waitFor(t, "the orphaned request to be cancelled", func() bool { return lctx.Err() != nil })
+			fixture.WaitFor(t, "the orphaned request to be cancelled", func() bool { return lctx.Err() != nil })
 			if o := recv(t, lead); !errors.Is(o.err, context.Canceled) || o.how != Led {
 				t.Errorf("leader: %+v, want its fn's context.Canceled", o)
 			}
@@ -388,9 +376,9 @@ func TestOrphan(t *testing.T) {
 			return nil, ctx.Err()
 		})
 	}()
-	waitFor(t, "the leader", func() bool { return waiting(g, "k") == 0 })
+	fixture.WaitFor(t, "the leader", func() bool { return waiting(g, "k") == 0 })
 	lcancel()
-	waitFor(t, "the orphan to leave the map", func() bool { return waiting(g, "k") == -1 })
+	fixture.WaitFor(t, "the orphan to leave the map", func() bool { return waiting(g, "k") == -1 })
 	var runs atomic.Int32
 	if res, how, err := g.Do(context.Background(), "k", own("fresh", &runs)); how != Led || err != nil || string(res.Body) != "fresh" {
 		t.Errorf("caller during the orphan's wind-down: %v %v %v", res, how, err)
@@ -432,7 +420,7 @@ func TestPanic(t *testing.T) {
 	<-started
 	var runs atomic.Int32
 	f := doAsync(context.Background(), g, "k", own("f", &runs))
-	waitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	fixture.WaitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
 	close(release)
 	if p := <-panicked; p != http.ErrAbortHandler {
 		t.Errorf("recovered %v, want the leader's panic", p)
@@ -542,7 +530,7 @@ func TestRace(t *testing.T) {
 	if st.InFlight != 0 {
 		t.Errorf("%d calls left in the map", st.InFlight)
 	}
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	fixture.WaitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
 // BenchmarkLead is the cost of coalescing for a caller nobody joins: the

@@ -386,16 +386,26 @@ func (e *Endpoint) FilterBytes(in, out int64) {
 	}
 }
 
-// Queued counts a request that starts waiting for the backend's capacity;
-// call the returned function once when it stops waiting (admitted or not).
-func (m *Metrics) Queued(keyed bool) (done func()) {
-	if m == nil {
-		return func() {}
+// QueueEnter counts a request that starts waiting for the backend's capacity
+// (withKey: a caller with an accepted key); QueueLeave, called once for each,
+// when it stops waiting, admitted or not.
+func (m *Metrics) QueueEnter(withKey bool) {
+	if m != nil {
+		m.queued[queueClass(withKey)].Inc()
 	}
-	g := m.queued[0]
-	if keyed {
-		g = m.queued[1]
+}
+
+// QueueLeave ends what QueueEnter counted.
+func (m *Metrics) QueueLeave(withKey bool) {
+	if m != nil {
+		m.queued[queueClass(withKey)].Dec()
 	}
-	g.Inc()
-	return g.Dec
+}
+
+// queueClass indexes Metrics.queued: anonymous, keyed.
+func queueClass(withKey bool) int {
+	if withKey {
+		return 1
+	}
+	return 0
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // The capacity tests run on real time, so their bounds are one-sided where
@@ -128,7 +130,7 @@ func TestPlaceholdersSerialiseOnMainThread(t *testing.T) {
 	s := &Sim{Seed: &seed, Name: t.Name(), Latency: map[string]Span{latencyAll: {}, "placeholders": span(work)}}
 	provision(t, s)
 	st := Lookup(t.Name())
-	waitFor(t, "ticks", func() bool { return st.Snapshot().MainThread.Ticks >= 3 })
+	fixture.WaitFor(t, "ticks", func() bool { return st.Snapshot().MainThread.Ticks >= 3 })
 	st.Reset()
 
 	start := time.Now()
@@ -186,7 +188,7 @@ func TestPlaceholdersTimeout(t *testing.T) {
 	if got := st.Snapshot().MainThread.Timeouts; got != 2 {
 		t.Errorf("timeouts %d, want 2", got)
 	}
-	waitFor(t, "the abandoned work to run", func() bool { return st.Snapshot().MainThread.Tasks == 2 })
+	fixture.WaitFor(t, "the abandoned work to run", func() bool { return st.Snapshot().MainThread.Tasks == 2 })
 	if m := st.Snapshot().MainThread; m.LagMax < 300*time.Millisecond {
 		t.Errorf("two 300ms tasks, tick lag max %s", m.LagMax)
 	}
@@ -337,7 +339,7 @@ func TestLookupAcrossReload(t *testing.T) {
 		t.Fatal("the unloaded sim took the name from its successor")
 	}
 	cancelCur()
-	waitFor(t, "unregister", func() bool { return Lookup(name) == nil })
+	fixture.WaitFor(t, "unregister", func() bool { return Lookup(name) == nil })
 }
 
 // Unloading the config drains the queue at once: nobody waits out a long
@@ -351,7 +353,7 @@ func TestUnloadDrains(t *testing.T) {
 	for _, target := range []string{"/api/v1/status", "/api/v1/server", "/api/v1/placeholders?uuid=" + alexUUID + "&p=x"} {
 		go func() { done <- do(s, "GET", target).Code }()
 	}
-	waitFor(t, "the requests to arrive", func() bool { return s.stats.Snapshot().InFlight == 3 })
+	fixture.WaitFor(t, "the requests to arrive", func() bool { return s.stats.Snapshot().InFlight == 3 })
 	cancel()
 	for range 3 {
 		select {
@@ -365,17 +367,5 @@ func TestUnloadDrains(t *testing.T) {
 	}
 	if rec := do(s, "GET", "/api/v1/placeholders?uuid="+alexUUID+"&p=x"); rec.Code != http.StatusOK {
 		t.Errorf("placeholders after the unload: %d", rec.Code)
-	}
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
