@@ -294,19 +294,24 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 		l.mu.Unlock()
 		return Permit{}, l.refuse(WaitTimeout)
 	}
+	var displaced *waiter
 	if l.queued >= l.queueMax {
-		last := l.queues[Anonymous].tail
-		if c != Keyed || last == nil {
+		displaced = l.queues[Anonymous].tail
+		if c != Keyed || displaced == nil {
 			l.mu.Unlock()
 			return Permit{}, l.refuse(QueueFull)
 		}
 		// The newest anonymous waiter has waited least; it makes way. Its
 		// refusal is counted by its own goroutine when it returns.
-		l.dequeue(last)
-		last.decide(Permit{}, l.busy[Displaced])
+		l.dequeue(displaced)
 	}
 	w := &waiter{class: c, ready: make(chan struct{})}
 	l.enqueue(w)
+	if displaced != nil {
+		// Woken only once the queue holds its successor, so that whatever
+		// it reads of the queue's counts on waking is already true.
+		displaced.decide(Permit{}, l.busy[Displaced])
+	}
 	l.mu.Unlock()
 	l.waited.Add(1)
 
