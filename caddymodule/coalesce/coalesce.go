@@ -58,6 +58,10 @@ type Result struct {
 	Header http.Header
 	// Body is the whole body, as the clients get it.
 	Body []byte
+	// Followers is how many followers got this Result: the Group sets it for
+	// the leader, who owns the Result alone when it is 0 (and may then reuse
+	// its memory, if it kept it nowhere else).
+	Followers int
 }
 
 // Outcome is how a Do call got its result.
@@ -142,7 +146,26 @@ type call struct {
 	timer   *time.Timer // ends an orphan's request after Timeout (mu)
 	waiting int         // followers waiting now (mu)
 	orphan  bool        // the leader's own context has ended (mu)
-	over    bool        // fn has returned (mu)
+	over    bool        // the followers have been released: fn returned, or Release (mu)
+	g       *Group
+}
+
+// callKey is the context key under which a leader's fn finds its call.
+type callKey struct{}
+
+// Release tells the followers of the call whose fn was given ctx not to wait
+// for its result: they run their own fn at once, and callers arriving from now
+// on lead a call of their own. fn calls it as soon as it knows its result
+// will not be shared, for instance when it starts streaming a body larger than
+// MaxBody to its own client: the followers then wait one backend trip, not the
+// leader's client. The leader's context is no longer cancelled for want of
+// followers. For a ctx that no leader's fn was given, Release does nothing.
+func Release(ctx context.Context) {
+	c, ok := ctx.Value(callKey{}).(*call)
+	if !ok {
+		return
+	}
+	c.g.finish(c, nil, false)
 }
 
 // Do returns the result of fn for key, sharing one run of fn between the
@@ -180,7 +203,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 		g.mu.Unlock()
 		return g.follow(ctx, c, fn)
 	}
-	c := &call{key: key, done: make(chan struct{})}
+	c := &call{key: key, done: make(chan struct{}), g: g}
 	g.calls[key] = c
 	g.mu.Unlock()
 	g.led.Add(1)
@@ -195,10 +218,14 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 		lctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	}
 	c.cancel = cancel
+	lctx = context.WithValue(lctx, callKey{}, c)
 	stop := context.AfterFunc(ctx, func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if c.over {
+			// Released: the request is the leader's alone, and nobody
+			// else waits for it.
+			cancel()
 			return
 		}
 		c.orphan = true
@@ -258,15 +285,23 @@ func (g *Group) drop(c *call) {
 	c.cancel()
 }
 
-// finish publishes the leader's result and releases the followers.
+// finish publishes the leader's result and releases the followers, once:
+// after Release, the result fn returns is the leader's alone.
 func (g *Group) finish(c *call, res *Result, share bool) {
 	g.mu.Lock()
+	if c.over {
+		g.mu.Unlock()
+		return
+	}
 	c.over = true
 	if g.calls[c.key] == c {
 		delete(g.calls, c.key)
 	}
-	g.mu.Unlock()
 	c.res, c.share = res, share
+	if share {
+		res.Followers = c.waiting
+	}
+	g.mu.Unlock()
 	close(c.done)
 }
 

@@ -567,3 +567,93 @@ func BenchmarkHotKey(b *testing.B) {
 	st := g.Stats()
 	b.ReportMetric(float64(st.Shared)/float64(st.Led+st.Shared), "shared/op")
 }
+
+// TestRelease checks that a leader that calls Release frees its followers at
+// once: they run their own fn while the leader's fn is still running, and its
+// result, returned later, goes to the leader alone.
+func TestRelease(t *testing.T) {
+	g := New(Config{})
+	released := make(chan struct{})
+	finish := make(chan struct{})
+	leaderDone := make(chan outcome, 1)
+	go func() {
+		res, how, err := g.Do(context.Background(), "k", func(ctx context.Context) (*Result, error) {
+			Release(ctx)
+			close(released)
+			<-finish
+			return &Result{Status: 200, Body: []byte("leader's")}, nil
+		})
+		leaderDone <- outcome{res, how, err}
+	}()
+	<-released
+	var runs atomic.Int32
+	res, how, err := g.Do(context.Background(), "k", own("own", &runs))
+	if how != Led || err != nil || string(res.Body) != "own" || runs.Load() != 1 {
+		t.Fatalf("a caller after Release: %v %v %q, want to lead its own call", how, err, res.Body)
+	}
+	close(finish)
+	if o := <-leaderDone; o.how != Led || string(o.res.Body) != "leader's" {
+		t.Fatalf("leader: %v %q", o.how, o.res.Body)
+	}
+	Release(context.Background()) // no call: nothing happens
+}
+
+// TestReleaseFreesWaitingFollowers checks that followers already waiting when
+// the leader calls Release run their own fn at once, and that the leader's
+// request is cancelled when its own context ends after Release.
+func TestReleaseFreesWaitingFollowers(t *testing.T) {
+	g := New(Config{})
+	lctx, lcancel := context.WithCancel(context.Background())
+	gotCtx := make(chan context.Context, 1)
+	release := make(chan struct{})
+	go g.Do(lctx, "k", func(ctx context.Context) (*Result, error) {
+		gotCtx <- ctx
+		<-release
+		Release(ctx)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx := <-gotCtx
+	var runs atomic.Int32
+	f := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) {
+		runs.Add(1)
+		return &Result{Status: 200, Body: []byte("mine")}, nil
+	})
+	fixture.WaitFor(t, "the follower", func() bool { return waiting(g, "k") == 1 })
+	close(release)
+	o := <-f
+	if o.how != Alone || string(o.res.Body) != "mine" || runs.Load() != 1 {
+		t.Fatalf("follower after Release: %v %q", o.how, o.res.Body)
+	}
+	lcancel()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the released leader's request was not cancelled when its context ended")
+	}
+}
+
+// TestFollowersCounted checks that the leader learns whether anyone shares
+// its Result: 0 when nobody followed, the followers' number otherwise.
+func TestFollowersCounted(t *testing.T) {
+	g := New(Config{})
+	res, _, _ := g.Do(context.Background(), "alone", func(context.Context) (*Result, error) {
+		return &Result{Status: 200, Body: []byte("x")}, nil
+	})
+	if res.Followers != 0 {
+		t.Errorf("nobody followed, Followers %d", res.Followers)
+	}
+	l := newLeader(&Result{Status: 200, Body: []byte("y")}, nil)
+	led := doAsync(context.Background(), g, "k", l.fn)
+	<-l.started
+	f1 := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
+	f2 := doAsync(context.Background(), g, "k", func(context.Context) (*Result, error) { panic("not run") })
+	fixture.WaitFor(t, "followers", func() bool { return waiting(g, "k") == 2 })
+	close(l.release)
+	o := <-led
+	<-f1
+	<-f2
+	if o.res.Followers != 2 {
+		t.Errorf("two followers, Followers %d", o.res.Followers)
+	}
+}

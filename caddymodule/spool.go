@@ -1,0 +1,221 @@
+package caddymodule
+
+import (
+	"errors"
+	"math/bits"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/hold"
+)
+
+// writeHeld sends an answer the gateway holds whole: from the backend, the
+// micro-cache, or an identical request's trip. Headers it has replace the
+// writer's; a shared answer (other callers may get the same bytes) tells
+// clients not to store it, because it is as fresh as the backend's and no
+// fresher.
+func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byte, shared bool) {
+	hdr := w.Header()
+	for k, vs := range header {
+		if shared {
+			// A copy each: a later handler may append to a caller's
+			// header values.
+			vs = slices.Clone(vs)
+		}
+		hdr[k] = vs
+	}
+	if shared {
+		hdr.Set("Cache-Control", "no-store")
+	}
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// errTooLargeToHold refuses an answer that must be held whole and does not fit.
+var errTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
+
+// spoolStart is a spool's first buffer when the backend did not say how long
+// its answer is.
+const spoolStart = 4 << 10
+
+// spool is what the proxy step writes the backend's answer to (after the
+// field layer, where it applies). It keeps the whole answer, up to max bytes
+// of body, charged to the held bytes, so that the backend's slot can be given
+// back before the client has read a byte. An answer that grows past max, or
+// past what the held bytes allow, spills: onSpill runs (it releases the
+// followers of a shared trip), what was kept goes to the client, the rest
+// streams through, and nothing is shared.
+type spool struct {
+	client  http.ResponseWriter
+	max     int
+	held    *hold.Budget
+	charged int64 // of held, for body's capacity
+	// onSpill runs before the answer spills; an error refuses the spill,
+	// and the answer fails.
+	onSpill func() error
+	// mustHold refuses to spill: an answer that does not fit fails.
+	mustHold bool
+	err      error // why the answer failed in the spool, if it did
+
+	hint    int // the answer's expected length; 0: unknown
+	hdr     http.Header
+	status  int
+	body    []byte
+	spilled bool
+}
+
+func newSpool(client http.ResponseWriter, max int, held *hold.Budget, onSpill func() error) *spool {
+	return &spool{client: client, max: max, held: held, onSpill: onSpill, hdr: http.Header{}}
+}
+
+func (s *spool) Header() http.Header {
+	if s.spilled {
+		return s.client.Header()
+	}
+	return s.hdr
+}
+
+// expect says how long the answer is going to be, so that the buffer is
+// made once, the right size.
+func (s *spool) expect(n int) {
+	if n <= s.max {
+		s.hint = n
+	}
+}
+
+func (s *spool) WriteHeader(status int) {
+	if status < 200 || s.status != 0 {
+		return // informational responses are not kept; the first final status wins
+	}
+	s.status = status
+}
+
+func (s *spool) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.WriteHeader(http.StatusOK)
+	}
+	if !s.spilled && !s.grow(len(s.body)+len(p)) {
+		if s.mustHold {
+			s.err = errTooLargeToHold
+			return 0, s.err
+		}
+		if err := s.onSpill(); err != nil {
+			s.err = err
+			return 0, err
+		}
+		if err := s.spill(); err != nil {
+			return 0, err
+		}
+	}
+	if s.spilled {
+		return s.client.Write(p)
+	}
+	s.body = append(s.body, p...)
+	return len(p), nil
+}
+
+// grow makes room for need bytes of body within max and the held bytes.
+func (s *spool) grow(need int) bool {
+	if need <= cap(s.body) {
+		return true
+	}
+	if need > s.max {
+		return false
+	}
+	size := min(max(need, 2*cap(s.body), spoolStart), s.max)
+	if cap(s.body) == 0 && s.hint >= need {
+		size = min(s.hint, s.max)
+	}
+	more := int64(size - cap(s.body))
+	if s.held.Take(more) != nil {
+		return false
+	}
+	s.charged += more
+	grown := append(buffers.get(size), s.body...)
+	buffers.put(s.body)
+	s.body = grown
+	return true
+}
+
+// spill hands what was kept to the client's writer; from then on writes go
+// straight through.
+func (s *spool) spill() error {
+	s.spilled = true
+	dst := s.client.Header()
+	for k, vs := range s.hdr {
+		dst[k] = vs
+	}
+	s.client.WriteHeader(s.status)
+	body := s.body
+	s.free()
+	if len(body) == 0 {
+		return nil
+	}
+	_, err := s.client.Write(body)
+	return err
+}
+
+// free gives back the held bytes the buffer took. The body itself may live
+// on in what result returned, held then by whoever writes it, who gives it
+// to buffers.put when nobody else can have it.
+func (s *spool) free() {
+	s.held.Give(s.charged)
+	s.charged = 0
+	s.body = nil
+}
+
+// bufferPool recycles the spools' buffers in classes of powers of two, from
+// spoolStart up: an answer held whole is read into one, and most are given
+// back once written, so that holding answers costs no allocation in steady
+// state.
+type bufferPool struct {
+	classes [24]sync.Pool // by log2 of the capacity
+}
+
+// buffers is shared by every spool: a buffer holds no config.
+var buffers bufferPool
+
+// get returns an empty buffer of at least n bytes' capacity.
+func (bp *bufferPool) get(n int) []byte {
+	c := bits.Len(uint(max(n, spoolStart) - 1))
+	if c >= len(bp.classes) {
+		return make([]byte, 0, n)
+	}
+	if b, ok := bp.classes[c].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, 1<<c)
+}
+
+// put gives b's memory back; nobody may use b any more.
+func (bp *bufferPool) put(b []byte) {
+	c := bits.Len(uint(cap(b))) - 1
+	if c < 0 || c >= len(bp.classes) || 1<<c != cap(b) {
+		return // not one of ours
+	}
+	b = b[:0]
+	bp.classes[c].Put(&b)
+}
+
+// FlushError keeps flushes from committing an answer that is still held.
+func (s *spool) FlushError() error {
+	if !s.spilled {
+		return nil
+	}
+	return http.NewResponseController(s.client).Flush()
+}
+
+// Unwrap lets http.ResponseController reach deadlines and the like.
+func (s *spool) Unwrap() http.ResponseWriter { return s.client }
+
+// result is the answer held whole: nil if it spilled or nothing was written.
+func (s *spool) result() *coalesce.Result {
+	if s.spilled || s.status == 0 {
+		return nil
+	}
+	return &coalesce.Result{Status: s.status, Header: s.hdr, Body: s.body}
+}
