@@ -11,6 +11,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/ident"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -31,18 +32,43 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //	statusgate {
 //		auth             on|off
-//		key              [<name>] <secret>|sha256:<hex>
+//		key              [<name>] <secret>|sha256:<hex> [{
+//			endpoints     <endpoint>...
+//			max_in_flight <n>
+//		}]
 //		allow_query_key  [on|off]
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
 //		protected_fields <endpoint> [<field>...]
 //		enable           <endpoint>...
 //		disable          <endpoint>...
+//
+//		max_in_flight    <n>|off
+//		max_main_thread  <n>|off
+//		max_per_client   <n>|off
+//		queue            <length> [<wait>]
+//		timeout          <duration>|off
+//		coalesce         on|off
+//		cache            <endpoint> <duration>|off
+//		snapshot         <endpoint> <duration>|off
+//		cache_size       <size>
+//		max_response     <size>
+//		max_held         <size>
+//		write_timeout    <duration>|off
+//		client_prefix_v6 <bits>
+//		guard            <name>
 //	}
 //
 // A key with two arguments is a name and a secret, with one a secret alone
 // (named key-<n> by its position); either secret may be its SHA-256 digest
-// as sha256:<64 hex digits>, which `caddy statusgate-key` prints.
+// as sha256:<64 hex digits>, which `caddy statusgate-key` prints. A plain
+// secret is written to the JSON as that digest (see sealKey); one with an
+// {env.*} or {file.*} placeholder stays as written. A name that looks like a
+// secret (the generator's form, a digest, another line's secret) is an error.
+// A key's block narrows it: endpoints (repeatable) lists the endpoints it
+// opens, the index always among them (default: every endpoint), and for any
+// other its caller is a caller without a key; max_in_flight caps its open
+// requests, at the backend or queued (default: no cap of its own).
 // true and false are accepted wherever on and off are. key, require_key,
 // protected_fields, enable and disable repeat; the others may appear once.
 // Endpoint names are index, status, player, server, performance, worlds,
@@ -54,6 +80,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	auth := &h.Auth
+	var keyLines []keyLine // what sealKey compares a key line with
 	seen := map[string]bool{}
 	once := func(what string) error {
 		if seen[what] {
@@ -84,6 +111,14 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return d.Errf("%v", err)
 			}
+			if err := keyBlock(d, &key); err != nil {
+				return err
+			}
+			key, line, err := sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines)
+			if err != nil {
+				return d.Errf("%v", err)
+			}
+			keyLines = append(keyLines, line)
 			auth.Keys = append(auth.Keys, key)
 
 		case "allow_query_key":
@@ -200,7 +235,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 
-		case "timeout":
+		case "timeout", "write_timeout":
 			if err := once(opt); err != nil {
 				return err
 			}
@@ -211,7 +246,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err != nil {
 				return err
 			}
-			h.Backend.Timeout = t
+			if opt == "timeout" {
+				h.Backend.Timeout = t
+			} else {
+				h.Backend.WriteTimeout = t
+			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -250,7 +289,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			(*m)[name] = max(ttl, 0) // off is 0
 
-		case "cache_size":
+		case "cache_size", "max_response", "max_held":
 			if err := once(opt); err != nil {
 				return err
 			}
@@ -264,10 +303,93 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				return d.ArgErr()
 			}
-			h.Backend.CacheSize = int64(n)
+			switch opt {
+			case "cache_size":
+				h.Backend.CacheSize = int64(n)
+			case "max_response":
+				h.Backend.MaxResponse = int64(n)
+			default:
+				h.Backend.MaxHeld = int64(n)
+			}
+
+		case "client_prefix_v6":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 || n > 128 {
+				return d.Errf("%s: '%s' is not a prefix length from 1 to 128", opt, d.Val())
+			}
+			h.Backend.ClientPrefix6 = n
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "guard":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if !ident.Valid(d.Val()) {
+				return d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
+			}
+			h.Backend.Guard = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
 
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)
+		}
+	}
+	return nil
+}
+
+// keyBlock reads the optional block of a key line into k: its scope and its
+// cap. Every error names the word and the line.
+func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "endpoints":
+			if !d.NextArg() {
+				return d.Errf("endpoints: name at least one endpoint (leave the line out for every endpoint)")
+			}
+			for {
+				name := d.Val()
+				if !validEndpointName(name) {
+					return d.Errf("endpoints: %v", endpointNameError(name))
+				}
+				if !slices.Contains(k.Endpoints, name) {
+					k.Endpoints = append(k.Endpoints, name)
+				}
+				if !d.NextArg() {
+					break
+				}
+			}
+
+		case "max_in_flight":
+			if seen[opt] {
+				return d.Errf("'%s' given twice", opt)
+			}
+			seen[opt] = true
+			n, err := limitArg(d, false)
+			if err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			k.MaxInFlight = n
+
+		default:
+			return d.Errf("unrecognized key subdirective '%s'", opt)
 		}
 	}
 	return nil

@@ -12,6 +12,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // parseTestCaddyfile runs UnmarshalCaddyfile on input the way NewTestDispenser
@@ -35,12 +38,20 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"auth true", "statusgate {\n\tauth true\n}", `{"auth":{"enabled":true}}`},
 		{"auth false", "statusgate {\n\tauth false\n}", `{"auth":{"enabled":false}}`},
 
-		{"key once", "statusgate {\n\tkey s3cret-s3cret-s3cret\n}", `{"auth":{"keys":["s3cret-s3cret-s3cret"]}}`},
-		{"key repeated keeps order", "statusgate {\n\tkey bbb\n\tkey aaa\n\tkey ccc\n}", `{"auth":{"keys":["bbb","aaa","ccc"]}}`},
+		// A plain secret is written as its digest; a placeholder stays one.
+		{"key once", "statusgate {\n\tkey s3cret-s3cret-s3cret\n}", `{"auth":{"keys":["` + apikey.Digest("s3cret-s3cret-s3cret") + `"]}}`},
+		{"key repeated keeps order", "statusgate {\n\tkey bbb\n\tkey aaa\n\tkey ccc\n}",
+			`{"auth":{"keys":["` + apikey.Digest("bbb") + `","` + apikey.Digest("aaa") + `","` + apikey.Digest("ccc") + `"]}}`},
 		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
 		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
-		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["a b c"]}}`},
-		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"s3cret-s3cret-s3cret"}]}}`},
+		{"key with a placeholder in it", "statusgate {\n\tkey bot pre-{env.SG_KEY}-{system.os}\n}", `{"auth":{"keys":[{"name":"bot","key":"pre-{env.SG_KEY}-{system.os}"}]}}`},
+		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		// Trimmed as Provision trims, and escaped braces unescaped as Caddy's
+		// replacer unescapes them.
+		{"key quoted with white space around", "statusgate {\n\tkey \" a b c\t\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		{"key with escaped braces", "statusgate {\n\tkey kBrace-\\{Hunter2-part\\}\n}", `{"auth":{"keys":["` + apikey.Digest("kBrace-{Hunter2-part}") + `"]}}`},
+		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
+		{"name like a generated key's prefix", "statusgate {\n\tkey sg_bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"sg_bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
 		{"digest key, named and not", "statusgate {\n\tkey website sha256:" + hex64 + "\n\tkey sha256:" + hex64 + "\n\tkey bot {env.BOT_KEY}\n}",
 			`{"auth":{"keys":[{"name":"website","key":"sha256:` + hex64 + `"},"sha256:` + hex64 + `",{"name":"bot","key":"{env.BOT_KEY}"}]}}`},
 
@@ -83,7 +94,7 @@ func TestCaddyfileOptions(t *testing.T) {
 	protected_fields server
 	enable whitelist custom/votes
 	disable bans
-}`, `{"auth":{"enabled":true,"keys":["{env.SG_KEY}","literal-key-0123456789"],"allow_query_key":true,"hide_protected":false,` +
+}`, `{"auth":{"enabled":true,"keys":["{env.SG_KEY}","` + apikey.Digest("literal-key-0123456789") + `"],"allow_query_key":true,"hide_protected":false,` +
 			`"require_key":{"custom/votes":false,"status":true},"protected_fields":{"player":["op","banned"],"server":[]}},` +
 			`"endpoints":{"bans":false,"custom/votes":true,"whitelist":true}}`},
 	}
@@ -147,7 +158,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"extra args key", "statusgate {\n\tkey one two three\n}", []string{"key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"}, 2},
 		{"malformed digest", "statusgate {\n\tkey abcdefghijklmnopqrstuvwxyz\n\tkey bot sha256:abc\n}", []string{"key: malformed digest 'sha256:abc'", "got 3"}, 3},
 		{"digest with a bad character", "statusgate {\n\tkey sha256:00ffxy\n}", []string{"key: malformed digest 'sha256:00ff…'", "character 12 is not a hex digit"}, 2},
-		{"bad key name", "statusgate {\n\tkey web.site abcdefghijklmnopqrstuvwxyz\n}", []string{"key: invalid name 'web.site'"}, 2},
+		{"bad key name", "statusgate {\n\tkey web.site abcdefghijklmnopqrstuvwxyz\n}", []string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>"}, 2},
 		{"key name too long", "statusgate {\n\tkey " + strings.Repeat("n", 65) + " abcdefghijklmnopqrstuvwxyz\n}", []string{"at most 64 characters"}, 2},
 		{"extra args allow_query_key", "statusgate {\n\tallow_query_key on please\n}", []string{"wrong argument count", "'please'"}, 2},
 		{"extra args hide_protected", "statusgate {\n\thide_protected off now\n}", []string{"wrong argument count", "'now'"}, 2},
@@ -178,6 +189,87 @@ func TestCaddyfileErrors(t *testing.T) {
 				t.Errorf("error %q does not end with %q", err, at)
 			}
 		})
+	}
+}
+
+// Secrets for the tests of errors that must not quote them: no piece of four
+// of their characters is in any message.
+const (
+	secretP = "Qx7Zk9Wv3Jp8Yt5R"
+	secretQ = "Hm4Lc6Nd1Fs0Gq8Tw"
+	// genP and genQ have the form of `caddy statusgate-key`'s secrets.
+	genP = "sg_Pq2Wx8Zr6Vm4Bn0Jk3Hd5Lf7Ty9Gc1Xs4Qa8Ue2Ri6N"
+	genQ = "sg_Yb3Kn7Mc1Wz5Xq9Vt2Jr6Lp0Hd4Fg8Sa3Ew7Ui1Oz5M"
+)
+
+// TestCaddyfileKeyErrorsQuoteNoSecret checks every error of a key line that
+// could show key material: it names the line and the mistake, and quotes no
+// piece of the secrets on the line (and the line it is compared with).
+func TestCaddyfileKeyErrorsQuoteNoSecret(t *testing.T) {
+	tests := []struct {
+		name    string
+		lines   string // the statusgate block's lines, from line 2
+		words   []string
+		line    int
+		secrets []string
+	}{
+		{"two generated secrets on one line", "key " + genP + " " + genQ,
+			[]string{"key: the first of two words looks like a secret, not a name; write key <name> <secret>"}, 2, []string{genP, genQ}},
+		{"a generated secret and a plain one", "key " + genP + " " + secretQ,
+			[]string{"looks like a secret", "write key <name> <secret>"}, 2, []string{genP, secretQ}},
+		{"a digest, then a secret", "key " + apikey.Digest(secretP) + " " + secretQ,
+			[]string{"looks like a secret", "write key <name> <secret>"}, 2, []string{secretP, secretQ}},
+		{"name is another line's secret", "key " + secretP + "\n\tkey bot " + secretQ + "\n\tkey " + secretP + " " + secretQ + "x",
+			[]string{"key: the first of two words is the secret of the key at Testfile:2, not a name; write key <name> <secret>"}, 4, []string{secretP, secretQ}},
+		{"name is another line's secret as a digest", "key bot " + apikey.Digest(secretP) + "\n\tkey " + secretP + " " + secretQ,
+			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{secretP, secretQ}},
+		{"name is another line's secret, before a placeholder", "key " + secretP + "\n\tkey " + secretP + " {env.SG_KEY}",
+			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{secretP}},
+		{"secret is another line's name", "key " + secretP + " " + secretQ + "\n\tkey bot " + secretP,
+			[]string{"key: the secret is the name of the key at Testfile:2; write key <name> <secret> there"}, 3, []string{secretP, secretQ}},
+		{"secret with an unknown placeholder", "key bot Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4",
+			[]string{"key: a placeholder in the key is unknown or empty", `written \{ or \}`}, 2, []string{"Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4"}},
+		{"secret that is all braces", "key {" + secretP + "}",
+			[]string{"a placeholder in the key is unknown"}, 2, []string{secretP}},
+		{"unknown placeholder next to a known one", "key {env.SG_KEY}{" + secretP + "}",
+			[]string{"a placeholder in the key is unknown"}, 2, []string{secretP}},
+		{"secret in the name's place, not a name", "key Qx7+Zk9/Wv3Jp8= " + secretQ,
+			[]string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>"}, 2, []string{"Qx7+Zk9/Wv3Jp8=", secretQ}},
+		{"name too long to be one", "key " + strings.Repeat(secretP, 5) + " " + secretQ,
+			[]string{"key: invalid name (at most 64 characters)"}, 2, []string{secretP, secretQ}},
+		{"secret after sha256:", "key bot sha256:" + secretP,
+			[]string{"key: malformed digest 'sha256:…'"}, 2, []string{secretP}},
+		{"three words", "key " + secretP + " " + secretQ + " " + genP,
+			[]string{"got 3 arguments"}, 2, []string{secretP, secretQ, genP}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseTestCaddyfile("statusgate {\n\t" + tc.lines + "\n}")
+			wantErrorWords(t, err, tc.words...)
+			if at := fmt.Sprintf(", at Testfile:%d", tc.line); !strings.HasSuffix(err.Error(), at) {
+				t.Errorf("error %q does not end with %q", err, at)
+			}
+			fixture.QuotesNoSecret(t, err, 4, tc.secrets...)
+		})
+	}
+}
+
+// TestCaddyfileKeysSealed checks the key lines that are no mistake: a name
+// and a secret that merely look alike, or the same name as a secret's
+// digest text, load; and no secret written plain is in the JSON.
+func TestCaddyfileKeysSealed(t *testing.T) {
+	h, err := parseTestCaddyfile("statusgate {\n\tkey " + genP + "\n\tkey bot " + secretQ + "\n\tkey web {$SG_UNSET:" + secretP + "}\n\tkey sg_bot {env.SG_KEY}\n}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"auth":{"keys":["` + apikey.Digest(genP) + `",{"name":"bot","key":"` + apikey.Digest(secretQ) + `"},` +
+		`{"name":"web","key":"` + apikey.Digest(secretP) + `"},{"name":"sg_bot","key":"{env.SG_KEY}"}]}}`
+	if string(got) != want {
+		t.Errorf("JSON:\n got %s\nwant %s", got, want)
 	}
 }
 

@@ -95,11 +95,16 @@ func TestKeyCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--name", "x y"}, "--name: invalid name 'x y' (letters, digits, _ and -)"},
-		{[]string{"--name", "bot.example"}, "--name: invalid name 'bot.example' (letters, digits, _ and -)"},
-		{[]string{"--name", strings.Repeat("n", 65)}, "--name: invalid name '" + strings.Repeat("n", 65) + "' (at most 64 characters)"},
+		{[]string{"--name", "x y"}, "--name: invalid name (letters, digits, _ and -)"},
+		{[]string{"--name", "bot.example"}, "--name: invalid name (letters, digits, _ and -)"},
+		{[]string{"--name", strings.Repeat("n", 65)}, "--name: invalid name (at most 64 characters)"},
+		{[]string{"--name", "sg_Pq2Wx8Zr6Vm4Bn0Jk3Hd5Lf7Ty9Gc1Xs4Qa8Ue2Ri6N"}, "--name: invalid name (it has the form of a secret from caddy statusgate-key)"},
 		{[]string{"discord-bot"}, `unknown command "discord-bot" for "statusgate-key"`},
 		{[]string{"--nmae", "bot"}, "unknown flag: --nmae"},
+		{[]string{"--name", "bot", "--endpoints", "status,stats"}, "--endpoints: " + endpointNameError("stats").Error()},
+		{[]string{"--name", "bot", "--endpoints", ""}, "--endpoints: no endpoint given"},
+		{[]string{"--name", "bot", "--max-in-flight", "0"}, "--max-in-flight: 0 is not a whole number of at least 1"},
+		{[]string{"--endpoints", "status"}, "--endpoints and --max-in-flight need --name"},
 	} {
 		out, err := runKeyCommand(t, c.args...)
 		if err == nil || err.Error() != c.want {
@@ -115,17 +120,17 @@ func TestKeyCommandErrors(t *testing.T) {
 // the function says so too.
 func TestCmdStatusgateKeyStatus(t *testing.T) {
 	var out bytes.Buffer
-	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "bot"); code != caddy.ExitCodeSuccess || err != nil {
+	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "bot", keyScopeFlags{}); code != caddy.ExitCodeSuccess || err != nil {
 		t.Errorf("success: %d, %v", code, err)
 	}
 	if !strings.HasPrefix(out.String(), "secret: sg_") {
 		t.Errorf("printed %q", out.String())
 	}
 	out.Reset()
-	if code, err := cmdStatusgateKey(&out, strings.NewReader("short"), "bot"); code != caddy.ExitCodeFailedStartup || err == nil {
+	if code, err := cmdStatusgateKey(&out, strings.NewReader("short"), "bot", keyScopeFlags{}); code != caddy.ExitCodeFailedStartup || err == nil {
 		t.Errorf("short random source: %d, %v", code, err)
 	}
-	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "a b"); code != caddy.ExitCodeFailedStartup || err == nil {
+	if code, err := cmdStatusgateKey(&out, strings.NewReader(strings.Repeat("r", 32)), "a b", keyScopeFlags{}); code != caddy.ExitCodeFailedStartup || err == nil {
 		t.Errorf("bad name: %d, %v", code, err)
 	}
 	if out.Len() != 0 {
@@ -157,5 +162,29 @@ func TestKeyCommandEnvLine(t *testing.T) {
 	}
 	if name, ok := kr.Lookup(secret); !ok || name != "discord-bot" {
 		t.Errorf("Lookup = %q, %v", name, ok)
+	}
+}
+
+// TestKeyCommandScoped prints a scoped key's lines: the Caddyfile block and
+// the JSON object with endpoints and max_in_flight, which a config accepts.
+func TestKeyCommandScoped(t *testing.T) {
+	out, err := runKeyCommand(t, "--name", "discord-bot", "--endpoints", "status,bans", "--max-in-flight", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, digest := fields(t, out)
+	block := "\tkey discord-bot " + digest + " {\n\t\tendpoints status bans\n\t\tmax_in_flight 2\n\t}\n"
+	entry := "\t{\"name\":\"discord-bot\",\"key\":\"" + digest + "\",\"endpoints\":[\"status\",\"bans\"],\"max_in_flight\":2}\n"
+	for _, want := range []string{block, entry} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	h, err := parseTestCaddyfile("statusgate {\n" + block + "}")
+	if err != nil {
+		t.Fatalf("the printed block does not parse: %v", err)
+	}
+	if k := h.Auth.Keys[0]; strings.Join(k.Endpoints, " ") != "status bans" || k.MaxInFlight != 2 {
+		t.Errorf("parsed %+v", k)
 	}
 }

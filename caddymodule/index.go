@@ -17,12 +17,13 @@ import (
 // index reports; it moves with the interface, not with releases.
 const apiVersion = "1.1.0"
 
-// indexCache holds the two possible data parts of the index, rendered once at
+// indexCache holds the possible data parts of the index, rendered once at
 // provision time: the list a caller may see depends only on whether it may see
-// protected endpoints.
+// protected endpoints, and which, for a key with a scope.
 type indexCache struct {
-	all    []byte // every enabled endpoint
-	public []byte // only those that need no key
+	all    []byte   // every enabled endpoint
+	public []byte   // only those that need no key
+	scoped [][]byte // by keyring position: the public ones and the key's scope; nil for a key that opens everything
 }
 
 type indexData struct {
@@ -48,7 +49,7 @@ type indexStation struct {
 }
 
 func newIndexCache(h *Handler) *indexCache {
-	render := func(publicOnly bool) []byte {
+	render := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
 			APIVersion:  apiVersion,
@@ -58,7 +59,7 @@ func newIndexCache(h *Handler) *indexCache {
 			Stations:    []indexStation{},
 		}
 		for _, ep := range h.table.ordered {
-			if ep.name == "index" || !ep.enabled || (publicOnly && ep.requireKey) {
+			if ep.name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
 				continue
 			}
 			d.Stations = append(d.Stations, indexStation{
@@ -71,26 +72,48 @@ func newIndexCache(h *Handler) *indexCache {
 		_ = enc.Encode(d) // plain strings and bools: cannot fail
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
-	return &indexCache{all: render(false), public: render(true)}
+	c := &indexCache{
+		all:    render(func(*endpoint) bool { return true }),
+		public: render(func(*endpoint) bool { return false }),
+		scoped: make([][]byte, len(h.scopes)),
+	}
+	for i, s := range h.scopes {
+		if s.endpoints != nil {
+			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
+		}
+	}
+	return c
+}
+
+// list is the index's data part for who: every enabled endpoint, unless
+// hide_protected is on and who may not read them all.
+func (c *indexCache) list(who caller, hide bool) []byte {
+	switch {
+	case !hide:
+		return c.all
+	case !who.authenticated:
+		return c.public
+	case who.key != noKey && c.scoped[who.key] != nil:
+		return c.scoped[who.key]
+	}
+	return c.all
 }
 
 // serveIndex answers GET /api/v1 itself; the backend's index would describe the
 // backend's config, not the gateway's. While hide_protected is on, a caller
-// without an accepted key sees only the endpoints it may read. When the field
+// sees only the endpoints it may read: without an accepted key the public
+// ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, keyed, filtered bool, ep *endpoint, decodedPath string) {
-	data := h.index.all
-	if !keyed && h.hide {
-		data = h.index.public
-	}
+func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, decodedPath string) {
+	data := h.index.list(who, h.hide)
 	b := make([]byte, 0, len(data)+96)
 	b = append(b, apijson.DataHead...)
 	b = append(b, data...)
 	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
 	b = append(b, `,"authenticated":`...)
-	b = strconv.AppendBool(b, keyed)
+	b = strconv.AppendBool(b, who.authenticated)
 	b = append(b, "}}"...)
-	if filtered && ep.fields != nil {
+	if who.filtered() && ep.fields != nil {
 		out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.

@@ -22,12 +22,13 @@ const (
 	// placeholderEndpoint is the endpoint's name from the endpoint table
 	// ("status", "custom/votes"); empty when the path is no enabled endpoint.
 	placeholderEndpoint = "http.statusgate.endpoint"
-	// placeholderKey is the name of the caller's accepted key; empty for a
-	// caller without one, and while auth is off.
+	// placeholderKey is the name of the caller's accepted key, also where
+	// its scope does not open the endpoint; empty for a caller without one,
+	// and while auth is off.
 	placeholderKey = "http.statusgate.key"
-	// placeholderClient is the key name for a caller with an accepted key,
-	// and the client IP (Caddy's, after trusted_proxies) for everyone else:
-	// one value that tells callers apart, for rate limits.
+	// placeholderClient is the key name for a caller whose accepted key
+	// opens the endpoint, and the client IP (Caddy's, after trusted_proxies)
+	// for everyone else: one value that tells callers apart, for rate limits.
 	placeholderClient = "http.statusgate.client"
 	// placeholderOutcome is the request's metrics.Outcome ("served",
 	// "not_found", ...).
@@ -50,21 +51,28 @@ var (
 // identify sets who called which endpoint (nil: none) before anything else
 // sees the request: the handlers after statusgate, such as rate_limit, and
 // the access log.
-func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, key int) {
+//
+// The key placeholder names the accepted key even where its scope does not
+// open the endpoint (the request the scope refused shows which key it was);
+// the client placeholder is the key's name only where the key counts, and
+// the address, like any caller without a key's, everywhere else.
+func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 	endpoint := noValue
 	if ep != nil {
 		endpoint = ep.nameValue
 	}
 	repl.Set(placeholderEndpoint, endpoint)
-	if key == noKey {
-		repl.Set(placeholderKey, noValue)
+	key := noValue
+	if who.key != noKey {
+		key = h.keyNames[who.key]
+	}
+	repl.Set(placeholderKey, key)
+	if !who.counts {
 		// Stored by Caddy as an interface value already: no allocation.
 		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
 		return
 	}
-	name := h.keyNames[key]
-	repl.Set(placeholderKey, name)
-	repl.Set(placeholderClient, name)
+	repl.Set(placeholderClient, key)
 }
 
 // settle records the request's outcome: the placeholder, which the access
@@ -83,8 +91,8 @@ func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) 
 }
 
 // decided is identify and settle for a request the gateway answers itself.
-func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, key int, o metrics.Outcome) {
-	h.identify(repl, r, ep, key)
+func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller, o metrics.Outcome) {
+	h.identify(repl, r, ep, who)
 	h.settle(repl, ep, o)
 }
 

@@ -55,20 +55,29 @@ func scrapeStatusgate(t *testing.T, reg *prometheus.Registry) map[string]float64
 	return got
 }
 
+// provisionIn provisions the handler of a statusgate Caddyfile block in ctx,
+// whose metrics registry a test can then scrape, and cleans it up when the
+// test ends.
+func provisionIn(t *testing.T, ctx caddy.Context, block string) *Handler {
+	t.Helper()
+	h := new(Handler)
+	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	t.Cleanup(func() { _ = h.Cleanup() })
+	return h
+}
+
 // TestWhoAndWhat sends one request of every outcome and checks the
 // placeholders each one leaves (and those the next handler saw), then the
 // exact metrics of the whole mix.
 func TestWhoAndWhat(t *testing.T) {
-	h := new(Handler)
-	block := "statusgate {\n\tkey discord-bot " + botSecret + "\n\tkey " + apikey.Digest(webSecret) + "\n\tenable custom/votes\n}"
-	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
-	if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
-		t.Fatal(err)
-	}
+	h := provisionIn(t, ctx, "statusgate {\n\tkey discord-bot "+botSecret+"\n\tkey "+apikey.Digest(webSecret)+"\n\tenable custom/votes\n}")
 	ok := &backend{body: `{"ok":true,"data":{},"meta":{"authenticated":true}}`}
 	player := &backend{body: playerBody}
 	down := &backend{err: caddyhttp.Error(http.StatusBadGateway, errors.New("refused"))}
@@ -143,20 +152,21 @@ func TestWhoAndWhat(t *testing.T) {
 	playerOut := len(serve(t, h, player, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil).Body.String())
 	statusOut := len(serve(t, h, ok, "GET", "/api/v1/status", nil).Body.String())
 	want := map[string]float64{
-		req("status", metrics.Filtered):                                                      1,
-		req("status", metrics.Cached):                                                        2,
-		req("server", metrics.RateLimited):                                                   1,
-		req("status", metrics.Served):                                                        1,
-		req("status", metrics.Method):                                                        1,
-		req("server", metrics.Served):                                                        1,
-		req("server", metrics.Refused):                                                       2,
-		req("server", metrics.BackendError):                                                  1,
-		req("custom/votes", metrics.Served):                                                  1,
-		req("player", metrics.Filtered):                                                      2,
-		req("index", metrics.Index):                                                          1,
-		req(metrics.OtherEndpoint, metrics.NotFound):                                         2,
-		req(metrics.OtherEndpoint, metrics.Preflight):                                        1,
-		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`:                        2,
+		req("status", metrics.Filtered):               1,
+		req("status", metrics.Cached):                 2,
+		req("server", metrics.RateLimited):            1,
+		req("status", metrics.Served):                 1,
+		req("status", metrics.Method):                 1,
+		req("server", metrics.Served):                 1,
+		req("server", metrics.Refused):                2,
+		req("server", metrics.BackendError):           1,
+		req("custom/votes", metrics.Served):           1,
+		req("player", metrics.Filtered):               2,
+		req("index", metrics.Index):                   1,
+		req(metrics.OtherEndpoint, metrics.NotFound):  2,
+		req(metrics.OtherEndpoint, metrics.Preflight): 1,
+		// The key is looked up for every path, so /api/v1/nothing counts it too.
+		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`:                        3,
 		`caddy_http_statusgate_key_requests_total{key="key-2"}`:                              4,
 		`caddy_http_statusgate_unknown_key_requests_total`:                                   1,
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="op"}`:           2,
@@ -201,14 +211,7 @@ func TestWhoAndWhat(t *testing.T) {
 // after a reload: no error and no panic, and each registry counts its own.
 func TestReloadMetrics(t *testing.T) {
 	provision := func(ctx caddy.Context) *Handler {
-		h := new(Handler)
-		if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser("statusgate {\n\tkey bot " + botSecret + "\n}")); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
-			t.Fatalf("provision: %v", err)
-		}
-		return h
+		return provisionIn(t, ctx, "statusgate {\n\tkey bot "+botSecret+"\n}")
 	}
 	ctx1, cancel1 := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel1()
@@ -216,10 +219,12 @@ func TestReloadMetrics(t *testing.T) {
 	ctx2, cancel2 := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel2()
 	c := provision(ctx2)
+	// server, which is not cached: the reloaded config shares the first's
+	// guard, and with it the micro-cache.
 	for _, h := range []*Handler{a, b, c} {
-		serve(t, h, &backend{body: `{}`}, "GET", "/api/v1/status", keyHeader(botSecret))
+		serve(t, h, &backend{body: `{}`}, "GET", "/api/v1/server", keyHeader(botSecret))
 	}
-	const served = `caddy_http_statusgate_requests_total{endpoint="status",outcome="served"}`
+	const served = `caddy_http_statusgate_requests_total{endpoint="server",outcome="served"}`
 	if got := scrapeStatusgate(t, ctx1.GetMetricsRegistry())[served]; got != 2 {
 		t.Errorf("first config: %v served, want 2", got)
 	}
@@ -236,10 +241,11 @@ func TestRequestPathAllocations(t *testing.T) {
 	r, repl := newRequest("GET", "/api/v1/server")
 	r.Header.Set("X-Api-Key", botSecret)
 	// Warm the replacer's map so that only steady-state costs are measured.
-	h.decided(repl, r, h.table.lookup("server"), 0, metrics.Method)
+	ep := h.table.lookup("server")
+	h.decided(repl, r, ep, h.callerFor(r, 0, ep), metrics.Method)
 	allocs := testing.AllocsPerRun(200, func() {
 		key := h.authenticate(r)
-		h.decided(repl, r, h.table.lookup("server"), key, metrics.Served)
+		h.decided(repl, r, ep, h.callerFor(r, key, ep), metrics.Served)
 	})
 	if allocs != 0 {
 		t.Errorf("key lookup, placeholders and metrics allocate %.1f times a request", allocs)
@@ -260,6 +266,7 @@ func BenchmarkObserve(b *testing.B) {
 	if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
 		b.Fatal(err)
 	}
+	defer h.Cleanup()
 	r, _ := newRequest("GET", "/api/v1/status")
 	ep := h.table.lookup("status")
 	b.Run("replacer", func(b *testing.B) {
@@ -272,7 +279,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			repl := caddy.NewReplacer()
-			h.identify(repl, r, ep, 0)
+			h.identify(repl, r, ep, h.callerFor(r, 0, ep))
 			h.metrics.KeyUsed(0)
 			h.metrics.BackendStarted()
 			h.metrics.BackendDone()

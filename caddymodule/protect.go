@@ -1,13 +1,19 @@
 package caddymodule
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -16,8 +22,11 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/hold"
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/caddymodule/microcache"
+	"github.com/statusgate/statusgate/caddymodule/progress"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // BackendConfig is how the gateway spares the backend: the ServerAPI plugin
@@ -39,7 +48,8 @@ type BackendConfig struct {
 	// Caddy's client IP) has at the backend or waiting for it at once; past
 	// it the caller gets 429 Too many requests at once, so that one client on
 	// many connections cannot fill the queue. Callers with an accepted key
-	// are not counted. -1: no limit. Default: 4.
+	// are not counted (outside the key's scope they are anonymous callers,
+	// and are). -1: no limit. Default: 4.
 	MaxPerClient int `json:"max_per_client,omitempty"`
 
 	// QueueLength is the most requests waiting for the backend; past it a
@@ -60,7 +70,7 @@ type BackendConfig struct {
 
 	// Coalesce lets concurrent identical requests (same upstream path and
 	// query, same treatment: filtered or whole) share one backend request
-	// and its bytes. Responses larger than the 256 KiB hold-back, errors, 429s
+	// and its bytes. Responses larger than max_response, errors, 429s
 	// and 5xx are never shared. Default: true.
 	Coalesce *bool `json:"coalesce,omitempty"`
 
@@ -85,11 +95,56 @@ type BackendConfig struct {
 	// CacheSize bounds the micro-cache's memory in bytes; the least recently
 	// used entries go first. Default: 16 MiB.
 	CacheSize int64 `json:"cache_size,omitempty"`
+
+	// MaxResponse is the largest answer, in bytes after the field layer,
+	// that the gateway reads whole from the backend before it writes it to
+	// the client. The backend's slot, the queue place and the per-client
+	// place are given back as soon as the backend is done, whatever the
+	// client's pace. A larger answer streams to its client as it comes and
+	// keeps its slot, within the request's budget; it is never shared.
+	// Anonymous callers' streams take at most half of max_in_flight, so
+	// that answers too large to hold cannot take the slots keyed callers
+	// need; past that such an answer is refused with 503 Backend busy.
+	// Default: 4 MiB, above the largest detailed player of a modded server.
+	MaxResponse int64 `json:"max_response,omitempty"`
+
+	// MaxHeld bounds the bytes held for clients that have not read them yet,
+	// across all requests and HTTP/2 streams of this guard; one client (an
+	// address, or a key) holds at most a sixteenth of it, and never less than
+	// MaxResponse. Past a client's share that client gets 429 Too many
+	// requests; past the whole, callers get 503 Backend busy, both with
+	// Retry-After, and nobody else waits. Default: 64 MiB.
+	MaxHeld int64 `json:"max_held,omitempty"`
+
+	// WriteTimeout is how long a write to the client may go without the
+	// client taking a piece (32 KiB) of the answer; past it the connection
+	// (HTTP/1) or the stream (HTTP/2) is cut and what the gateway held for
+	// the client is given back. -1: no deadline. Default: 10s.
+	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
+
+	// ClientPrefix6 is how many leading bits of an IPv6 address name one
+	// client for the per-client limits (max_per_client and the held bytes'
+	// share): a host commonly has a /64 to pick addresses from, and counting
+	// each address would give it 2^64 places. Default: 64.
+	ClientPrefix6 int `json:"client_prefix_v6,omitempty"`
+
+	// Guard names the backend guard: the admission limits, the per-client
+	// counts, the held bytes, coalescing and the micro-cache. Handlers that
+	// name the same guard (in front of the same backend) share one, with the
+	// same limits; a reload keeps a guard, and with it the count of the
+	// requests still at the backend, as long as its limits stay the same.
+	// Default: a guard of this handler's own.
+	Guard string `json:"guard,omitempty"`
 }
 
 // Defaults of BackendConfig.
 const (
-	defaultTimeout = 5 * time.Second
+	defaultTimeout      = 5 * time.Second
+	defaultWriteTimeout = 10 * time.Second
+	defaultMaxResponse  = 4 << 20
+	defaultMaxHeld      = 64 << 20
+	// defaultClientPrefix6 is the /64 a host commonly has to itself.
+	defaultClientPrefix6 = 64
 )
 
 // staleGrace is how long past its time to live a cache entry is still served
@@ -97,80 +152,253 @@ const (
 // refresh that fails or times out is retried before callers are made to wait.
 const staleGrace = defaultTimeout
 
-// backendGuard is the provisioned form of BackendConfig. It belongs to one
-// Handler: a reload starts with an empty cache and no flights.
-type backendGuard struct {
-	all     *admission.Limiter // nil: no admission control
-	main    *admission.Limiter // nil: main-thread stations share all
-	timeout time.Duration      // 0: none
-	flights *coalesce.Group    // nil: no coalescing
-	cache   *microcache.Cache  // nil: no endpoint is cached
-	// refreshing holds the cache keys being refreshed in the background.
-	refreshing *sync.Map
-	quota      *admission.Quota // per anonymous client; nil: none
+// guardLimits is BackendConfig resolved: defaults applied, off as 0. Handlers
+// share a guard only with the same limits.
+type guardLimits struct {
+	InFlight, MainThread, PerClient, Queue int
+	Wait, Timeout                          time.Duration
+	Coalesce                               bool
+	CacheSize, MaxResponse, MaxHeld        int64
 }
 
-// newBackendGuard checks c and builds the limiters.
-func newBackendGuard(c BackendConfig) (backendGuard, error) {
-	var g backendGuard
+// guardState is what a guard keeps across requests, handlers and reloads: it
+// lives in the guards pool under its name and limits, and goes when the last
+// handler using it is cleaned up.
+type guardState struct {
+	all     *admission.Limiter // nil: no admission control
+	main    *admission.Limiter // nil: main-thread stations share all
+	quota   *admission.Quota   // per anonymous client; nil: none
+	flights *coalesce.Group    // nil: no coalescing
+	cache   *microcache.Cache
+	held    *hold.Budget
+	// streams counts anonymous callers' answers streaming with their slot
+	// (too large to hold), up to maxStreams; 0: no bound.
+	streams    atomic.Int32
+	maxStreams int32
+	// refreshing holds the cache keys being refreshed in the background.
+	refreshing sync.Map
+}
+
+// Destruct implements caddy.Destructor: a guard holds nothing to close.
+func (*guardState) Destruct() error { return nil }
+
+// guards holds every guard in the process, by guardKey.
+var guards = caddy.NewUsagePool()
+
+// backendGuard is one handler's use of a guard: the shared state and what
+// the handler decides for itself.
+type backendGuard struct {
+	*guardState
+	key          string        // in guards
+	timeout      time.Duration // each request's budget at the backend; 0: none
+	writeTimeout time.Duration // progress deadline of client writes; 0: none
+	maxResponse  int
+	prefix6      int // bits of an IPv6 address that name a client
+	// policy names what a shared answer's bytes depend on beyond the class
+	// and the request: the field lists. A reload that changes them never
+	// serves what the old ones produced.
+	policy string
+}
+
+// resolveLimits checks c and applies the defaults.
+func resolveLimits(c BackendConfig) (guardLimits, error) {
+	var l guardLimits
 	for _, n := range []struct {
 		name string
 		v    int
 	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
 		if n.v < -1 || (n.v == -1 && n.name == "queue_length") {
-			return g, fmt.Errorf("backend.%s: %d is not a valid limit", n.name, n.v)
+			return l, fmt.Errorf("backend.%s: %d is not a valid limit", n.name, n.v)
 		}
 	}
 	for _, d := range []struct {
 		name string
 		v    caddy.Duration
-	}{{"queue_wait", c.QueueWait}, {"timeout", c.Timeout}} {
-		if d.v < 0 && !(d.name == "timeout" && d.v == -1) {
-			return g, fmt.Errorf("backend.%s: %v is negative", d.name, time.Duration(d.v))
+	}{{"queue_wait", c.QueueWait}, {"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
+		if d.v < 0 && !(d.name != "queue_wait" && d.v == -1) {
+			return l, fmt.Errorf("backend.%s: %v is negative", d.name, time.Duration(d.v))
 		}
 	}
-	queue := orDefault(c.QueueLength, admission.DefaultQueue)
-	wait := time.Duration(c.QueueWait)
-	if wait == 0 {
-		wait = admission.DefaultWait
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"cache_size", c.CacheSize}, {"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
+		if n.v < 0 {
+			return l, fmt.Errorf("backend.%s: %d is negative", n.name, n.v)
+		}
 	}
-	if c.MaxInFlight != -1 {
-		g.all = admission.New(admission.Config{Limit: orDefault(c.MaxInFlight, admission.DefaultLimit), Queue: queue, Wait: wait})
+	offOr := func(v, def int) int {
+		if v == -1 {
+			return 0
+		}
+		return orDefault(v, def)
 	}
-	if c.MaxMainThread != -1 {
-		g.main = admission.New(admission.Config{Limit: orDefault(c.MaxMainThread, admission.DefaultMainThreadLimit), Queue: min(queue, admission.DefaultMainThreadQueue), Wait: wait})
-	}
-	if c.MaxPerClient != -1 {
-		g.quota = admission.NewQuota(orDefault(c.MaxPerClient, admission.DefaultQuota))
-	}
+	l.InFlight = offOr(c.MaxInFlight, admission.DefaultLimit)
+	l.MainThread = offOr(c.MaxMainThread, admission.DefaultMainThreadLimit)
+	l.PerClient = offOr(c.MaxPerClient, admission.DefaultQuota)
+	l.Queue = orDefault(c.QueueLength, admission.DefaultQueue)
+	l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
 	switch c.Timeout {
 	case 0:
-		g.timeout = defaultTimeout
+		l.Timeout = defaultTimeout
 	case -1:
 	default:
-		g.timeout = time.Duration(c.Timeout)
+		l.Timeout = time.Duration(c.Timeout)
 	}
-	if c.CacheSize < 0 {
-		return g, fmt.Errorf("backend.cache_size: %d is negative", c.CacheSize)
+	l.Coalesce = c.Coalesce == nil || *c.Coalesce
+	l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
+	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
+	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
+	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
+		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
 	}
-	if c.Coalesce == nil || *c.Coalesce {
-		g.flights = coalesce.New(coalesce.Config{MaxBody: holdBack, Timeout: g.timeout})
+	if l.MaxResponse > l.MaxHeld {
+		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
 	}
 	for section, m := range map[string]map[string]caddy.Duration{"cache": c.Cache, "snapshot": c.Snapshot} {
 		for name, d := range m {
 			if !validEndpointName(name) {
-				return g, fmt.Errorf("backend.%s: %w", section, endpointNameError(name))
+				return l, fmt.Errorf("backend.%s: %w", section, endpointNameError(name))
 			}
 			if d < 0 {
-				return g, fmt.Errorf("backend.%s.%s: %v is negative", section, name, time.Duration(d))
+				return l, fmt.Errorf("backend.%s.%s: %v is negative", section, name, time.Duration(d))
 			}
 		}
 	}
-	return g, nil
+	return l, nil
 }
 
-// cacheTTLs applies the config's cache times to the endpoint table, and makes
-// the cache if any endpoint uses it.
+// newGuardState builds a guard's shared state for l.
+func newGuardState(l guardLimits) *guardState {
+	s := new(guardState)
+	wait := l.Wait
+	if l.InFlight > 0 {
+		s.all = admission.New(admission.Config{Limit: l.InFlight, Queue: l.Queue, Wait: wait})
+		s.maxStreams = int32(max(1, l.InFlight/2))
+	}
+	if l.MainThread > 0 {
+		s.main = admission.New(admission.Config{Limit: l.MainThread, Queue: min(l.Queue, admission.DefaultMainThreadQueue), Wait: wait})
+	}
+	if l.PerClient > 0 {
+		s.quota = admission.NewQuota(l.PerClient)
+	}
+	if l.Coalesce {
+		s.flights = coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse), Timeout: cmp.Or(l.Timeout, coalesce.DefaultTimeout)})
+	}
+	s.cache = microcache.New(microcache.Config{MaxBytes: l.CacheSize, Grace: staleGrace})
+	s.held = hold.New(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
+	return s
+}
+
+// provisionGuard takes this handler's guard from the pool, making it if it
+// is new: the named one, or the handler's own. A handler's own guard is
+// named by its place among the handlers of its config with the same limits,
+// so that a reload of the same config finds it again.
+func (h *Handler) provisionGuard(ctx caddy.Context) error {
+	c := h.Backend
+	l, err := resolveLimits(c)
+	if err != nil {
+		return err
+	}
+	sig, _ := json.Marshal(l)
+	name := c.Guard
+	if name == "" {
+		name = "#" + strconv.Itoa(loadOrdinal(ctx, string(sig)))
+	} else if !ident.Valid(name) {
+		return fmt.Errorf("backend.guard: '%s' is not a name of letters, digits, '_' and '-'", name)
+	} else if other, clash := namedGuard(ctx, name, string(sig)); clash {
+		return fmt.Errorf("backend.guard: '%s' is used with other limits by another handler (%s)", name, other)
+	}
+	key := "statusgate/guard/" + name + "/" + string(sig)
+	v, _, err := guards.LoadOrNew(key, func() (caddy.Destructor, error) { return newGuardState(l), nil })
+	if err != nil {
+		return err
+	}
+	h.guard = backendGuard{
+		guardState:   v.(*guardState),
+		key:          key,
+		timeout:      l.Timeout,
+		writeTimeout: defaultWriteTimeout,
+		maxResponse:  int(l.MaxResponse),
+		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
+		policy:       policyOf(h.authOn, h.table),
+	}
+	switch c.WriteTimeout {
+	case 0:
+	case -1:
+		h.guard.writeTimeout = 0
+	default:
+		h.guard.writeTimeout = time.Duration(c.WriteTimeout)
+	}
+	h.guard.cacheTTLs(c, h.table)
+	return nil
+}
+
+// Cleanup gives the handler's guard back to the pool: the last handler using
+// it removes it.
+func (h *Handler) Cleanup() error {
+	if h.guard.key != "" {
+		_, _ = guards.Delete(h.guard.key)
+		h.guard.key = "" // once: the pool counts each handler once
+	}
+	return nil
+}
+
+// loads tells config loads apart, by the metrics registry Caddy makes for
+// each, to number the handlers of one load and to find named guards with
+// different limits. An entry goes when its config stops.
+var loads sync.Map // *prometheus.Registry → *loadGuards
+
+type loadGuards struct {
+	mu     sync.Mutex
+	counts map[string]int    // handlers with their own guard, by limits
+	named  map[string]string // named guards' limits
+}
+
+func loadOf(ctx caddy.Context) *loadGuards {
+	reg := ctx.GetMetricsRegistry()
+	v, loaded := loads.LoadOrStore(reg, &loadGuards{counts: map[string]int{}, named: map[string]string{}})
+	if !loaded && reg != nil {
+		ctx.OnCancel(func() { loads.Delete(reg) })
+	}
+	return v.(*loadGuards)
+}
+
+// loadOrdinal numbers the handlers with their own guard and the limits sig in
+// ctx's config, from 1.
+func loadOrdinal(ctx caddy.Context, sig string) int {
+	lg := loadOf(ctx)
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	lg.counts[sig]++
+	return lg.counts[sig]
+}
+
+// namedGuard records that the guard name has the limits sig in ctx's
+// config, and reports the other limits it already had, if any.
+func namedGuard(ctx caddy.Context, name, sig string) (string, bool) {
+	lg := loadOf(ctx)
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	if prev, ok := lg.named[name]; ok && prev != sig {
+		return prev, true
+	}
+	lg.named[name] = sig
+	return "", false
+}
+
+// policyOf fingerprints the field lists: what a filtered answer's bytes
+// depend on besides the request.
+func policyOf(authOn bool, t *endpointTable) string {
+	f := fnv.New64a()
+	fmt.Fprintf(f, "auth=%v\n", authOn)
+	for _, ep := range t.ordered {
+		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
+	}
+	return strconv.FormatUint(f.Sum64(), 36)
+}
+
+// cacheTTLs applies the config's cache times to the endpoint table.
 func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
 	for _, ep := range t.ordered {
 		if ttl, ok := c.Cache[ep.name]; ok {
@@ -178,10 +406,6 @@ func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
 		}
 		if every, ok := c.Snapshot[ep.name]; ok {
 			ep.snapshot = time.Duration(every)
-		}
-		if ep.cacheTTL > 0 && g.cache == nil {
-			g.cache = microcache.New(microcache.Config{MaxBytes: c.CacheSize, Grace: staleGrace})
-			g.refreshing = new(sync.Map)
 		}
 	}
 }
@@ -211,70 +435,274 @@ func (g *backendGuard) admit(ctx context.Context, ep *endpoint, withKey bool) (a
 // caller: then the backend is asked for an unencoded body, the same for every
 // caller of the class.
 func (g *backendGuard) shared(ep *endpoint) bool {
-	return g.flights != nil || (g.cache != nil && ep.cacheTTL > 0)
+	return g.flights != nil || ep.cacheTTL > 0
 }
 
-// shareKey names what a response depends on: whether it goes through the
-// field layer, which alone decides the bytes a caller gets (filtered for a
-// caller without a key while auth is on, the backend's for everyone else), and
-// the canonical upstream request. Never the key itself.
-func shareKey(r *http.Request, filtered bool) string {
-	class := "whole "
+// shareKey names what a response depends on: the field lists in force
+// (policy), whether it goes through the field layer, which alone decides the
+// bytes a caller gets (filtered for a caller without a key while auth is on,
+// the backend's for everyone else), the Host (one handler may stand in front
+// of a backend per host), and the canonical upstream request. Never the key
+// itself.
+func (g *backendGuard) shareKey(r *http.Request, filtered bool) string {
+	class := " whole "
 	if filtered {
-		class = "filtered "
+		class = " filtered "
 	}
-	return class + r.URL.EscapedPath() + "?" + r.URL.RawQuery
+	return g.policy + class + hostOnly(r.Host) + " " + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 }
 
-// forwardShared answers from the micro-cache when it can, and otherwise lets
-// identical concurrent requests share one trip to the backend. withKey says
-// the caller presented an accepted key: it goes first in the queue and is not
-// held to the per-client limit.
-func (h *Handler) forwardShared(x exchange, withKey bool, next caddyhttp.Handler) error {
-	g := &h.guard
-	if !g.shared(x.ep) {
-		return h.forwardGuarded(x, withKey, next)
+// hostOnly is a Host header as Caddy's host matcher compares it: without the
+// port and a trailing dot, in lower case.
+func hostOnly(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
 	}
-	key := shareKey(x.r, x.filtered)
-	if e, fresh, ok := g.cache.GetStale(key); ok {
-		writeShared(x.w, e.Status, e.Header, e.Body)
-		h.settle(x.repl, x.ep, metrics.Cached)
-		if !fresh {
-			h.refresh(x, withKey, key, next)
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
+
+// refusal is a request the gateway answers with its own envelope instead of
+// the backend's answer: what the backend step found, for ServeHTTP's caller
+// to write once.
+type refusal struct {
+	status     int
+	outcome    metrics.Outcome
+	retryAfter string // for 429 and 503
+	cause      error
+}
+
+func (r *refusal) Error() string { return r.cause.Error() }
+
+// streamed is the outcome of an answer too large to hold, which went to the
+// client as it came: nothing is left to write.
+type streamed struct{ outcome metrics.Outcome }
+
+func (s *streamed) Error() string { return "streamed to the client: " + s.outcome.String() }
+
+// errStreamsFull is why an anonymous answer too large to hold is refused
+// when half the backend's slots stream such answers already.
+var errStreamsFull = errors.New("too many answers too large to hold are streaming")
+
+// errQuota is why a client over max_per_client is refused.
+var errQuota = errors.New("too many requests open for this client")
+
+// errKeyQuota is why a key over its own max_in_flight is refused.
+var errKeyQuota = errors.New("too many requests open for this key")
+
+// clientAddress is the caller's address as Caddy determined it (after
+// trusted_proxies), or the connection's; an IPv6 address stands for its
+// prefix of prefix6 bits, because one host commonly has a whole /64 to pick
+// addresses from.
+func clientAddress(r *http.Request, prefix6 int) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		addr = ap.Addr()
+	}
+	addr = addr.Unmap()
+	if addr.Is4() || prefix6 >= 128 {
+		return addr.String()
+	}
+	p, _ := addr.WithZone("").Prefix(prefix6)
+	return p.String()
+}
+
+// forward is the backend step of ServeHTTP, the guard's one entry point. The
+// backend's time and the client's are kept apart: within the request's
+// budget the answer comes from the micro-cache, from an identical request's
+// trip, or from a trip of the caller's own through admission; then, with
+// every slot given back, it is written to the client at the client's pace,
+// under the progress deadline, and held against the client's share of the
+// held bytes until it is taken.
+func (h *Handler) forward(x exchange, next caddyhttp.Handler) error {
+	g := &h.guard
+	pw := progress.New(x.w, g.writeTimeout)
+	defer pw.Done()
+	x.w = pw
+	if err := g.held.Check(x.who.holder); err != nil {
+		h.answer(x, nil, heldRefusal(err))
+		return nil
+	}
+	if g.timeout > 0 {
+		ctx, cancel := context.WithTimeout(x.r.Context(), g.timeout)
+		defer cancel()
+		x.r = x.r.WithContext(ctx)
+	}
+	if !g.shared(x.ep) {
+		res, err := h.trip(x, next)
+		h.answer(x, res, err)
+		if res != nil {
+			buffers.put(res.Body) // the caller's alone
 		}
 		return nil
 	}
-	var held *holdWriter // this caller's own trip, if it made one
-	res, how, err := g.flights.Do(x.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
-		held = newHoldWriter(x.w, holdBack)
-		own := x
-		own.w, own.r = held, x.r.WithContext(ctx)
-		if err := h.forwardGuarded(own, withKey, next); err != nil {
-			return nil, err
+	key := g.shareKey(x.r, x.filtered())
+	if e, fresh, ok := g.cache.GetStale(key); ok {
+		h.deliver(x, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
+		if !fresh {
+			h.refresh(x, key, next)
 		}
-		res := held.result()
-		g.store(key, x.ep, res)
-		return res, nil
+		return nil
+	}
+	res, how, err := g.flights.Do(x.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
+		own := x
+		own.r = x.r.WithContext(ctx)
+		res, err := h.trip(own, next)
+		if err == nil {
+			g.store(key, x.ep, res)
+		}
+		return res, err
 	})
 	switch how {
 	case coalesce.Shared:
-		writeShared(x.w, res.Status, res.Header, res.Body)
-		h.settle(x.repl, x.ep, metrics.Coalesced)
+		h.deliver(x, res, true, metrics.Coalesced)
 	case coalesce.Abandoned:
-		// The caller's own budget or connection ended while it waited.
-		h.refuse(x, http.StatusGatewayTimeout, err)
-		h.settle(x.repl, x.ep, metrics.BackendError)
-	default: // the outcome is the caller's own trip's
-		held.release()
+		h.answer(x, nil, contextRefusal(err))
+	default: // the caller's own trip
+		h.answer(x, res, err)
+		if res != nil && res.Followers == 0 && x.ep.cacheTTL <= 0 {
+			buffers.put(res.Body) // nobody else has it
+		}
 	}
 	return nil
+}
+
+// answer writes what the caller's own trip came to: the answer, or the
+// gateway's refusal; a streamed answer is written already.
+func (h *Handler) answer(x exchange, res *coalesce.Result, err error) {
+	switch err := err.(type) {
+	case nil:
+		outcome := metrics.Served
+		if x.filtered() {
+			outcome = metrics.Filtered
+		}
+		h.deliver(x, res, h.guard.shared(x.ep), outcome)
+	case *streamed:
+		h.settle(x.repl, x.ep, err.outcome)
+	case *refusal:
+		h.refuse(x, err)
+	default:
+		panic(fmt.Sprintf("statusgate: backend step ended in %v", err))
+	}
+}
+
+// deliver writes a held answer to the client within the client's share of
+// the held bytes, which it holds until the client has taken the answer or the
+// progress deadline cut it off. shared says other callers may get the same
+// bytes: the client is then told not to store it.
+func (h *Handler) deliver(x exchange, res *coalesce.Result, shared bool, outcome metrics.Outcome) {
+	if err := h.guard.held.Hold(x.who.holder, res.Body); err != nil {
+		h.refuse(x, heldRefusal(err))
+		return
+	}
+	defer h.guard.held.Release(x.who.holder, res.Body)
+	writeHeld(x.w, res.Status, res.Header, res.Body, shared)
+	_ = x.w.(*progress.Writer).Done()
+	h.settle(x.repl, x.ep, outcome)
+}
+
+// heldRefusal answers a caller the held-bytes budget turned away.
+func heldRefusal(err error) *refusal {
+	if errors.Is(err, hold.ErrClientFull) {
+		return &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: err}
+	}
+	return &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: err}
+}
+
+// contextRefusal answers a caller whose request context ended while it
+// waited: its budget (504) or its client, who reads nothing any more.
+func contextRefusal(err error) *refusal {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &refusal{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}
+	}
+	return &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, cause: err}
+}
+
+// trip is one request's way to the backend and back, under the caller's
+// per-client place and an admission slot, both given back when the backend
+// is done. The answer is read into a spool: held whole when it fits
+// max_response and the held bytes, and then returned; otherwise streamed to
+// the caller's client as it comes, with the slot kept, and the followers of
+// a shared trip released at once to make their own.
+func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, error) {
+	g := &h.guard
+	if !x.who.counts && g.quota != nil {
+		if !g.quota.Take(x.who.holder) {
+			return nil, &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errQuota}
+		}
+		defer g.quota.Give(x.who.holder)
+	}
+	if q := x.who.quota; q != nil {
+		// The key's own cap, before the queue: past it only this key's
+		// caller is turned away, and nobody waits for it.
+		if !q.Take(x.who.holder) {
+			return nil, &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errKeyQuota}
+		}
+		defer q.Give(x.who.holder)
+	}
+	ctx := x.r.Context()
+	h.metrics.QueueEnter(x.who.counts)
+	permits, err := g.admit(ctx, x.ep, x.who.counts)
+	h.metrics.QueueLeave(x.who.counts)
+	if err != nil {
+		var busy *admission.BusyError
+		if errors.As(err, &busy) {
+			return nil, &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy,
+				retryAfter: strconv.Itoa(int(busy.RetryAfter / time.Second)), cause: err}
+		}
+		return nil, contextRefusal(err)
+	}
+	defer permits.Release()
+	streaming := false
+	defer func() {
+		if streaming {
+			g.streams.Add(-1)
+		}
+	}()
+	sp := newSpool(x.w, g.maxResponse, g.held, func() error {
+		if !x.who.counts && g.maxStreams > 0 {
+			if g.streams.Add(1) > g.maxStreams {
+				g.streams.Add(-1)
+				return errStreamsFull
+			}
+			streaming = true
+		}
+		coalesce.Release(ctx)
+		return nil
+	})
+	// An HTTP/1.0 client has no chunked encoding: a filtered answer that
+	// broke off mid-stream would reach it as a clean close after a 200, a
+	// truncated body it cannot tell from a whole one. It gets answers held
+	// whole, or a 502.
+	sp.mustHold = x.filtered() && !x.r.ProtoAtLeast(1, 1)
+	defer sp.free()
+	own := x
+	own.w = sp
+	outcome, err := h.proxy(own, sp, next)
+	switch {
+	case errors.Is(sp.err, errStreamsFull):
+		return nil, &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: sp.err}
+	case err != nil:
+		return nil, err
+	case sp.spilled:
+		return nil, &streamed{outcome: outcome}
+	}
+	res := sp.result()
+	if res == nil {
+		return nil, &refusal{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: errNoBody}
+	}
+	return res, nil
 }
 
 // store puts a whole response of a cached endpoint into the micro-cache: for
 // its time to live, or, for a snapshot station, until the backend's next
 // snapshot is due if that is later (see BackendConfig.Snapshot).
 func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
-	if res == nil || ep.cacheTTL <= 0 {
+	if res == nil || ep.cacheTTL <= 0 || res.Status < 200 || res.Status >= 300 {
 		return
 	}
 	ttl := ep.cacheTTL
@@ -303,18 +731,6 @@ func snapshotTime(body []byte) (time.Time, bool) {
 	return time.UnixMilli(*doc.Meta.CachedAt), true
 }
 
-// errQuota is why a client over max_per_client is refused.
-var errQuota = errors.New("too many requests open for this client")
-
-// clientAddress is the caller's address as Caddy determined it (after
-// trusted_proxies), or the connection's.
-func clientAddress(r *http.Request) string {
-	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		return ip
-	}
-	return r.RemoteAddr
-}
-
 // refresh fetches a stale cache entry anew in the background, unless a refresh
 // of it is under way: the callers meanwhile get the stale entry, so that no
 // caller of a cached endpoint waits in the backend's queue. The refresh is a
@@ -322,18 +738,15 @@ func clientAddress(r *http.Request) string {
 // caller's, which the caller's handlers and log still use), the caller's
 // canonical upstream request, the same admission and budget, and no caller to
 // answer: its outcome is not counted.
-func (h *Handler) refresh(x exchange, withKey bool, key string, next caddyhttp.Handler) {
+func (h *Handler) refresh(x exchange, key string, next caddyhttp.Handler) {
 	g := &h.guard
 	if _, busy := g.refreshing.LoadOrStore(key, struct{}{}); busy {
 		return
 	}
 	srv, _ := x.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	ctx, cancel := context.WithoutCancel(x.r.Context()), context.CancelFunc(func() {})
-	if g.timeout == 0 {
-		// Without a budget of its own a hung backend would hold the refresh,
-		// and with it this key's refreshes, for ever.
-		ctx, cancel = context.WithTimeout(ctx, staleGrace)
-	}
+	// The budget of its own: the caller's ends with the caller, and without
+	// one a hung backend would hold this key's refreshes for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), cmp.Or(g.timeout, staleGrace))
 	r := x.r.Clone(ctx)
 	r.Body = http.NoBody
 	repl := caddy.NewReplacer()
@@ -352,12 +765,11 @@ func (h *Handler) refresh(x exchange, withKey bool, key string, next caddyhttp.H
 				h.logger.Error("cache refresh failed", zap.String("endpoint", x.ep.name), zap.Any("panic", rec))
 			}
 		}()
-		held := newHoldWriter(discardWriter{}, holdBack)
-		own := exchange{w: held, r: r, ep: x.ep, filtered: x.filtered, decodedPath: x.decodedPath}
-		if h.forwardGuarded(own, withKey, next) != nil {
-			return
+		own := x
+		own.w, own.r, own.repl = discardWriter{}, r, nil
+		if res, err := h.trip(own, next); err == nil {
+			g.store(key, x.ep, res)
 		}
-		g.store(key, x.ep, held.result())
 	}()
 }
 
@@ -367,48 +779,3 @@ type discardWriter struct{}
 func (discardWriter) Header() http.Header         { return http.Header{} }
 func (discardWriter) WriteHeader(int)             {}
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
-
-// forwardGuarded is the backend step of ServeHTTP: within the request's time
-// budget, wait for the backend's capacity, then proxy. A caller refused for
-// capacity gets 503 Backend busy with Retry-After.
-func (h *Handler) forwardGuarded(x exchange, withKey bool, next caddyhttp.Handler) error {
-	if !withKey && h.guard.quota != nil {
-		client := clientAddress(x.r)
-		if !h.guard.quota.Take(client) {
-			x.w.Header().Set("Retry-After", "1")
-			h.refuse(x, http.StatusTooManyRequests, errQuota)
-			h.settle(x.repl, x.ep, metrics.RateLimited)
-			return nil
-		}
-		defer h.guard.quota.Give(client)
-	}
-	ctx := x.r.Context()
-	if h.guard.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.guard.timeout)
-		defer cancel()
-		x.r = x.r.WithContext(ctx)
-	}
-	h.metrics.QueueEnter(withKey)
-	permits, err := h.guard.admit(ctx, x.ep, withKey)
-	h.metrics.QueueLeave(withKey)
-	if err != nil {
-		var busy *admission.BusyError
-		outcome := metrics.Busy
-		switch {
-		case errors.As(err, &busy):
-			x.w.Header().Set("Retry-After", strconv.Itoa(int(busy.RetryAfter/time.Second)))
-			h.refuse(x, http.StatusServiceUnavailable, err)
-		case errors.Is(err, context.DeadlineExceeded):
-			h.refuse(x, http.StatusGatewayTimeout, err)
-			outcome = metrics.BackendError
-		default:
-			// The client went away while it waited: nobody reads the answer.
-			h.refuse(x, http.StatusServiceUnavailable, err)
-		}
-		h.settle(x.repl, x.ep, outcome)
-		return nil
-	}
-	defer permits.Release()
-	return h.proxy(x, next)
-}

@@ -2,17 +2,21 @@ package caddymodule
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -35,6 +39,12 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"snapshot entities off", `{"backend":{"snapshot":{"entities":0}}}`},
 		{"coalesce off", `{"backend":{"coalesce":false}}`},
 		{"cache_size 1MiB", `{"backend":{"cache_size":1048576}}`},
+		{"max_response 2MiB", `{"backend":{"max_response":2097152}}`},
+		{"max_held 128MiB", `{"backend":{"max_held":134217728}}`},
+		{"write_timeout 30s", `{"backend":{"write_timeout":30000000000}}`},
+		{"write_timeout off", `{"backend":{"write_timeout":-1}}`},
+		{"client_prefix_v6 56", `{"backend":{"client_prefix_v6":56}}`},
+		{"guard survival", `{"backend":{"guard":"survival"}}`},
 	} {
 		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
 		if err != nil {
@@ -63,6 +73,14 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"snapshot status 0s", "snapshot: '0s' is not a positive duration"},
 		{"cache_size lots", "cache_size: 'lots' is not a size"},
 		{"coalesce maybe", "coalesce: 'maybe' is not on, off, true or false"},
+		{"max_response big", "max_response: 'big' is not a size"},
+		{"max_held 0", "max_held: '0' is not a size"},
+		{"write_timeout 0s", "write_timeout: '0s' is not a positive duration"},
+		{"write_timeout", "wrong argument count"},
+		{"client_prefix_v6 0", "client_prefix_v6: '0' is not a prefix length from 1 to 128"},
+		{"client_prefix_v6 129", "client_prefix_v6: '129' is not a prefix length"},
+		{"guard a.b", "guard: 'a.b' is not a name"},
+		{"guard a b", "wrong argument count"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
@@ -405,7 +423,7 @@ func TestCoalescing(t *testing.T) {
 	})
 	t.Run("large bodies are not shared", func(t *testing.T) {
 		h, _ := newTestHandler(t, "key "+testKey)
-		big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", holdBack) + `"},"meta":{}}`
+		big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", defaultMaxResponse) + `"},"meta":{}}`
 		be := newBE(200, big)
 		out := run(t, h, be, []http.Header{keyHeader(testKey), keyHeader(testKey)})
 		if be.n() != 2 {
@@ -476,6 +494,7 @@ func TestSnapshotAwareCache(t *testing.T) {
 		t.Errorf("the snapshot is current for 4 more seconds, yet the backend was asked %d times", be.n())
 	}
 
+	h.Cleanup() // the same config again would share its guard and cache
 	h, _ = newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
 	be = &counter{body: body(time.Now().Add(-4990 * time.Millisecond))} // next snapshot due now
 	serve(t, h, be, "GET", "/api/v1/status", nil)
@@ -508,5 +527,213 @@ func TestMaxPerClientAuthOff(t *testing.T) {
 	g.release <- struct{}{}
 	if c := <-done; c != 200 {
 		t.Errorf("first request: %d", c)
+	}
+}
+
+// TestClientAddress checks who counts as one client for the per-client
+// limits: an IPv4 address, an IPv6 /64 (or the configured prefix), an
+// IPv4-mapped IPv6 address as its IPv4 address.
+func TestClientAddress(t *testing.T) {
+	for _, tc := range []struct {
+		ip     string
+		prefix int
+		want   string
+	}{
+		{"203.0.113.7", 64, "203.0.113.7"},
+		{"2001:db8:1:2:aaaa::1", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:ffff:ffff:ffff:ffff", 64, "2001:db8:1:2::/64"},
+		{"2001:db8:1:2:aaaa::1", 48, "2001:db8:1::/48"},
+		{"2001:db8:1:2:aaaa::1", 128, "2001:db8:1:2:aaaa::1"},
+		{"::ffff:203.0.113.7", 64, "203.0.113.7"},
+	} {
+		r, _ := newRequest("GET", "/api/v1/status")
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, tc.ip)
+		if got := clientAddress(r, tc.prefix); got != tc.want {
+			t.Errorf("%s /%d: %q, want %q", tc.ip, tc.prefix, got, tc.want)
+		}
+	}
+	r, _ := newRequest("GET", "/api/v1/status")
+	r.RemoteAddr = "[2001:db8::9]:4711"
+	caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, "")
+	if got := clientAddress(r, 64); got != "2001:db8::/64" {
+		t.Errorf("from RemoteAddr: %q", got)
+	}
+}
+
+// TestMaxPerClientIPv6Prefix checks that addresses of one /64 share one
+// client's places.
+func TestMaxPerClientIPv6Prefix(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_per_client 1\ncoalesce off")
+	g := newGate()
+	done := make(chan int, 2)
+	from := func(ip, target string) (*http.Request, *caddy.Replacer) {
+		r, repl := newRequest("GET", target)
+		caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, ip)
+		return r, repl
+	}
+	async := func(r *http.Request) {
+		go func() {
+			rec := httptest.NewRecorder()
+			_ = h.ServeHTTP(rec, r, g)
+			done <- rec.Code
+		}()
+	}
+	first, _ := from("2001:db8:1:2::1", "/api/v1/server?n=1")
+	async(first)
+	<-g.entered
+	second, repl := from("2001:db8:1:2:dead:beef::2", "/api/v1/server?n=2")
+	rec := httptest.NewRecorder()
+	_ = h.ServeHTTP(rec, second, g)
+	if o, _ := repl.GetString(placeholderOutcome); rec.Code != 429 || o != "rate_limited" {
+		t.Errorf("another address of the same /64: %d %q, want 429", rec.Code, o)
+	}
+	other, _ := from("2001:db8:1:3::1", "/api/v1/server?n=3")
+	async(other)
+	<-g.entered // another /64 is another client
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	for range 2 {
+		if c := <-done; c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+}
+
+// TestHTTP10HeldOrRefused checks that an HTTP/1.0 client, which cannot
+// tell a cut stream from a whole body, gets a filtered answer held whole with
+// its length, and a 502 for one too large to hold, never a stream.
+func TestHTTP10HeldOrRefused(t *testing.T) {
+	h, logs := newTestHandler(t, "key "+testKey+"\nmax_response 64KiB")
+	small := `{"ok":true,"data":{"op":true,"a":1},"meta":{}}`
+	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 100<<10) + `","op":true},"meta":{}}`
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{{small, 200}, {big, 502}} {
+		r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
+		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
+		rec := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%d bytes: the connection was cut (%v); want it held or refused", len(tc.body), p)
+				}
+			}()
+			_ = h.ServeHTTP(rec, r, &chunkedBackend{body: tc.body, chunk: 4096})
+		}()
+		if rec.Code != tc.status {
+			t.Errorf("HTTP/1.0, %d bytes: %d, want %d", len(tc.body), rec.Code, tc.status)
+		}
+		if tc.status == 200 && rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
+			t.Errorf("HTTP/1.0 held answer without its exact length: %v", rec.Header())
+		}
+		if strings.Contains(rec.Body.String(), `"op":`) {
+			t.Error("a protected member was sent")
+		}
+	}
+	if logs.FilterField(zap.Error(errTooLargeToHold)).Len() != 1 {
+		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
+	}
+	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
+	r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
+	rec := httptest.NewRecorder()
+	_ = h.ServeHTTP(rec, r, &chunkedBackend{body: big, chunk: 4096})
+	if rec.Code != 200 || rec.Body.Len() < 100<<10 || strings.Contains(rec.Body.String(), `"op":`) {
+		t.Errorf("HTTP/1.1, large: %d, %d bytes, want the filtered answer", rec.Code, rec.Body.Len())
+	}
+}
+
+// TestGuardSharing checks the guard pool: the same config provisioned again
+// (a reload) shares the guard, a handler of another config with other limits
+// does not, a named guard is shared across configs, and one name with two
+// sets of limits in one config is an error.
+func TestGuardSharing(t *testing.T) {
+	a, _ := newTestHandler(t, "max_in_flight 3")
+	b, _ := newTestHandler(t, "max_in_flight 3")
+	c, _ := newTestHandler(t, "max_in_flight 4")
+	if a.guard.guardState != b.guard.guardState {
+		t.Error("a reload of the same config got a guard of its own")
+	}
+	if a.guard.guardState == c.guard.guardState {
+		t.Error("other limits share a guard")
+	}
+	n1, _ := newTestHandler(t, "guard survival")
+	n2, _ := newTestHandler(t, "guard survival\nkey "+testKey)
+	if n1.guard.guardState != n2.guard.guardState || n1.guard.guardState == a.guard.guardState {
+		t.Error("a named guard is not shared by name")
+	}
+	// Two handlers in one config: their own guards, or one by name.
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	provision := func(block string) (*Handler, error) {
+		h, err := parseTestCaddyfile("statusgate {\n" + block + "\n}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = h.provisionWith(ctx, zap.NewNop())
+		if err == nil {
+			t.Cleanup(func() { _ = h.Cleanup() })
+		}
+		return h, err
+	}
+	x, _ := provision("max_in_flight 5")
+	y, _ := provision("max_in_flight 5")
+	if x.guard.guardState == y.guard.guardState {
+		t.Error("two handlers of one config share a guard they did not name")
+	}
+	if _, err := provision("guard hub\nmax_in_flight 5"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provision("guard hub\nmax_in_flight 6"); err == nil || !strings.Contains(err.Error(), "backend.guard: 'hub' is used with other limits") {
+		t.Errorf("one guard name with two sets of limits: %v", err)
+	}
+	if _, err := provision("max_response 2MiB\nmax_held 1MiB"); err == nil || !strings.Contains(err.Error(), "max_response") {
+		t.Errorf("max_response over max_held: %v", err)
+	}
+}
+
+// bigStall is a next handler that writes a large answer's first 100 KiB,
+// says so, and finishes it only when released.
+type bigStall struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *bigStall) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(w, `{"ok":true,"data":{"pad":"`+strings.Repeat("x", 100<<10)); err != nil {
+		return err // as reverse_proxy gives up when its client's writer fails
+	}
+	b.started <- struct{}{}
+	<-b.release
+	_, err := io.WriteString(w, `"},"meta":{}}`)
+	return err
+}
+
+// TestAnonymousStreamsCapped checks that anonymous answers too large to hold,
+// which stream with their backend slot, take at most half of max_in_flight:
+// past that an anonymous caller gets 503 Backend busy, while a keyed caller's
+// large answer still streams.
+func TestAnonymousStreamsCapped(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nmax_response 64KiB\ncoalesce off\nmax_per_client off")
+	be := &bigStall{started: make(chan struct{}, 3), release: make(chan struct{})}
+	codes := make(chan int, 3)
+	go func() { codes <- serve(t, h, be, "GET", "/api/v1/server?n=1", nil).Code }()
+	<-be.started // the first anonymous stream holds half of the two slots
+	r := serve(t, h, be, "GET", "/api/v1/server?n=2", nil)
+	if o, _ := r.repl.GetString(placeholderOutcome); r.Code != 503 || r.Header().Get("Retry-After") != "1" || o != "busy" {
+		t.Errorf("a second anonymous stream: %d Retry-After %q outcome %q, want 503 busy", r.Code, r.Header().Get("Retry-After"), o)
+	}
+	go func() { codes <- serve(t, h, be, "GET", "/api/v1/server?n=3", keyHeader(testKey)).Code }()
+	<-be.started // the keyed stream is not capped
+	close(be.release)
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
+		}
+	}
+	if n := h.guard.streams.Load(); n != 0 {
+		t.Errorf("%d stream places left taken", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // provisionJSON provisions a handler from its JSON config, the way Caddy does
@@ -26,6 +28,7 @@ func provisionJSON(t *testing.T, config string) (*Handler, error) {
 	}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
+	t.Cleanup(func() { _ = h.Cleanup() })
 	return h, h.Provision(ctx)
 }
 
@@ -305,7 +308,7 @@ func TestKeysJSONRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []apikey.Key{{Secret: "plain-secret-0123456789"}, {Name: "bot", Secret: "sha256:" + hex64}}
-	if !slices.Equal(h.Auth.Keys, want) {
+	if !reflect.DeepEqual(h.Auth.Keys, want) {
 		t.Errorf("keys %+v, want %+v", h.Auth.Keys, want)
 	}
 	out, err := json.Marshal(h)
@@ -337,10 +340,11 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK} resolves to an empty string"}},
 		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "empty"}},
 		{"missing file", []any{"{file." + filepath.Join(dir, "nope") + "}"}, []string{"auth.keys[0] 'key-1' {file." + filepath.Join(dir, "nope") + "}"}},
-		{"runtime placeholder", []any{"{http.request.header.X-Key}"}, []string{"auth.keys[0] 'key-1' {http.request.header.X-Key}"}},
+		// Not one Provision expands: it may be part of a secret, so not shown.
+		{"runtime placeholder", []any{"{http.request.header.X-Key}"}, []string{"auth.keys[0] 'key-1': a placeholder in the key is unknown or empty"}},
 		{"empty literal", []any{""}, []string{"auth.keys[0] 'key-1': empty key"}},
 		{"whitespace literal", []any{"ok-key-0123456789abc", " \t\n "}, []string{"auth.keys[1] 'key-2': empty key"}},
-		{"bad name", []any{named("discord bot", "abcdefghijklmnopqrstuvwxyz")}, []string{"auth.keys[0] 'discord bot': invalid name 'discord bot'"}},
+		{"bad name", []any{named("discord bot", "abcdefghijklmnopqrstuvwxyz")}, []string{"auth.keys[0]: invalid name (letters, digits, _ and -)"}},
 		{"short digest", []any{named("bot", "sha256:abcd")}, []string{"auth.keys[0] 'bot': malformed digest 'sha256:abcd'", "got 4"}},
 		{"digest in pieces", []any{"sha256:{env.STATUSGATE_TEST_BLANK}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:…'", "character 8 is not a hex digit"}},
 		{"bad digest from env", []any{"{env.STATUSGATE_TEST_BAD_DIGEST}"}, []string{"auth.keys: key #1 'key-1': malformed digest 'sha256:12345678…'"}},
@@ -348,6 +352,7 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"default name taken", []any{named("key-2", "first-key-0123456789"), "second-key-0123456789"}, []string{"auth.keys: key #2: name 'key-2' is already the name of key #1"}},
 		{"same secret as digest", []any{"same-key-0123456789", named("bot", apikey.Digest("same-key-0123456789"))}, []string{"auth.keys: key #2 'bot' has the same secret as key #1 'key-1'"}},
 		{"object without key", []any{map[string]string{"name": "bot"}}, []string{`missing "key"`}},
+		{"too long", []any{named("bot", strings.Repeat("k", apikey.MaxSecretLength+1))}, []string{"auth.keys: key #1 'bot': longer than 256 bytes"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -357,6 +362,7 @@ func TestProvisionBadKeys(t *testing.T) {
 			if err == nil {
 				ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 				t.Cleanup(cancel)
+				t.Cleanup(func() { _ = h.Cleanup() })
 				err = h.Provision(ctx)
 			}
 			wantErrorWords(t, err, tc.want...)
@@ -365,6 +371,48 @@ func TestProvisionBadKeys(t *testing.T) {
 					t.Errorf("the error shows a secret: %v", err)
 				}
 			}
+		})
+	}
+}
+
+// TestProvisionKeyErrorsQuoteNoSecret checks the errors of keys in a JSON
+// config (written by hand: no adapter has sealed or checked them) that could
+// show key material: each names the key by position, and by its name when
+// that is a valid one, and quotes no piece of a secret.
+func TestProvisionKeyErrorsQuoteNoSecret(t *testing.T) {
+	os.Unsetenv("STATUSGATE_TEST_UNSET") //nolint:errcheck // absent is what we want
+	named := func(name, key string) map[string]string { return map[string]string{"name": name, "key": key} }
+	tests := []struct {
+		name    string
+		keys    []any
+		want    string
+		secrets []string
+	}{
+		{"braces in a secret", []any{"Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4"},
+			"auth.keys[0] 'key-1': a placeholder in the key is unknown or empty", []string{"Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4"}},
+		{"a secret in braces", []any{named("bot", "{"+secretP+"}")},
+			"auth.keys[0] 'bot': a placeholder in the key is unknown or empty", []string{secretP}},
+		{"a secret next to an empty placeholder", []any{secretP + "{env.STATUSGATE_TEST_UNSET}"},
+			"auth.keys[0] 'key-1': a placeholder in the key is unknown or empty", []string{secretP}},
+		{"a secret with odd characters as the name", []any{named("Qx7+Zk9/Wv3=", secretQ)},
+			"auth.keys[0]: invalid name (letters, digits, _ and -)", []string{"Qx7+Zk9/Wv3=", secretQ}},
+		{"a generated secret as the name", []any{named(genP, genQ)},
+			"auth.keys[0]: invalid name (it has the form of a secret from caddy statusgate-key)", []string{genP, genQ}},
+		{"the name is another key's secret", []any{secretP, named(secretP, secretQ)},
+			"auth.keys: key #2: the name is the secret of key #1; write the name, then the secret", []string{secretP, secretQ}},
+		{"the name is a later key's secret, which is also given twice", []any{named(secretP, secretQ), secretQ, secretP},
+			"auth.keys: key #1: the name is the secret of key #3", []string{secretP, secretQ}},
+		{"the name is another key's secret given as its digest", []any{named("bot", apikey.Digest(secretP)), named(secretP, secretQ)},
+			"auth.keys: key #2: the name is the secret of key #1", []string{secretP, secretQ}},
+		{"a secret after sha256:", []any{named("bot", "sha256:"+secretP)},
+			"auth.keys[0] 'bot': malformed digest 'sha256:…'", []string{secretP}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			config, _ := json.Marshal(map[string]any{"auth": map[string]any{"keys": tc.keys}})
+			_, err := provisionJSON(t, string(config))
+			wantErrorWords(t, err, tc.want)
+			fixture.QuotesNoSecret(t, err, 4, tc.secrets...)
 		})
 	}
 }
@@ -410,7 +458,11 @@ func TestValidateRefusesBadConfig(t *testing.T) {
 		{"malformed digest", "key website sha256:00ff\n\t\tkey bot sha256:zz",
 			[]string{"key: malformed digest 'sha256:00ff'", "got 4", "Caddyfile:7"}},
 		{"bad key name", "key abcdefghijklmnopqrstuvwxyz\n\t\tkey web.site abcdefghijklmnopqrstuvwxy0",
-			[]string{"key: invalid name 'web.site'", "Caddyfile:8"}},
+			[]string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>", "Caddyfile:8"}},
+		{"key line with two secrets", "key " + genP + " " + genQ,
+			[]string{"key: the first of two words looks like a secret, not a name; write key <name> <secret>", "Caddyfile:7"}},
+		{"key with an unknown placeholder", "key bot Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4",
+			[]string{"key: a placeholder in the key is unknown or empty", "Caddyfile:7"}},
 		{"key with three words", "key a b c",
 			[]string{"key: want [<name>] <secret|sha256:<hex>>, got 3 arguments", "Caddyfile:7"}},
 		{"empty field name", `protected_fields player op ""`,

@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"bufio"
 	"errors"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,93 +19,81 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
-// holdBack is how much filtered output is held before the response is
-// committed. A body that ends within it is sent whole, in one write, with an
-// exact Content-Length, and a body found broken within it becomes a clean 502
-// instead of a cut connection; almost every body the backend sends fits. Larger
-// bodies stream, so memory per request stays bounded whatever the body's size.
-// The buffer starts at outChunk and grows only as far as a body needs.
-const holdBack = 256 << 10
-
-// outChunk is the initial size of the output buffer. Once a response streams,
-// output is gathered into writes of at least this size: the filter hands over
-// a piece per kept run, and every write of a chunked response costs the client
-// connection a chunk header and a syscall or two.
+// outChunk is the size of the filter's output buffer: output is gathered into
+// writes of this size, because the filter hands over a piece per kept run,
+// and every write costs the spool an append, and a streaming response's client
+// connection a chunk header and a syscall or two. Holding answers whole is the
+// spool's work (max_response).
 const outChunk = 32 << 10
 
 // Reasons a filtered response is refused before any of it is sent.
 var (
-	errNotJSON = errors.New("backend response is not JSON")
+	errNotJSON = errors.New("backend response is not application/json in UTF-8")
 	errEncoded = errors.New("backend response has a content encoding the gateway cannot read")
 	errNoBody  = errors.New("backend response has no body")
 	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
 )
 
-// exchange is one forwarded request: what the proxy step and its failure
+// exchange is one forwarded request: what the backend step and its failure
 // paths need to know about it.
 type exchange struct {
 	w           http.ResponseWriter // the client's writer
 	r           *http.Request       // already rewritten for the backend
-	repl        *caddy.Replacer     // the request's, for the outcome
+	repl        *caddy.Replacer     // the request's, for the outcome; nil for a background refresh
 	ep          *endpoint
-	filtered    bool   // the response goes through the field layer
+	who         caller // who the caller is for this endpoint
 	decodedPath string // what the gateway's error envelopes show
 }
+
+// filtered reports whether the response goes through the field layer.
+func (x exchange) filtered() bool { return x.who.filtered() }
 
 // errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
 var errBrokeOff = errors.New("backend response broke off")
 
-// proxy hands the rewritten request to next and guards what comes back. It turns
-// a backend failure into the gateway's own 502 or 504 while nothing has been
-// sent, and cuts the connection when the response was already under way, so a
-// client never takes a truncated body for a whole one.
-//
-// The outcome is served or filtered only when the response went out whole;
-// every other way out, panics included, settles it as a backend error.
-func (h *Handler) proxy(x exchange, next caddyhttp.Handler) error {
-	outcome := metrics.BackendError
+// proxy hands the rewritten request to next, which writes the backend's
+// answer through the field layer, where it applies, into sp. It returns the
+// outcome of an answer that came whole, and a *refusal (502 or 504, or the
+// 429 of a rate limiter after the gateway) for a backend failure while
+// nothing has reached the client. When the answer was already streaming to
+// the client, only a cut connection tells the client that the rest is
+// missing: proxy then panics with http.ErrAbortHandler, the standard way,
+// which net/http does not log.
+func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.Outcome, error) {
 	h.metrics.BackendStarted()
-	defer func() {
-		h.metrics.BackendDone()
-		h.settle(x.repl, x.ep, outcome)
-	}()
-	pw := writers.get(x.w, x.filtered, x.ep.fields)
+	defer h.metrics.BackendDone()
+	pw := writers.get(sp, x.filtered(), x.ep.fields)
 	err := forward(pw, x.r, next)
-	sent := pw.sent()
-	if x.filtered && err == nil {
+	if x.filtered() && err == nil {
 		x.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
 		x.ep.metrics.FieldsRemoved(pw.filter.Hidden())
 	}
 	writers.put(pw)
 	if err == nil {
-		outcome = metrics.Served
-		if x.filtered {
-			outcome = metrics.Filtered
+		if x.filtered() {
+			return metrics.Filtered, nil
 		}
-		return nil
+		return metrics.Served, nil
 	}
-	if sent {
-		// Headers and part of the body are out; only a cut connection tells the
-		// client that the rest is missing. ErrAbortHandler is the standard way,
-		// and net/http does not log it.
+	if sp.spilled {
 		h.logFailure(http.StatusBadGateway, x.ep, err)
+		h.settle(x.repl, x.ep, metrics.BackendError)
 		panic(http.ErrAbortHandler)
 	}
-	status := http.StatusBadGateway
+	ref := &refusal{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: err}
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
 		case http.StatusGatewayTimeout:
-			status = http.StatusGatewayTimeout
+			ref.status = http.StatusGatewayTimeout
 		case http.StatusTooManyRequests:
 			// A rate limiter between the gateway and reverse_proxy (rate_limit)
 			// refused the caller; it left Retry-After in the header.
-			status = http.StatusTooManyRequests
-			outcome = metrics.RateLimited
+			ref.status, ref.outcome = http.StatusTooManyRequests, metrics.RateLimited
+			ref.retryAfter = sp.Header().Get("Retry-After")
 		}
 	}
-	h.refuse(x, status, err)
-	return nil
+	return 0, ref
 }
 
 // forward runs next into pw and finishes the body. reverse_proxy panics with
@@ -129,9 +118,9 @@ func forward(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err erro
 
 // prepareUpstream rewrites r into the request the backend gets: the canonical
 // path that was authorised, the query without key, no key header, no
-// client-supplied real-IP headers, GET for HEAD, and an identity body when the
-// response is going to be filtered or shared (identity is the one encoding
-// every caller can be given).
+// client-supplied real-IP headers, GET for HEAD, no body and no trailers, and
+// an identity body when the response is going to be filtered or shared
+// (identity is the one encoding every caller can be given).
 func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	path, rawPath := rt.upstreamPath()
 	r.URL.Path = path
@@ -139,8 +128,18 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	r.URL.RawQuery = stripQueryKey(r.URL.RawQuery)
 	r.RequestURI = r.URL.RequestURI()
 	r.Method = http.MethodGet
+	// A GET has no body for the backend. A chunked one may end in trailers,
+	// which reverse_proxy forwards as they came (X-API-Key, X-Real-IP, ...)
+	// past every check the headers get. With no body and no length it sends
+	// neither body nor trailers.
+	r.Body = http.NoBody
+	r.ContentLength = 0
+	r.TransferEncoding = nil
+	r.Trailer = nil
 
 	hdr := r.Header
+	delete(hdr, "Content-Length")
+	delete(hdr, "Trailer")
 	delete(hdr, "X-Api-Key")
 	// The backend's real-ip option trusts these ahead of X-Forwarded-For
 	// and takes a single value verbatim; reverse_proxy manages X-Forwarded-For.
@@ -154,23 +153,23 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	}
 }
 
-// refuse replaces whatever the backend's headers put into the client's writer
-// with the gateway's own error envelope, and logs a backend failure. The
-// Retry-After of a 429 or 503 stays: the rate limiter or the admission step set
-// it for the caller.
-func (h *Handler) refuse(x exchange, status int, cause error) {
+// refuse answers the caller with the gateway's own envelope instead of
+// whatever the backend's headers put into the client's writer, keeping the
+// Retry-After of a 429 or 503, logs a backend failure, and settles the
+// outcome.
+func (h *Handler) refuse(x exchange, ref *refusal) {
 	hdr := x.w.Header()
-	retryAfter := hdr.Get("Retry-After")
 	clear(hdr)
-	switch status {
+	switch ref.status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		if retryAfter != "" {
-			hdr.Set("Retry-After", retryAfter)
+		if ref.retryAfter != "" {
+			hdr.Set("Retry-After", ref.retryAfter)
 		}
 	default:
-		h.logFailure(status, x.ep, cause)
+		h.logFailure(ref.status, x.ep, ref.cause)
 	}
-	writeError(x.w, status, x.decodedPath)
+	writeError(x.w, ref.status, x.decodedPath)
+	h.settle(x.repl, x.ep, ref.outcome)
 }
 
 // logFailure logs a backend failure without the request: its headers and query
@@ -192,13 +191,13 @@ func (h *Handler) logFailure(status int, ep *endpoint, cause error) {
 // proxyWriter is the ResponseWriter next writes the backend's response to. In
 // pass-through mode it only notes whether anything was written. In filter mode
 // it checks the response head, feeds the body through a jsonfilter.Filter and
-// holds the output back until holdBack bytes or the end, before committing.
+// gathers the output into writes of outChunk bytes to the spool.
 type proxyWriter struct {
-	w        http.ResponseWriter
+	w        *spool
 	filtered bool
 	filter   *jsonfilter.Filter
 	out      clientSink // the filter's destination
-	buf      []byte     // output not yet written: held back, then gathered; cap <= holdBack
+	buf      []byte     // output not yet written, gathered; cap outChunk
 
 	status    int   // status next asked for
 	headerIn  bool  // next called WriteHeader or Write
@@ -220,7 +219,7 @@ type filterPool struct{ p sync.Pool }
 // writers is shared by every statusgate handler: a proxyWriter holds no config.
 var writers filterPool
 
-func (fp *filterPool) get(w http.ResponseWriter, filtered bool, fields *jsonfilter.Names) *proxyWriter {
+func (fp *filterPool) get(w *spool, filtered bool, fields *jsonfilter.Names) *proxyWriter {
 	pw, _ := fp.p.Get().(*proxyWriter)
 	if pw == nil {
 		pw = &proxyWriter{buf: make([]byte, 0, outChunk)}
@@ -247,7 +246,7 @@ func (fp *filterPool) put(pw *proxyWriter) {
 }
 
 // sent reports whether the client may have received any part of the response.
-func (pw *proxyWriter) sent() bool { return pw.committed || (!pw.filtered && pw.headerIn) }
+func (pw *proxyWriter) sent() bool { return pw.w.spilled }
 
 // cause is the recorded refusal, or fallback.
 func (pw *proxyWriter) cause(fallback error) error {
@@ -276,17 +275,24 @@ func (pw *proxyWriter) WriteHeader(status int) {
 	// reverse_proxy adds the backend's headers to the gateway's: one
 	// Access-Control-Allow-Origin each, and a browser refuses two.
 	setCORS(pw.w.Header())
+	if n, err := strconv.Atoi(pw.w.Header().Get("Content-Length")); err == nil {
+		// What the field layer adds to a body (meta's two members) is small.
+		pw.w.expect(n + 256)
+	}
 	if !pw.filtered {
 		pw.w.WriteHeader(status)
 		return
 	}
 	hdr := pw.w.Header()
 	switch {
-	case !isJSON(hdr.Get("Content-Type")):
+	case !isJSON(hdr["Content-Type"]):
 		pw.failed = errNotJSON
 	case !identityEncoding(hdr["Content-Encoding"]):
 		pw.failed = errEncoded
 	}
+	// What the field layer sends is JSON and nothing else; no browser may
+	// guess otherwise, whatever the backend said.
+	hdr.Set("X-Content-Type-Options", "nosniff")
 	// The body is going to change: its length and validators no longer hold.
 	delete(hdr, "Content-Length")
 	delete(hdr, "Etag")
@@ -311,15 +317,9 @@ func (pw *proxyWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// emit takes the filter's output: held back until the response is committed,
-// then gathered into writes of a full buffer.
+// emit takes the filter's output, gathered into writes of a full buffer.
 func (pw *proxyWriter) emit(p []byte) (int, error) {
 	pw.outBytes += int64(len(p))
-	if need := len(pw.buf) + len(p); need > cap(pw.buf) && !pw.committed && cap(pw.buf) < holdBack {
-		grown := make([]byte, len(pw.buf), min(max(need, 2*cap(pw.buf)), holdBack))
-		copy(grown, pw.buf)
-		pw.buf = grown
-	}
 	if len(pw.buf)+len(p) <= cap(pw.buf) {
 		pw.buf = append(pw.buf, p...)
 		return len(p), nil
@@ -349,7 +349,7 @@ func (pw *proxyWriter) send() error {
 }
 
 // finish ends a filtered body after next returned without error: the filter
-// closes the document, and a body that fit in the hold-back buffer is sent with
+// closes the document, and a body that fit in the output buffer is sent with
 // its exact length.
 func (pw *proxyWriter) finish() error {
 	if !pw.filtered {
@@ -399,18 +399,36 @@ func (pw *proxyWriter) Unwrap() http.ResponseWriter { return pw.w }
 
 // proxyWriter must keep these methods: without them http.ResponseController
 // and reverse_proxy would unwrap it and flush or hijack the client's writer,
-// past the hold-back and past the field layer.
+// past the spool and past the field layer.
 var (
 	_ http.Hijacker                   = (*proxyWriter)(nil)
 	_ http.Flusher                    = (*proxyWriter)(nil)
 	_ interface{ FlushError() error } = (*proxyWriter)(nil)
 )
 
-// isJSON reports whether a Content-Type is JSON: application/json or a +json type.
-func isJSON(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.ToLower(strings.TrimSpace(mt))
-	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+// isJSON reports whether the Content-Type values are a body the field layer
+// can read: exactly one, application/json, with no parameter but an optional
+// charset=utf-8 (any case). The filter reads UTF-8 only, so a body in another
+// charset (utf-7, utf-16, latin1) is not one it can vouch for; two values
+// leave the client to choose. +json types are refused too: the backend sends
+// application/json, and anything else is not the backend's answer.
+func isJSON(values []string) bool {
+	if len(values) != 1 {
+		return false
+	}
+	if values[0] == "application/json; charset=utf-8" {
+		return true // what the backend sends, without ParseMediaType's map
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	if err != nil || mt != "application/json" {
+		return false
+	}
+	for name, v := range params {
+		if name != "charset" || !strings.EqualFold(v, "utf-8") {
+			return false
+		}
+	}
+	return true
 }
 
 // identityEncoding reports whether Content-Encoding leaves the body readable.

@@ -11,6 +11,7 @@ import (
 // carry no path: the path has its own field, and a disguised 404 must read
 // exactly like a genuine one.
 var errorMessages = map[int]string{
+	http.StatusBadRequest:          "Bad request",
 	http.StatusNotFound:            "Not found",
 	http.StatusUnauthorized:        "A valid API key is required",
 	http.StatusMethodNotAllowed:    "Method not allowed",

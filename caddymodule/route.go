@@ -38,6 +38,14 @@ func underAPI(escaped string) (rest string, ok bool) {
 	return rest, true
 }
 
+// maxPathLength bounds what follows /api in the escaped path, in bytes. A
+// longer path is refused before it is parsed, so that no path costs the
+// gateway more than a bounded amount of work, whether it names an endpoint
+// or not (how long a 404 takes must not tell them apart). It is well above
+// any real parameter: a UUID is 36 bytes, a world name is a directory name
+// of at most 255 bytes (765 escaped), a custom station's name is a few words.
+const maxPathLength = 1024
+
 // route parses what follows /api in the escaped path into an enabled endpoint.
 //
 // It matches exact segments of the path as the client spelled it: structural
@@ -46,7 +54,11 @@ func underAPI(escaped string) (rest string, ok bool) {
 // segment in them is simply an unknown endpoint. Only the parameter segment is
 // decoded, once, and then checked. The alias /api/<x> is read as /api/v1/<x>
 // before anything else. /api, /api/, /api/v1 and /api/v1/ are the index.
+// A path longer than maxPathLength is no endpoint.
 func (t *endpointTable) route(rest string) (route, bool) {
+	if len(rest) > maxPathLength {
+		return route{}, false
+	}
 	switch rest {
 	case "", "/", "/v1", "/v1/":
 		ep := t.lookup("index")

@@ -45,7 +45,9 @@ type Handler struct {
 	table    *endpointTable
 	guard    backendGuard
 	keys     *apikey.Keyring
-	keyNames []any // placeholder values, by keyring position
+	keyNames []any      // placeholder values, by keyring position
+	holders  []string   // per-client limits' names of the keys, by keyring position
+	scopes   []keyScope // what each key opens, by keyring position
 	authOn   bool
 	hide     bool
 	qkey     bool
@@ -62,8 +64,13 @@ type AuthConfig struct {
 
 	// Keys are the accepted API keys; any number. Each is a string, the
 	// secret or its digest "sha256:<64 hex digits>", or an object
-	// {"name": "discord-bot", "key": "<secret or digest>"}; a key without a
-	// name is called key-<n> by its position, counting from 1. The name is
+	// {"name": "discord-bot", "key": "<secret or digest>", "endpoints":
+	// ["status", "bans"], "max_in_flight": 2}; a key without a
+	// name is called key-<n> by its position, counting from 1. endpoints is
+	// the key's scope (default: every endpoint; the index is in every
+	// scope): for any other endpoint its caller is a caller without a key.
+	// max_in_flight caps the key's open requests, at the backend or queued;
+	// past it its caller gets 429 at once (default: no cap of its own). The name is
 	// what logs, placeholders and metrics show; names and secrets must be
 	// distinct. Placeholders such as {env.NAME} and {file./path} are
 	// expanded at provision time; surrounding white space is trimmed, and a
@@ -121,12 +128,10 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.table = table
-	if h.guard, err = newBackendGuard(h.Backend); err != nil {
+	if err := h.provisionKeys(); err != nil {
 		return err
 	}
-	h.guard.cacheTTLs(h.Backend, table)
-
-	if err := h.provisionKeys(); err != nil {
+	if err := h.provisionGuard(ctx); err != nil {
 		return err
 	}
 	h.index = newIndexCache(h)
@@ -146,11 +151,13 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	return nil
 }
 
-// ServeHTTP decides the request in a fixed order (README, "How a request is decided"): path, preflight,
-// endpoint, key, method; then answers the index itself or forwards the canonical
-// request to next and filters the response on its way back. Each answer sets
-// the placeholders and counts the outcome (see observe.go); a forwarded
-// request is identified before next runs and settled when it returns.
+// ServeHTTP decides the request in a fixed order (README, "How a request is
+// decided"): path, preflight, a target the access log could not filter,
+// endpoint, key (which counts only within its scope: callerFor), method;
+// then answers the index itself or forwards the canonical request to next
+// and filters the response on its way back. Each answer sets the
+// placeholders and counts the outcome (see observe.go); a forwarded request
+// is identified before next runs and settled when it returns.
 //
 // It never returns an error, on purpose: Caddy's error log prints the original
 // request, headers and URI included, so any error would write the caller's key
@@ -165,26 +172,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
-		h.decided(repl, r, nil, noKey, metrics.NotFound)
+		h.decided(repl, r, nil, anonymous, metrics.NotFound)
 		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 	if r.Method == http.MethodOptions {
-		h.decided(repl, r, nil, noKey, metrics.Preflight)
+		h.decided(repl, r, nil, anonymous, metrics.Preflight)
 		writePreflight(w)
 		return nil
 	}
+	if !plainTarget(r) {
+		// The access log would write the target as it came, key and all: the
+		// gateway cannot change what Caddy logs, only leave the entry out.
+		caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
+		h.decided(repl, r, nil, anonymous, metrics.BadRequest)
+		writeError(w, http.StatusBadRequest, decodedPath)
+		return nil
+	}
+	// The key is read before the route decides, for every path, and at a
+	// bounded cost (the path's length is bounded in route, the key's in the
+	// keyring): how long a 404 takes must not tell a hidden endpoint from a
+	// missing one.
+	key := h.authenticate(r)
 	rt, ok := h.table.route(rest)
 	if !ok {
-		h.decided(repl, r, nil, noKey, metrics.NotFound)
+		h.decided(repl, r, nil, anonymous, metrics.NotFound)
 		writeError(w, http.StatusNotFound, decodedPath)
 		return nil
 	}
 
-	key := h.authenticate(r)
-	keyed := !h.authOn || key != noKey
-	if rt.ep.requireKey && !keyed {
-		h.decided(repl, r, rt.ep, key, metrics.Refused)
+	// Who the caller is for this endpoint: a key outside its scope makes
+	// it a caller without a key from here on, byte for byte.
+	who := h.callerFor(r, key, rt.ep)
+	if rt.ep.requireKey && !who.authenticated {
+		h.decided(repl, r, rt.ep, who, metrics.Refused)
+		if who.key != noKey {
+			h.metrics.KeyRefused(who.key) // an accepted key, outside its scope
+		}
 		status := http.StatusUnauthorized
 		if h.hide {
 			status = http.StatusNotFound
@@ -193,24 +217,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.decided(repl, r, rt.ep, key, metrics.Method)
+		h.decided(repl, r, rt.ep, who, metrics.Method)
 		w.Header().Set("Allow", allowedMethods)
 		writeError(w, http.StatusMethodNotAllowed, decodedPath)
 		return nil
 	}
 
-	// From here on the caller may see the endpoint. A caller without an
-	// accepted key while auth is on gets the field layer and a truthful
+	// From here on the caller may see the endpoint. A caller who is not
+	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
-	filtered := h.authOn && !keyed
 	if rt.ep.name == "index" {
-		h.decided(repl, r, rt.ep, key, metrics.Index)
-		h.serveIndex(w, keyed, filtered, rt.ep, decodedPath)
+		h.decided(repl, r, rt.ep, who, metrics.Index)
+		h.serveIndex(w, who, rt.ep, decodedPath)
 		return nil
 	}
-	h.identify(repl, r, rt.ep, key)
-	h.prepareUpstream(r, rt, filtered || h.guard.shared(rt.ep))
-	return h.forwardShared(exchange{w: w, r: r, repl: repl, ep: rt.ep, filtered: filtered, decodedPath: decodedPath}, key != noKey, next)
+	h.identify(repl, r, rt.ep, who)
+	h.prepareUpstream(r, rt, who.filtered() || h.guard.shared(rt.ep))
+	return h.forward(exchange{w: w, r: r, repl: repl, ep: rt.ep, who: h.withAddress(who, r), decodedPath: decodedPath}, next)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
@@ -219,5 +242,6 @@ const allowedMethods = "GET, HEAD, OPTIONS"
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

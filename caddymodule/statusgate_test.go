@@ -20,6 +20,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/caddymodule/progress"
 )
 
 const testKey = "k3y-0123456789abcdef"
@@ -58,7 +59,7 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 }
 
 // newTestHandler provisions a handler from the body of a statusgate Caddyfile block.
-func newTestHandler(t *testing.T, block string) (*Handler, *observer.ObservedLogs) {
+func newTestHandler(t testing.TB, block string) (*Handler, *observer.ObservedLogs) {
 	t.Helper()
 	h := new(Handler)
 	d := caddyfile.NewTestDispenser("statusgate {\n" + block + "\n}")
@@ -71,6 +72,7 @@ func newTestHandler(t *testing.T, block string) (*Handler, *observer.ObservedLog
 	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
+	t.Cleanup(func() { _ = h.Cleanup() })
 	return h, logs
 }
 
@@ -84,8 +86,9 @@ func newRequest(method, target string) (*http.Request, *caddy.Replacer) {
 
 type reply struct {
 	*httptest.ResponseRecorder
-	repl     *caddy.Replacer
-	envelope struct {
+	repl       *caddy.Replacer
+	logSkipped bool // the access log leaves the request out
+	envelope   struct {
 		OK    bool `json:"ok"`
 		Error struct {
 			Status  int    `json:"status"`
@@ -105,7 +108,8 @@ func serve(t *testing.T, h *Handler, next caddyhttp.Handler, method, target stri
 	if err := h.ServeHTTP(rec, r, next); err != nil {
 		t.Fatalf("ServeHTTP returned %v; the handler must answer every error itself", err)
 	}
-	out := reply{ResponseRecorder: rec, repl: repl}
+	skip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.LogSkipVar).(bool)
+	out := reply{ResponseRecorder: rec, repl: repl, logSkipped: skip}
 	if strings.HasPrefix(rec.Body.String(), `{"ok":false`) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out.envelope); err != nil {
 			t.Fatalf("body is not JSON: %v\n%s", err, rec.Body)
@@ -402,6 +406,9 @@ func TestFailClosed(t *testing.T) {
 	}{
 		{name: "html", be: &backend{body: "<h1>404 Not Found</h1>", header: http.Header{"Content-Type": {"text/html"}}}, status: 502},
 		{name: "no content type", be: &backend{body: `{"ok":true}`, header: http.Header{"Content-Type": {""}}}, status: 502},
+		{name: "utf-7", be: &backend{body: playerBody, header: http.Header{"Content-Type": {"application/json; charset=utf-7"}}}, status: 502},
+		{name: "two content types", be: &backend{body: playerBody, header: http.Header{"Content-Type": {"application/json; charset=utf-8", "text/html"}}}, status: 502},
+		{name: "a +json type", be: &backend{body: playerBody, header: http.Header{"Content-Type": {"application/problem+json"}}}, status: 502},
 		{name: "gzip", be: &backend{body: "\x1f\x8b\x08", header: http.Header{"Content-Encoding": {"gzip"}}}, status: 502},
 		{name: "truncated", be: &backend{body: `{"ok":true,"data":{"a":{"op":1,"b":[1,2`}, status: 502},
 		{name: "invalid", be: &backend{body: `{"ok":true,"data":{"op":tru}}`}, status: 502},
@@ -413,7 +420,8 @@ func TestFailClosed(t *testing.T) {
 		{name: "timeout", be: &backend{err: caddyhttp.Error(http.StatusGatewayTimeout, errors.New("i/o timeout"))}, status: 504},
 		{name: "aborted before any output", be: &backend{panic: http.ErrAbortHandler}, status: 502},
 		{name: "broken within the hold-back window", be: &backend{body: broken(100 << 10)}, status: 502},
-		{name: "broken after the hold-back window", be: &backend{body: broken(holdBack + 1)}, cut: true},
+		{name: "broken past 256 KiB, within max_response", be: &backend{body: broken(256<<10 + 1)}, status: 502},
+		{name: "broken past max_response", be: &backend{body: broken(defaultMaxResponse + 1)}, cut: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -619,10 +627,12 @@ func (c *countingRecorder) Write(p []byte) (int, error) {
 }
 
 // TestFilteredWrites checks how filtered output reaches the client: a body
-// within the hold-back in one write with its exact length, a larger one as a
-// stream of full-buffer writes, both byte for byte what jsonfilter makes.
+// within max_response held whole and written with its exact length in pieces
+// of progress.Piece (the progress deadline's unit), a larger one as a stream of
+// writes of at least the output buffer, both byte for byte what jsonfilter
+// makes.
 func TestFilteredWrites(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey)
+	h, _ := newTestHandler(t, "key "+testKey+"\nmax_response 256KiB")
 	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
 	for _, n := range []int{2000, 12000} { // about 100 KiB and 600 KiB of input
 		body := `{"ok":true,"data":{"list":[` + strings.Repeat(member, n) + `{}]},"meta":{"authenticated":true}}`
@@ -639,19 +649,31 @@ func TestFilteredWrites(t *testing.T) {
 			t.Fatalf("%d members: body differs from jsonfilter.Apply", n)
 		}
 		cl := rec.Header().Get("Content-Length")
-		if len(want) <= holdBack {
-			if len(rec.writes) != 1 || cl != strconv.Itoa(len(want)) {
-				t.Errorf("%d bytes: writes %v, Content-Length %q; want one write with the exact length", len(want), rec.writes, cl)
+		last := len(rec.writes) - 1
+		if len(want) <= 256<<10 {
+			if cl != strconv.Itoa(len(want)) {
+				t.Errorf("%d bytes held: Content-Length %q, want the exact length", len(want), cl)
+			}
+			for i, w := range rec.writes[:last] {
+				if w != progress.Piece {
+					t.Errorf("held body: write %d of %d is %d bytes; want %d", i, len(rec.writes), w, progress.Piece)
+				}
 			}
 			continue
 		}
 		if cl != "" {
 			t.Errorf("streamed body has Content-Length %q", cl)
 		}
-		for i, w := range rec.writes[:len(rec.writes)-1] {
-			if w < outChunk {
-				t.Errorf("write %d of %d is %d bytes; want at least %d", i, len(rec.writes), w, outChunk)
+		// Every write but the last is about a full buffer: the filter's
+		// output is gathered, not written a kept run at a time.
+		small := 0
+		for _, w := range rec.writes[:last] {
+			if w < outChunk*15/16 {
+				small++
 			}
+		}
+		if small > 0 {
+			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), outChunk*15/16, rec.writes)
 		}
 	}
 }
@@ -674,4 +696,63 @@ func (b *chunkedBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) error
 		s = s[n:]
 	}
 	return nil
+}
+
+// TestNoBodyUpstream: what reaches the backend carries no body, no length and
+// no trailers, whatever the client sent with its GET or HEAD.
+func TestNoBodyUpstream(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	for _, method := range []string{"GET", "HEAD"} {
+		r, _ := newRequest(method, "/api/v1/server")
+		r.Header.Set("X-Api-Key", testKey)
+		r.Header.Set("Trailer", "X-Api-Key, X-Real-Ip")
+		r.Header.Set("Content-Length", "5")
+		r.Body = io.NopCloser(strings.NewReader("hello"))
+		r.ContentLength = -1
+		r.TransferEncoding = []string{"chunked"}
+		r.Trailer = http.Header{"X-Api-Key": {"k3y-trailer"}, "X-Real-Ip": {"203.0.113.9"}}
+		be := &backend{body: `{"ok":true,"meta":{}}`}
+		if err := h.ServeHTTP(httptest.NewRecorder(), r, be); err != nil || len(be.calls) != 1 {
+			t.Fatalf("%s: %v, %d calls", method, err, len(be.calls))
+		}
+		up := be.calls[0]
+		if up.Body != http.NoBody || up.ContentLength != 0 || up.TransferEncoding != nil || up.Trailer != nil {
+			t.Errorf("%s: upstream body %v, length %d, transfer encoding %q, trailers %v", method, up.Body, up.ContentLength, up.TransferEncoding, up.Trailer)
+		}
+		for _, k := range []string{"Trailer", "Content-Length"} {
+			if v, ok := up.Header[k]; ok {
+				t.Errorf("%s: upstream %s: %q", method, k, v)
+			}
+		}
+	}
+}
+
+// TestIsJSON: the field layer reads one Content-Type, application/json, in
+// UTF-8 or with no charset, and nothing else.
+func TestIsJSON(t *testing.T) {
+	for _, ct := range []string{"application/json; charset=utf-8", "application/json", "Application/JSON; Charset=UTF-8",
+		`application/json;charset="utf-8"`, "application/json ; charset=utf-8"} {
+		if !isJSON([]string{ct}) {
+			t.Errorf("%q refused", ct)
+		}
+	}
+	for _, v := range [][]string{nil, {""}, {"application/json; charset=utf-7"}, {"application/json; charset=utf-16"},
+		{"application/json; charset=iso-8859-1"}, {"application/json; charset=utf-8; x=1"}, {"application/json; charset=utf-8", "text/html"},
+		{"application/json", "application/json"}, {"application/problem+json"}, {"text/json"}, {"text/html"}, {"application/json; charset"},
+		{"application/json; charset=utf-8; charset=utf-7"}, {"application/jsonx"}} {
+		if isJSON(v) {
+			t.Errorf("%q accepted", v)
+		}
+	}
+}
+
+// TestFilteredNosniff: every answer of the field layer says nosniff, also
+// when the backend did not.
+func TestFilteredNosniff(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey)
+	be := &backend{body: playerBody, header: http.Header{"Content-Type": {"application/json"}}}
+	got := serve(t, h, be, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+	if v := got.Header().Values("X-Content-Type-Options"); got.Code != 200 || len(v) != 1 || v[0] != "nosniff" {
+		t.Errorf("filtered: %d, X-Content-Type-Options %q", got.Code, got.Header().Values("X-Content-Type-Options"))
+	}
 }

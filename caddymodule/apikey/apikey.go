@@ -23,7 +23,9 @@
 // removing or reordering keys.
 //
 // No error of this package contains a secret: errors name keys by position
-// and name, and show at most the first hex digits of a malformed digest.
+// and by a name that passed ValidateName, never quote a name that did not
+// (it may be a secret written where the name goes), and show at most the
+// first hex digits of a malformed digest.
 package apikey
 
 import (
@@ -66,26 +68,54 @@ type Key struct {
 	// Secret is the key's secret, a placeholder that expands to it, or its
 	// digest "sha256:<64 hex digits>". Required.
 	Secret string
+
+	// Endpoints is the key's scope: the names of the endpoints it opens.
+	// For any other endpoint its caller is a caller without a key. The
+	// handler checks the names. Default: nil, every endpoint; an empty
+	// list is an error.
+	Endpoints []string
+
+	// MaxInFlight is the most requests of this key open at once (at the
+	// backend or waiting for it). Default: 0, no cap of its own; when
+	// given it must be at least 1.
+	MaxInFlight int
+
+	// limitGiven records that the JSON had max_in_flight, so that an
+	// explicit 0 is refused with the key's position instead of read as
+	// "no cap".
+	limitGiven bool
 }
 
 // keyObject is the JSON object form of a named key.
 type keyObject struct {
-	Name   string  `json:"name,omitempty"`
-	Secret *string `json:"key"`
+	Name        string   `json:"name,omitempty"`
+	Secret      *string  `json:"key"`
+	Endpoints   []string `json:"endpoints,omitempty"`
+	MaxInFlight *int     `json:"max_in_flight,omitempty"`
 }
 
-// MarshalJSON writes a plain string for a key without a name, so that
-// `caddy adapt` keeps giving a list of strings for unnamed keys, and the
-// object {"name","key"} otherwise.
+// Scoped reports whether the key has a scope or a cap of its own: whether it
+// needs the object form in JSON.
+func (k Key) Scoped() bool {
+	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven
+}
+
+// MarshalJSON writes a plain string for a key without a name, scope or cap,
+// so that `caddy adapt` keeps giving a list of strings for unnamed keys, and
+// the object {"name","key","endpoints","max_in_flight"} otherwise.
 func (k Key) MarshalJSON() ([]byte, error) {
-	if k.Name == "" {
+	if k.Name == "" && !k.Scoped() {
 		return json.Marshal(k.Secret)
 	}
-	return json.Marshal(keyObject{Name: k.Name, Secret: &k.Secret})
+	o := keyObject{Name: k.Name, Secret: &k.Secret, Endpoints: k.Endpoints}
+	if k.MaxInFlight != 0 || k.limitGiven {
+		o.MaxInFlight = &k.MaxInFlight
+	}
+	return json.Marshal(o)
 }
 
 // UnmarshalJSON reads either form. An object must have "key" and may have
-// "name", nothing else (Caddy rejects unknown fields in its config, and a
+// "name", "endpoints" and "max_in_flight", nothing else (Caddy rejects unknown fields in its config, and a
 // misspelt "nmae" would otherwise silently leave a key unnamed). The name and
 // digest are checked by Validate and NewKeyring, which know the key's
 // position.
@@ -110,15 +140,19 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 		if o.Secret == nil {
 			return errors.New(`key object: missing "key"`)
 		}
-		*k = Key{Name: o.Name, Secret: *o.Secret}
+		*k = Key{Name: o.Name, Secret: *o.Secret, Endpoints: o.Endpoints}
+		if o.MaxInFlight != nil {
+			k.MaxInFlight, k.limitGiven = *o.MaxInFlight, true
+		}
 		return nil
 	}
 	return errors.New(`a key is a string or an object {"name": …, "key": …}`)
 }
 
 // Validate checks what can be checked before placeholders are expanded: the
-// name, that the text is not empty, and the form of a digest written in
-// place. The Caddyfile parser and the handler's Provision call it; NewKeyring
+// name, that the text is not empty, the form of a digest written in
+// place, that a scope is not empty and a cap at least 1 (the endpoint names
+// are the handler's to check). The Caddyfile parser and the handler's Provision call it; NewKeyring
 // checks the expanded text again.
 func (k Key) Validate() error {
 	if k.Name != "" {
@@ -134,17 +168,28 @@ func (k Key) Validate() error {
 			return err
 		}
 	}
+	if k.Endpoints != nil && len(k.Endpoints) == 0 {
+		return errors.New("endpoints: empty list (leave it out for every endpoint)")
+	}
+	if k.MaxInFlight < 0 || (k.limitGiven && k.MaxInFlight < 1) {
+		return fmt.Errorf("max_in_flight: %d is not a whole number of at least 1", k.MaxInFlight)
+	}
 	return nil
 }
 
 // ValidateName checks a key name: letters, digits, '_' and '-', at most
-// MaxNameLength characters.
+// MaxNameLength characters, and not a secret in the form Generate makes.
+// The error does not quote the name: a name that fails is often a secret
+// written where the name goes (`key <secret> <secret>`).
 func ValidateName(name string) error {
 	if !ident.Valid(name) {
-		return fmt.Errorf("invalid name '%s' (letters, digits, _ and -)", name)
+		return errors.New("invalid name (letters, digits, _ and -)")
 	}
 	if len(name) > MaxNameLength {
-		return fmt.Errorf("invalid name '%s' (at most %d characters)", name, MaxNameLength)
+		return fmt.Errorf("invalid name (at most %d characters)", MaxNameLength)
+	}
+	if IsGenerated(name) {
+		return errors.New("invalid name (it has the form of a secret from caddy statusgate-key)")
 	}
 	return nil
 }
@@ -154,8 +199,11 @@ func ValidateName(name string) error {
 //	key [<name>] <secret|sha256:<hex>>
 //
 // (one argument is the secret, two are the name and the secret) and checks
-// them with Validate. Errors start with "key: "; the parser adds the file and
-// line with Dispenser.Errf("%v", err).
+// them with Validate. A first of two words that looks like a secret (the
+// form Generate makes, or a digest) is refused with errSecretAsName: two
+// keys pasted on one line would otherwise make the first secret the second
+// key's name, which logs and metrics publish. Errors start with "key: "; the
+// parser adds the file and line with Dispenser.Errf("%v", err).
 func FromCaddyfile(args []string) (Key, error) {
 	var k Key
 	switch len(args) {
@@ -163,6 +211,12 @@ func FromCaddyfile(args []string) (Key, error) {
 		k.Secret = args[0]
 	case 2:
 		k.Name, k.Secret = args[0], args[1]
+		if IsGenerated(k.Name) || strings.HasPrefix(k.Name, DigestPrefix) {
+			return Key{}, fmt.Errorf("key: %w", errSecretAsName)
+		}
+		if err := ValidateName(k.Name); err != nil {
+			return Key{}, fmt.Errorf("key: %v; write key <name> <secret>", err)
+		}
 	default:
 		return Key{}, fmt.Errorf("key: want [<name>] <secret|sha256:<hex>>, got %d arguments", len(args))
 	}
@@ -171,6 +225,9 @@ func FromCaddyfile(args []string) (Key, error) {
 	}
 	return k, nil
 }
+
+// errSecretAsName is the error for a key whose name looks like a secret.
+var errSecretAsName = errors.New("the first of two words looks like a secret, not a name; write key <name> <secret>")
 
 // ParseDigest reads "sha256:<64 hex digits>". The error shows at most the
 // first hex digits of the text and the position of the first character that

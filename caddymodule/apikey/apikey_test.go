@@ -3,7 +3,8 @@ package apikey
 import (
 	"encoding/hex"
 	"encoding/json"
-	"slices"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -15,13 +16,14 @@ func TestValidateName(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]string{
-		"":                                   "invalid name '' (letters, digits, _ and -)",
-		"x y":                                "invalid name 'x y' (letters, digits, _ and -)",
-		"bot.example":                        "invalid name 'bot.example' (letters, digits, _ and -)",
-		"sha256:ab":                          "invalid name 'sha256:ab' (letters, digits, _ and -)",
-		"{env.X}":                            "invalid name '{env.X}' (letters, digits, _ and -)",
-		"ümlaut":                             "invalid name 'ümlaut' (letters, digits, _ and -)",
-		strings.Repeat("x", MaxNameLength+1): "invalid name '" + strings.Repeat("x", MaxNameLength+1) + "' (at most 64 characters)",
+		"":                                   "invalid name (letters, digits, _ and -)",
+		"x y":                                "invalid name (letters, digits, _ and -)",
+		"bot.example":                        "invalid name (letters, digits, _ and -)",
+		"sha256:ab":                          "invalid name (letters, digits, _ and -)",
+		"{env.X}":                            "invalid name (letters, digits, _ and -)",
+		"ümlaut":                             "invalid name (letters, digits, _ and -)",
+		strings.Repeat("x", MaxNameLength+1): "invalid name (at most 64 characters)",
+		"sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8": "invalid name (it has the form of a secret from caddy statusgate-key)",
 	} {
 		err := ValidateName(name)
 		if err == nil || err.Error() != want {
@@ -107,7 +109,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{Key{Secret: ""}, "empty key"},
 		{Key{Secret: " \t"}, "empty key"},
-		{Key{Name: "a b", Secret: "s"}, "invalid name 'a b' (letters, digits, _ and -)"},
+		{Key{Name: "a b", Secret: "s"}, "invalid name (letters, digits, _ and -)"},
 		{Key{Name: "bot", Secret: "sha256:12ab"}, "malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
 		// Not a digest in pieces: checked as written, before expansion.
 		{Key{Secret: "sha256:{env.X}"}, "malformed digest 'sha256:…' (want sha256: and 64 hex digits; character 8 is not a hex digit)"},
@@ -132,7 +134,7 @@ func TestFromCaddyfile(t *testing.T) {
 		{[]string{"website", "{env.WEB}"}, Key{Name: "website", Secret: "{env.WEB}"}},
 	} {
 		got, err := FromCaddyfile(c.args)
-		if err != nil || got != c.want {
+		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("FromCaddyfile(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
 		}
 	}
@@ -142,11 +144,17 @@ func TestFromCaddyfile(t *testing.T) {
 	}{
 		{nil, "key: want [<name>] <secret|sha256:<hex>>, got 0 arguments"},
 		{[]string{"a", "b", "c"}, "key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"},
-		{[]string{"x y", "secret"}, "key: invalid name 'x y' (letters, digits, _ and -)"},
+		{[]string{"x y", "secret"}, "key: invalid name (letters, digits, _ and -); write key <name> <secret>"},
 		{[]string{"sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
 		{[]string{"bot", "sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
 		{[]string{"  "}, "key: empty key"},
 		{[]string{"bot", ""}, "key: empty key"},
+		// Two secrets pasted on one line: generated ones, a digest first.
+		{[]string{"sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "sg_IA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKis"},
+			"key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
+		{[]string{d, "my-secret-0123456789"}, "key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
+		{[]string{"sha256:12ab", "my-secret-0123456789"}, "key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
+		{[]string{"Qx7+Zk9/Wv3=", "my-secret-0123456789"}, "key: invalid name (letters, digits, _ and -); write key <name> <secret>"},
 	} {
 		_, err := FromCaddyfile(c.args)
 		if err == nil || err.Error() != c.want {
@@ -163,7 +171,7 @@ func jsonRoundTrip(t *testing.T, in string, want []Key, out string) {
 	if err := json.Unmarshal([]byte(in), &keys); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(keys, want) {
+	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("decoded %+v,\nwant %+v", keys, want)
 	}
 	b, err := json.Marshal(keys)
@@ -231,5 +239,38 @@ func TestDefaultName(t *testing.T) {
 	}
 	if err := ValidateName(DefaultName(1000)); err != nil {
 		t.Errorf("a default name is not a valid name: %v", err)
+	}
+}
+
+// A key's scope and cap are the object form's "endpoints" and
+// "max_in_flight"; a key with either stays an object, named or not.
+func TestJSONScoped(t *testing.T) {
+	const d = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+	jsonRoundTrip(t,
+		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0}]`,
+		[]Key{
+			{Name: "bot", Secret: d, Endpoints: []string{"status", "bans"}, MaxInFlight: 2, limitGiven: true},
+			{Secret: "s1", Endpoints: []string{"status"}},
+			{Secret: "s2", limitGiven: true},
+		},
+		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0}]`)
+}
+
+// An empty scope and a cap below 1 are refused, the explicit 0 included.
+func TestValidateScope(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"key":"s","endpoints":[]}`:       "endpoints: empty list (leave it out for every endpoint)",
+		`{"key":"s","max_in_flight":0}`:    "max_in_flight: 0 is not a whole number of at least 1",
+		`{"key":"s","max_in_flight":-3}`:   "max_in_flight: -3 is not a whole number of at least 1",
+		`{"key":"s","endpoints":["bans"]}`: "",
+	} {
+		var k Key
+		if err := json.Unmarshal([]byte(in), &k); err != nil {
+			t.Fatal(err)
+		}
+		err := k.Validate()
+		if got := fmt.Sprint(err); (want == "" && err != nil) || (want != "" && got != want) {
+			t.Errorf("%s: Validate() = %v, want %q", in, err, want)
+		}
 	}
 }

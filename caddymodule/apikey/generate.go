@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // GeneratedPrefix starts every generated secret. It makes a statusgate key
@@ -34,6 +36,10 @@ type Generated struct {
 	Secret string
 	// Digest is "sha256:" and the SHA-256 of Secret in lowercase hex.
 	Digest string
+	// Endpoints and MaxInFlight are the key's scope and cap for the printed
+	// config (see Key); zero: every endpoint, no cap of its own.
+	Endpoints   []string
+	MaxInFlight int
 }
 
 // Generate makes a new key named name (which may be empty) from the random
@@ -53,6 +59,14 @@ func Generate(r io.Reader, name string) (Generated, error) {
 	}
 	secret := GeneratedPrefix + base64.RawURLEncoding.EncodeToString(b)
 	return Generated{Name: name, Secret: secret, Digest: Digest(secret)}, nil
+}
+
+// IsGenerated reports whether s has the form of a secret Generate makes:
+// GeneratedPrefix and 43 characters of URL-safe base64 (whose alphabet is
+// exactly that of a key name: letters, digits, '-' and '_').
+func IsGenerated(s string) bool {
+	rest, ok := strings.CutPrefix(s, GeneratedPrefix)
+	return ok && len(rest) == base64.RawURLEncoding.EncodedLen(GeneratedBits/8) && ident.Valid(rest)
 }
 
 // EnvVar is the environment variable the printed config suggests for the
@@ -77,16 +91,28 @@ func (g Generated) CaddyfileEnvLine() string {
 }
 
 func (g Generated) caddyfileLine(secret string) string {
-	if g.Name == "" {
-		return "key " + secret
+	line := "key " + secret
+	if g.Name != "" {
+		line = "key " + g.Name + " " + secret
 	}
-	return "key " + g.Name + " " + secret
+	if g.Endpoints == nil && g.MaxInFlight == 0 {
+		return line
+	}
+	// The key's block, indented for a line that stands one tab deep.
+	line += " {"
+	if g.Endpoints != nil {
+		line += "\n\t\tendpoints " + strings.Join(g.Endpoints, " ")
+	}
+	if g.MaxInFlight > 0 {
+		line += fmt.Sprintf("\n\t\tmax_in_flight %d", g.MaxInFlight)
+	}
+	return line + "\n\t}"
 }
 
 // JSONEntry is the entry of "auth"."keys" in JSON: the digest as a string, or
 // {"name":…,"key":…} for a named key.
 func (g Generated) JSONEntry() string {
-	b, err := json.Marshal(Key{Name: g.Name, Secret: g.Digest})
+	b, err := json.Marshal(Key{Name: g.Name, Secret: g.Digest, Endpoints: g.Endpoints, MaxInFlight: g.MaxInFlight})
 	if err != nil {
 		// A Key of two strings always marshals.
 		panic(err)

@@ -41,6 +41,28 @@ func TestGenerateFormat(t *testing.T) {
 	}
 }
 
+// IsGenerated knows what Generate makes, and nothing that merely starts
+// the same way.
+func TestIsGenerated(t *testing.T) {
+	for range 20 {
+		g, err := Generate(nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !IsGenerated(g.Secret) {
+			t.Errorf("IsGenerated(%q) = false", g.Secret)
+		}
+		if IsGenerated(g.Digest) || IsGenerated(g.Secret[1:]) || IsGenerated(g.Secret+"A") || IsGenerated(g.Secret[:45]+".") {
+			t.Errorf("IsGenerated is true for a variant of %q", g.Secret)
+		}
+	}
+	for _, s := range []string{"", "sg_", "sg_bot", "SG_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "discord-bot"} {
+		if IsGenerated(s) {
+			t.Errorf("IsGenerated(%q) = true", s)
+		}
+	}
+}
+
 func TestGenerateRandom(t *testing.T) {
 	seen := map[string]bool{}
 	for range 50 {
@@ -73,7 +95,7 @@ func TestGenerateRandom(t *testing.T) {
 }
 
 func TestGenerateErrors(t *testing.T) {
-	if _, err := Generate(&counting{}, "x y"); err == nil || err.Error() != "invalid name 'x y' (letters, digits, _ and -)" {
+	if _, err := Generate(&counting{}, "x y"); err == nil || err.Error() != "invalid name (letters, digits, _ and -)" {
 		t.Errorf("bad name: %v", err)
 	}
 	short := bytes.NewReader(make([]byte, 31))

@@ -14,7 +14,9 @@ import (
 // configured digest, all of them, with no branch on the data: the time it
 // takes depends only on the number of keys, never on which key matched, how
 // much of a key matched or whether any did. Comparing fixed-size digests
-// rather than the keys also hides the keys' lengths.
+// rather than the keys also hides the keys' lengths. A presented key longer
+// than MaxSecretLength is refused before it is hashed, so that the work is
+// bounded whatever a caller sends.
 type Keyring struct {
 	digests []digestWords
 	names   []string
@@ -33,21 +35,49 @@ func wordsOf(d *[sha256.Size]byte) digestWords {
 	}
 }
 
+// MaxSecretLength is the longest secret a key may have, in bytes: far more
+// than a generated key (46 bytes) or a 256-bit secret in any encoding. A
+// presented key that is longer cannot be one of the keyring's; Match refuses
+// it without hashing, so that a 20 000-byte key costs no more than a short
+// one. A plain secret that is longer is a configuration error; a digest
+// cannot tell, and the digest of a longer secret simply never matches.
+const MaxSecretLength = 256
+
 // NewKeyring builds a keyring from keys whose secrets are already expanded
 // (the handler expands placeholders and trims white space first). A secret
 // starting with "sha256:" is a digest. The n-th key without a name is called
 // DefaultName(n).
 //
 // Errors name the key by position (counting from 1, as the default names do)
-// and name, never by its secret. Two keys with the same name are an error,
-// since logs and metrics could not tell them apart; so are two keys with the
-// same secret (written twice, or once plain and once as its digest): a caller
-// presenting it would be two keys at once, and it is almost always a
-// copy-paste mistake that leaves the intended second key unconfigured.
+// and valid name, never by its secret. Two keys with the same name are an
+// error, since logs and metrics could not tell them apart; so are two keys
+// with the same secret (written twice, or once plain and once as its
+// digest): a caller presenting it would be two keys at once, and it is
+// almost always a copy-paste mistake that leaves the intended second key
+// unconfigured. So is a name that is another key's secret (two keys pasted
+// as `key <secret> <secret>`), which logs and metrics would publish.
 func NewKeyring(keys []Key) (*Keyring, error) {
 	kr := &Keyring{
 		digests: make([]digestWords, 0, len(keys)),
 		names:   make([]string, 0, len(keys)),
+	}
+	// A name that is another key's secret first, before an error below
+	// quotes the name.
+	bySecret := make(map[digestWords]int, len(keys))
+	for i, k := range keys {
+		d, err := digestOf(k.Secret)
+		if _, seen := bySecret[wordsOf(&d)]; err == nil && !seen {
+			bySecret[wordsOf(&d)] = i + 1
+		}
+	}
+	for i, k := range keys {
+		if k.Name == "" {
+			continue
+		}
+		d := sha256.Sum256([]byte(k.Name))
+		if prev, ok := bySecret[wordsOf(&d)]; ok {
+			return nil, fmt.Errorf("key #%d: the name is the secret of key #%d; write the name, then the secret", i+1, prev)
+		}
 	}
 	byName := make(map[string]int, len(keys))
 	byDigest := make(map[digestWords]int, len(keys))
@@ -62,14 +92,9 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 		if strings.TrimSpace(k.Secret) == "" {
 			return nil, fmt.Errorf("key #%d '%s': empty key", n, name)
 		}
-		var d [sha256.Size]byte
-		if strings.HasPrefix(k.Secret, DigestPrefix) {
-			var err error
-			if d, err = ParseDigest(k.Secret); err != nil {
-				return nil, fmt.Errorf("key #%d '%s': %v", n, name, err)
-			}
-		} else {
-			d = sha256.Sum256([]byte(k.Secret))
+		d, err := digestOf(k.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("key #%d '%s': %v", n, name, err)
 		}
 		if prev, dup := byName[name]; dup {
 			return nil, fmt.Errorf("key #%d: name '%s' is already the name of key #%d", n, name, prev)
@@ -84,6 +109,19 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 		kr.names = append(kr.names, name)
 	}
 	return kr, nil
+}
+
+// digestOf is the digest an expanded secret stands for: the digest written
+// as "sha256:…", or the SHA-256 of the secret.
+func digestOf(secret string) ([sha256.Size]byte, error) {
+	switch {
+	case strings.HasPrefix(secret, DigestPrefix):
+		return ParseDigest(secret)
+	case len(secret) > MaxSecretLength:
+		// Match never hashes a presented key this long: it could not match.
+		return [sha256.Size]byte{}, fmt.Errorf("longer than %d bytes", MaxSecretLength)
+	}
+	return sha256.Sum256([]byte(secret)), nil
 }
 
 // Len reports the number of keys.
@@ -116,12 +154,13 @@ func (kr *Keyring) Lookup(presented string) (name string, ok bool) {
 // Match reports the position (from 0, in configuration order) of the key
 // presented, if it is one of the keyring's; see Keyring for why it takes the
 // same time whatever matched. It does not allocate. An empty or nil keyring
-// matches nothing.
+// matches nothing, and nothing longer than MaxSecretLength is hashed.
 func (kr *Keyring) Match(presented string) (index int, ok bool) {
-	if kr == nil || len(kr.digests) == 0 {
+	if kr == nil || len(kr.digests) == 0 || len(presented) > MaxSecretLength {
 		return -1, false
 	}
-	sum := sha256.Sum256(keyBytes(presented, new([stackKeyLen]byte)))
+	var buf [MaxSecretLength]byte // a []byte(presented) would allocate
+	sum := sha256.Sum256(buf[:copy(buf[:], presented)])
 	p := wordsOf(&sum)
 	var found, at uint64
 	for i := range kr.digests {
@@ -140,18 +179,4 @@ func (kr *Keyring) Match(presented string) (index int, ok bool) {
 		return -1, false
 	}
 	return int(at), true
-}
-
-// stackKeyLen is the longest presented key hashed without an allocation; a
-// generated key is 46 bytes. A longer one is copied to the heap.
-const stackKeyLen = 128
-
-// keyBytes returns s as bytes in buf when it fits. Converting with []byte(s)
-// would allocate for anything over 32 bytes; buf does not escape, so the
-// compiler keeps it on the caller's stack.
-func keyBytes(s string, buf *[stackKeyLen]byte) []byte {
-	if len(s) <= len(buf) {
-		return buf[:copy(buf[:], s)]
-	}
-	return []byte(s)
 }

@@ -113,7 +113,7 @@ func TestKeyringErrors(t *testing.T) {
 	}{
 		{[]Key{{Secret: s1}, {Secret: ""}}, "key #2 'key-2': empty key"},
 		{[]Key{{Name: "bot", Secret: " "}}, "key #1 'bot': empty key"},
-		{[]Key{{Name: "a b", Secret: s1}}, "key #1: invalid name 'a b' (letters, digits, _ and -)"},
+		{[]Key{{Name: "a b", Secret: s1}}, "key #1: invalid name (letters, digits, _ and -)"},
 		{[]Key{{Name: "bot", Secret: s1}, {Name: "bot", Secret: s2}}, "key #2: name 'bot' is already the name of key #1"},
 		// An explicit name may collide with a default one.
 		{[]Key{{Secret: s1}, {Name: "key-1", Secret: s2}}, "key #2: name 'key-1' is already the name of key #1"},
@@ -123,6 +123,12 @@ func TestKeyringErrors(t *testing.T) {
 		{[]Key{{Name: "a", Secret: s1}, {Name: "b", Secret: Digest(s1)}}, "key #2 'b' has the same secret as key #1 'a'"},
 		{[]Key{{Name: "a", Secret: Digest(s2)}, {Secret: s1}, {Name: "c", Secret: "sha256:" + strings.ToUpper(Digest(s2)[7:])}}, "key #3 'c' has the same secret as key #1 'a'"},
 		{[]Key{{Secret: s1}, {Name: "bot", Secret: "sha256:12ab"}}, "key #2 'bot': malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		// A name that is another key's secret, plain or as its digest,
+		// before any error that would quote the name.
+		{[]Key{{Secret: s1}, {Name: s1, Secret: s2}}, "key #2: the name is the secret of key #1; write the name, then the secret"},
+		{[]Key{{Name: s2, Secret: Digest(s1)}, {Secret: s2}, {Secret: s2}}, "key #1: the name is the secret of key #2; write the name, then the secret"},
+		{[]Key{{Name: s1, Secret: " "}, {Secret: s1}}, "key #1: the name is the secret of key #2; write the name, then the secret"},
+		{[]Key{{Name: "sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", Secret: s1}}, "key #1: invalid name (it has the form of a secret from caddy statusgate-key)"},
 	} {
 		kr, err := NewKeyring(c.keys)
 		if err == nil || err.Error() != c.want {
@@ -137,10 +143,10 @@ func TestKeyringErrors(t *testing.T) {
 	}
 }
 
-// Lookup does not allocate for keys up to stackKeyLen bytes: short ones, a
-// generated one (46 bytes) and the longest.
+// Lookup does not allocate: short keys, a generated one (46 bytes) and the
+// longest.
 func TestLookupAllocs(t *testing.T) {
-	for _, length := range []int{8, 32, 33, 46, stackKeyLen} {
+	for _, length := range []int{8, 32, 33, 46, 129, MaxSecretLength} {
 		keys := make([]Key, 8)
 		for i := range keys {
 			keys[i] = Key{Secret: fmt.Sprintf("%d%s", i, strings.Repeat("s", length-1))}
@@ -162,49 +168,71 @@ func TestLookupAllocs(t *testing.T) {
 			t.Errorf("length %d: hit %v, miss %v", length, ok1, ok2)
 		}
 	}
-	// Longer keys still work (they are copied to the heap).
-	long := strings.Repeat("L", stackKeyLen+1)
-	kr, err := NewKeyring([]Key{{Secret: long}})
+}
+
+// A secret longer than MaxSecretLength is refused in the config, and a
+// presented key that long matches nothing, not even the digest of its own
+// secret: it is not hashed at all.
+func TestOverlongKeys(t *testing.T) {
+	long := strings.Repeat("L", MaxSecretLength+1)
+	kr, err := NewKeyring([]Key{{Name: "long", Secret: long}})
+	if err == nil || kr != nil || strings.Contains(err.Error(), long) || !strings.Contains(err.Error(), "'long': longer than 256 bytes") {
+		t.Errorf("NewKeyring(overlong secret) = %v, %v", kr, err)
+	}
+	kr, err = NewKeyring([]Key{{Secret: Digest(long)}, {Secret: long[:MaxSecretLength]}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name, ok := kr.Lookup(long); !ok || name != "key-1" {
-		t.Errorf("long key: %q, %v", name, ok)
+	if i, ok := kr.Match(long); ok || i != -1 {
+		t.Errorf("Match(overlong key) = %d, %v", i, ok)
 	}
-	if _, ok := kr.Lookup(long[:stackKeyLen]); ok {
-		t.Error("a prefix of the long key matched")
+	if i, ok := kr.Match(long[:MaxSecretLength]); !ok || i != 1 {
+		t.Errorf("Match(the longest key) = %d, %v", i, ok)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { kr.Match(long) }); allocs != 0 {
+		t.Errorf("Match(overlong key) allocates %.1f times", allocs)
 	}
 }
 
 // BenchmarkLookup measures a lookup against N keys, hitting the last key and
-// missing. The two take the same time for a given N by construction; the
-// figures show the cost of one SHA-256 plus N comparisons of four words.
+// missing, with the keys configured as plain secrets and as their digests
+// (the form the Caddyfile adapter writes). Hit and miss take the same time
+// for a given N by construction, and so do the two forms, which both end up
+// as digests in the keyring; the figures show the cost of one SHA-256 plus N
+// comparisons of four words.
 func BenchmarkLookup(b *testing.B) {
-	for _, n := range []int{1, 8, 64} {
-		keys := make([]Key, n)
-		for i := range keys {
-			keys[i] = Key{Secret: fmt.Sprintf("sg_benchmark-secret-%03d-abcdefghijklmnop", i)}
-		}
-		kr, err := NewKeyring(keys)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, c := range []struct {
-			what      string
-			presented string
-			want      bool
-		}{
-			{"hit", keys[n-1].Secret, true},
-			{"miss", "sg_benchmark-secret-999-abcdefghijklmnop", false},
-		} {
-			b.Run(fmt.Sprintf("keys=%d/%s", n, c.what), func(b *testing.B) {
-				b.ReportAllocs()
-				for b.Loop() {
-					if _, ok := kr.Lookup(c.presented); ok != c.want {
-						b.Fatal("wrong answer")
-					}
+	for _, form := range []string{"plain", "digest"} {
+		for _, n := range []int{1, 8, 64} {
+			secrets := make([]string, n)
+			keys := make([]Key, n)
+			for i := range keys {
+				secrets[i] = fmt.Sprintf("sg_benchmark-secret-%03d-abcdefghijklmnop", i)
+				keys[i] = Key{Secret: secrets[i]}
+				if form == "digest" {
+					keys[i].Secret = Digest(secrets[i])
 				}
-			})
+			}
+			kr, err := NewKeyring(keys)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, c := range []struct {
+				what      string
+				presented string
+				want      bool
+			}{
+				{"hit", secrets[n-1], true},
+				{"miss", "sg_benchmark-secret-999-abcdefghijklmnop", false},
+			} {
+				b.Run(fmt.Sprintf("%s/keys=%d/%s", form, n, c.what), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, ok := kr.Lookup(c.presented); ok != c.want {
+							b.Fatal("wrong answer")
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -78,6 +78,7 @@ type Metrics struct {
 	endpoints  map[string]*Endpoint
 	other      *Endpoint
 	keys       []prometheus.Counter
+	keyRefused []prometheus.Counter
 	unknownKey prometheus.Counter
 	inFlight   prometheus.Gauge
 	queued     [2]prometheus.Gauge // anonymous, keyed
@@ -98,6 +99,7 @@ type collectors struct {
 	requests   *prometheus.CounterVec
 	keys       *prometheus.CounterVec
 	unknownKey prometheus.Counter
+	keyRefused *prometheus.CounterVec
 	fields     *prometheus.CounterVec
 	filterIn   *prometheus.CounterVec
 	filterOut  *prometheus.CounterVec
@@ -119,6 +121,8 @@ func newCollectors() *collectors {
 			"Requests decided by statusgate, by endpoint and outcome.", "endpoint", "outcome"),
 		keys: counterVec("key_requests_total",
 			"Requests that presented an accepted API key, by the key's name.", "key"),
+		keyRefused: counterVec("key_refused_total",
+			"Requests with an accepted API key refused because the endpoint needs a key and is outside the key's scope, by the key's name.", "key"),
 		unknownKey: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem,
 			Name: "unknown_key_requests_total",
 			Help: "Requests that presented an API key that matches no configured key."}),
@@ -145,6 +149,7 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	r := &registration{reg: reg}
 	c.requests = reuse(r, c.requests)
 	c.keys = reuse(r, c.keys)
+	c.keyRefused = reuse(r, c.keyRefused)
 	c.unknownKey = reuse(r, c.unknownKey)
 	c.fields = reuse(r, c.fields)
 	c.filterIn = reuse(r, c.filterIn)
@@ -214,6 +219,7 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 	m.other = c.other()
 	for _, name := range cfg.Keys {
 		m.keys = append(m.keys, c.keys.WithLabelValues(name))
+		m.keyRefused = append(m.keyRefused, c.keyRefused.WithLabelValues(name))
 	}
 	// The unknown-key counter and the gauge have no labels: they exist from
 	// registration on.
@@ -320,6 +326,16 @@ func (m *Metrics) KeyUsed(i int) {
 		return
 	}
 	m.keys[i].Inc()
+}
+
+// KeyRefused counts a request refused although it presented the key at
+// position i of Config.Keys: the endpoint needs a key, and this one's scope
+// does not open it. A position out of range counts nothing.
+func (m *Metrics) KeyRefused(i int) {
+	if m == nil || uint(i) >= uint(len(m.keyRefused)) {
+		return
+	}
+	m.keyRefused[i].Inc()
 }
 
 // UnknownKey counts a request that presented a key matching no configured

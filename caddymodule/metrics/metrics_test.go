@@ -60,7 +60,7 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64, 
 
 func TestOutcomes(t *testing.T) {
 	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error",
-		"busy", "rate_limited", "cached", "coalesced"}
+		"busy", "rate_limited", "cached", "coalesced", "bad_request"}
 	var got []string
 	for _, o := range Outcomes() {
 		got = append(got, o.String())
@@ -111,6 +111,8 @@ func TestScrapeExact(t *testing.T) {
 	m.KeyUsed(1)
 	m.KeyUsed(2)  // out of range: not counted
 	m.KeyUsed(-1) // ditto
+	m.KeyRefused(1)
+	m.KeyRefused(5) // out of range: not counted
 	m.UnknownKey()
 	m.BackendStarted()
 	m.BackendStarted()
@@ -139,6 +141,7 @@ func TestScrapeExact(t *testing.T) {
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:              900,
 		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`:                  2,
 		`caddy_http_statusgate_key_requests_total{key="website"}`:                      1,
+		`caddy_http_statusgate_key_refused_total{key="website"}`:                       1,
 		`caddy_http_statusgate_unknown_key_requests_total`:                             1,
 		`caddy_http_statusgate_backend_requests_in_flight`:                             2,
 		`caddy_http_statusgate_backend_requests_queued{class="anonymous"}`:             1,
@@ -159,10 +162,12 @@ func TestScrapeExact(t *testing.T) {
 			zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_%s_total{endpoint=%q}`, name, ep))
 		}
 	}
+	zero = append(zero, `caddy_http_statusgate_key_refused_total{key="discord-bot"}`)
 	checkSeries(t, scrape(t, reg), want, zero)
-	// requests: 4 endpoints × 12 outcomes; fields: 2; filter bytes: 3 × 2;
-	// keys: 2; the unknown-key counter, the in-flight gauge, two queue gauges.
-	if n, want := len(scrape(t, reg)), 4*12+2+3*2+2+1+1+2; n != want {
+	// requests: 4 endpoints × 13 outcomes; fields: 2; filter bytes: 3 × 2;
+	// keys: 2, and 2 of refusals; the unknown-key counter, the in-flight
+	// gauge, two queue gauges.
+	if n, want := len(scrape(t, reg)), 4*13+2+3*2+2+2+1+1+2; n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
 }

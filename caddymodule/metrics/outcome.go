@@ -46,6 +46,10 @@ const (
 	// Coalesced: answered with the response of an identical request that
 	// was at the backend at the same time (the caller did not make a trip).
 	Coalesced
+	// BadRequest: a request target the access log's query filter would
+	// read differently from the gateway (a '#', a ';' or a bad %-escape in
+	// the query), answered 400 before the key is read.
+	BadRequest
 
 	numOutcomes
 )
@@ -63,6 +67,7 @@ var outcomeNames = [numOutcomes]string{
 	RateLimited:  "rate_limited",
 	Cached:       "cached",
 	Coalesced:    "coalesced",
+	BadRequest:   "bad_request",
 }
 
 // String is the outcome's label value, e.g. "not_found"; the empty string for

@@ -35,13 +35,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		latency         <station|index|player_offline|*> <min> [<max>]
 //		resolve_timeout <duration>
 //		stats_endpoint  [on|off]
+//		modded_items    <n>
 //	}
 //
 // The block is optional: a bare `statusgate_sim` serves live data from a
 // random seed with realistic latencies. `frozen` and `stats_endpoint`
 // without an argument mean on; true and false are accepted wherever on and
 // off are. `latency` may repeat, once per key; `latency * 0` makes every
-// station instant.
+// station instant. `modded_items` (default 0) adds n modded blocks and
+// items to the detailed player statistics: a large public answer for a load
+// test (20000 make Alex_MC's ?detailed=true about 3 MB).
 func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // consume directive name
 	if d.NextArg() {
@@ -96,6 +99,15 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("resolve_timeout must be a positive duration, got '%s'", d.Val())
 			}
 			s.ResolveTimeout = caddy.Duration(dur)
+		case "modded_items":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 0 {
+				return d.Errf("modded_items must be a whole number, got '%s'", d.Val())
+			}
+			s.ModdedItems = n
 		case "stats_endpoint":
 			on, err := onoff.Parse(d, "stats_endpoint", true)
 			if err != nil {

@@ -37,6 +37,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"resolve_timeout", "statusgate_sim {\n resolve_timeout 500ms\n}", Sim{ResolveTimeout: dur("500ms")}},
 		{"stats_endpoint bare", "statusgate_sim {\n stats_endpoint\n}", Sim{StatsEndpoint: true}},
 		{"stats_endpoint off", "statusgate_sim {\n stats_endpoint off\n}", Sim{}},
+		{"modded_items", "statusgate_sim {\n modded_items 20000\n}", Sim{ModdedItems: 20000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Sim
@@ -93,6 +94,9 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"latency twice", "statusgate_sim {\n latency player 1ms\n latency player 2ms\n}", "latency player: given twice"},
 		{"resolve_timeout zero", "statusgate_sim {\n resolve_timeout 0\n}", "resolve_timeout must be a positive duration, got '0'"},
 		{"resolve_timeout word", "statusgate_sim {\n resolve_timeout later\n}", "resolve_timeout must be a positive duration, got 'later'"},
+		{"modded_items without value", "statusgate_sim {\n modded_items\n}", "wrong argument count"},
+		{"modded_items negative", "statusgate_sim {\n modded_items -1\n}", "modded_items must be a whole number, got '-1'"},
+		{"modded_items word", "statusgate_sim {\n modded_items lots\n}", "modded_items must be a whole number, got 'lots'"},
 		{"stats_endpoint bad", "statusgate_sim {\n stats_endpoint yes\n}", "stats_endpoint: 'yes' is not on, off, true or false"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -125,6 +129,7 @@ http://127.0.0.1:8081 {
 		latency player_offline 10ms 50ms
 		resolve_timeout 300ms
 		stats_endpoint
+		modded_items 3
 	}
 }
 `
@@ -136,7 +141,7 @@ http://127.0.0.1:8081 {
 		t.Errorf("warnings: %v", warnings)
 	}
 	want := `{"frozen":false,"handler":"statusgate_sim","latency":{"*":{"min":1000000},"player_offline":{"max":50000000,"min":10000000}},` +
-		`"name":"demo","resolve_timeout":300000000,"seed":7,"server_id":"survival","stats_endpoint":true,"threads":4}`
+		`"modded_items":3,"name":"demo","resolve_timeout":300000000,"seed":7,"server_id":"survival","stats_endpoint":true,"threads":4}`
 	if !strings.Contains(string(out), want) {
 		t.Errorf("adapted config lacks %s:\n%s", want, out)
 	}

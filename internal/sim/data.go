@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/statusgate/statusgate/internal/apijson"
@@ -267,7 +268,11 @@ func (w *world) renderDetailedTail(p *player) []byte {
 			b = append(b, ":{"...)
 		}
 		first := i > 0
-		for _, name := range *cat.from {
+		names := *cat.from
+		if cat.from == &blocks || cat.from == &allItems {
+			names = slices.Concat(names, w.modded)
+		}
+		for _, name := range names {
 			if i == 0 && name == "stone" {
 				continue // the live head
 			}
@@ -289,6 +294,33 @@ func (w *world) renderDetailedTail(p *player) []byte {
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// moddedMods are the namespaces of the modded items, as a hybrid server's
+// Bukkit material names carry them (CREATE_COGWHEEL becomes create_cogwheel).
+var moddedMods = strings.Fields("create mekanism thermal ae2 botania tconstruct immersiveengineering ars_nouveau " +
+	"mysticalagriculture ironchest sophisticatedbackpacks refinedstorage")
+
+// moddedNames returns n distinct modded material names: each mod's variant
+// of a vanilla block or item, with a number once every pairing is used.
+func moddedNames(n int) []string {
+	if n == 0 {
+		return nil
+	}
+	base := slices.Concat(blocks, allItems)
+	out := make([]string, 0, n)
+	seen := make(map[string]bool, n)
+	for k := 0; len(out) < n; k++ {
+		name := moddedMods[k%len(moddedMods)] + "_" + base[k/len(moddedMods)%len(base)]
+		if r := k / (len(moddedMods) * len(base)); r > 0 {
+			name += "_" + strconv.Itoa(r+1)
+		}
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // --- worlds ----------------------------------------------------------------

@@ -423,6 +423,51 @@ func TestPlayerDetailed(t *testing.T) {
 	}
 }
 
+// modded_items makes ?detailed=true of an active player megabytes: the
+// modded names are counted like vanilla ones, in the block and item
+// categories only, each once per category, and the vanilla default is
+// unchanged.
+func TestModdedItems(t *testing.T) {
+	seed := int64(1)
+	s := newSim(t, &Sim{Seed: &seed, ModdedItems: 20000})
+	vanilla := seeded(t, 1)
+	largest := 0
+	for _, p := range s.w.players {
+		n := do(s, "GET", "/api/v1/player/"+p.uuid+"?detailed=true").Body.Len()
+		if p.uuid == alexUUID && (n < 2<<20 || n > 4<<20) {
+			t.Errorf("Alex_MC's detailed answer is %d bytes with 20000 modded items, want 2-4 MiB", n)
+		}
+		largest = max(largest, n)
+		if v := do(vanilla, "GET", "/api/v1/player/"+p.uuid+"?detailed=true").Body.Len(); v > 250<<10 {
+			t.Errorf("%s: vanilla detailed answer %d bytes", p.name, v)
+		}
+	}
+	if n := do(s, "GET", "/api/v1/player/"+alexUUID+"?detailed=true").Body.Len(); n != largest {
+		t.Errorf("Alex_MC's detailed answer (%d bytes) is not the largest (%d)", n, largest)
+	}
+	data, _ := get(t, s, "/api/v1/player/"+alexUUID+"?detailed=true", false)
+	det := sub(t, data, "detailed")
+	for _, c := range detailedCategories {
+		modded := 0
+		for k := range sub(t, det, c.name) {
+			if strings.HasPrefix(k, "create_") || strings.HasPrefix(k, "mekanism_") {
+				modded++
+			}
+		}
+		wantSome := c.from == &blocks || c.from == &allItems
+		if (modded > 0) != wantSome {
+			t.Errorf("%s: %d modded entries", c.name, modded)
+		}
+	}
+	names := moddedNames(5000)
+	if len(names) != 5000 || len(slices.Compact(slices.Sorted(slices.Values(names)))) != 5000 {
+		t.Errorf("moddedNames(5000): %d names, not all distinct", len(names))
+	}
+	if moddedNames(0) != nil {
+		t.Error("moddedNames(0) is not empty")
+	}
+}
+
 // decodeData returns the members of data as raw JSON.
 func decodeData(t *testing.T, body []byte) map[string]json.RawMessage {
 	t.Helper()

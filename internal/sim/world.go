@@ -31,6 +31,7 @@ type world struct {
 	worlds  []*mcWorld
 	plugins []obj
 	records []punishment
+	modded  []string // names of the modded blocks and items (ModdedItems)
 
 	index         *station
 	stations      []*station // registration order, as the index lists them

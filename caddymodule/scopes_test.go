@@ -1,0 +1,300 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+)
+
+// Secrets of the scoped keys in these tests.
+const (
+	scopeBotSecret   = "bot-scope-secret-0123456789"
+	scopeWebSecret   = "web-scope-secret-0123456789"
+	scopeStaffSecret = "staff-scope-secret-0123456789"
+)
+
+// scopedKeys is the example of the README: a Discord bot that reads status
+// and bans, a website that reads status and performance, a staff dashboard
+// that reads everything.
+var scopedKeys = "key bot " + scopeBotSecret + " {\n\tendpoints status bans\n}\n" +
+	"key web " + scopeWebSecret + " {\n\tendpoints status\n\tendpoints performance\n}\n" +
+	"key staff " + scopeStaffSecret
+
+// TestCaddyfileKeyScope checks the key block and the JSON it becomes: the
+// secret sealed as before, endpoints repeatable and without duplicates.
+func TestCaddyfileKeyScope(t *testing.T) {
+	h, err := parseTestCaddyfile("statusgate {\n" +
+		"\tkey bot " + scopeBotSecret + " {\n\t\tendpoints status bans\n\t\tendpoints status custom/votes\n\t\tmax_in_flight 2\n\t}\n" +
+		"\tkey " + scopeWebSecret + " {\n\t\tmax_in_flight 1\n\t}\n" +
+		"\tkey staff {env.STAFF_KEY} {\n\t}\n" +
+		"}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(h)
+	want := `{"auth":{"keys":[` +
+		`{"name":"bot","key":"` + apikey.Digest(scopeBotSecret) + `","endpoints":["status","bans","custom/votes"],"max_in_flight":2},` +
+		`{"key":"` + apikey.Digest(scopeWebSecret) + `","max_in_flight":1},` +
+		`{"name":"staff","key":"{env.STAFF_KEY}"}]}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+// TestCaddyfileKeyScopeErrors checks every error of the key block: each
+// names the word and the line, and none quotes the secret.
+func TestCaddyfileKeyScopeErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, block string
+		words       []string
+		line        int
+	}{
+		{"unknown endpoint", "\tkey bot S {\n\t\tendpoints status nope\n\t}", []string{"endpoints", "unknown endpoint 'nope'"}, 3},
+		{"empty endpoints", "\tkey bot S {\n\t\tendpoints\n\t}", []string{"endpoints", "at least one endpoint"}, 3},
+		{"limit zero", "\tkey bot S {\n\t\tmax_in_flight 0\n\t}", []string{"max_in_flight", "'0' is not a whole number of at least 1"}, 3},
+		{"limit negative", "\tkey bot S {\n\t\tendpoints bans\n\t\tmax_in_flight -2\n\t}", []string{"max_in_flight", "'-2'"}, 4},
+		{"limit off", "\tkey bot S {\n\t\tmax_in_flight off\n\t}", []string{"max_in_flight", "'off'"}, 3},
+		{"limit missing", "\tkey bot S {\n\t\tmax_in_flight\n\t}", []string{"max_in_flight"}, 3},
+		{"limit twice", "\tkey bot S {\n\t\tmax_in_flight 1\n\t\tmax_in_flight 2\n\t}", []string{"'max_in_flight' given twice"}, 4},
+		{"limit with two numbers", "\tkey bot S {\n\t\tmax_in_flight 1 2\n\t}", []string{"2"}, 3},
+		{"unknown subdirective", "\tkey bot S {\n\t\tendpoint bans\n\t}", []string{"unrecognized key subdirective 'endpoint'"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseTestCaddyfile("statusgate {\n" + strings.ReplaceAll(tc.block, "S", scopeBotSecret) + "\n}")
+			wantErrorWords(t, err, tc.words...)
+			if at := fmt.Sprintf(", at Testfile:%d", tc.line); !strings.HasSuffix(err.Error(), at) {
+				t.Errorf("error %q does not end with %q", err, at)
+			}
+			if strings.Contains(err.Error(), scopeBotSecret) {
+				t.Errorf("error quotes the secret: %v", err)
+			}
+		})
+	}
+}
+
+// TestProvisionKeyScopeErrors checks the same errors in JSON, named by the
+// key's position.
+func TestProvisionKeyScopeErrors(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":["status","nope"]}`, "auth.keys[1] 'bot': endpoints: unknown endpoint 'nope'"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":[]}`, "auth.keys[1] 'bot': endpoints: empty list"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_in_flight":0}`, "auth.keys[1] 'bot': max_in_flight: 0 is not a whole number of at least 1"},
+		{`{"key":"` + scopeBotSecret + `","max_in_flight":-1}`, "auth.keys[1] 'key-2': max_in_flight: -1 is not a whole number of at least 1"},
+	} {
+		_, err := provisionJSON(t, `{"auth":{"keys":["`+scopeStaffSecret+`",`+tc.key+`]}}`)
+		wantErrorWords(t, err, tc.want)
+		if err != nil && strings.Contains(err.Error(), scopeBotSecret) {
+			t.Errorf("error quotes the secret: %v", err)
+		}
+	}
+	if _, err := provisionJSON(t, `{"auth":{"keys":[{"name":"bot","key":"`+scopeBotSecret+`","endpoints":["bans"],"max_in_flight":3}]}}`); err != nil {
+		t.Errorf("a valid scoped key: %v", err)
+	}
+}
+
+// updatedAtValue is the time in an envelope's meta.
+var updatedAtValue = regexp.MustCompile(`"updatedAt":\d+`)
+
+// TestScopeOutsideIsAnonymous checks that a key outside its scope gets,
+// byte for byte, what a caller without a key gets: the disguised 404 (or
+// the 401 with hide_protected off) of a protected endpoint, the field layer
+// of a public one; and that inside its scope it counts.
+func TestScopeOutsideIsAnonymous(t *testing.T) {
+	for _, hide := range []string{"", "\nhide_protected off"} {
+		h, _ := newTestHandler(t, scopedKeys+hide)
+		for _, target := range []string{
+			"/api/v1/server", // protected, outside bot's scope
+			"/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df", // public, with protected fields
+			"/api/v1/operators?x=1",
+		} {
+			anon := serve(t, h, &backend{body: playerBody}, "GET", target, nil)
+			be := &backend{body: playerBody}
+			bot := serve(t, h, be, "GET", target, keyHeader(scopeBotSecret))
+			// The gateway's own envelopes carry the time they were written.
+			sameTime := func(b string) string { return updatedAtValue.ReplaceAllString(b, `"updatedAt":0`) }
+			if bot.Code != anon.Code || sameTime(bot.Body.String()) != sameTime(anon.Body.String()) || !maps.EqualFunc(bot.Header(), anon.Header(), slices.Equal) {
+				t.Errorf("%s%s: out of scope\n%d %v %s\nanonymous\n%d %v %s", target, hide, bot.Code, bot.Header(), bot.Body, anon.Code, anon.Header(), anon.Body)
+			}
+			if len(be.calls) > 0 && be.calls[0].Header.Get("X-Api-Key") != "" {
+				t.Errorf("%s: the key reached the backend", target)
+			}
+			key, _ := bot.repl.GetString(placeholderKey)
+			client, _ := bot.repl.GetString(placeholderClient)
+			if key != "bot" || client != "192.0.2.1" {
+				t.Errorf("%s: key placeholder %q, client %q; want bot, 192.0.2.1", target, key, client)
+			}
+		}
+		// Refused for its scope: counted as refused, with the key's name.
+		r := serve(t, h, &backend{}, "GET", "/api/v1/server", keyHeader(scopeBotSecret))
+		if o, _ := r.repl.GetString(placeholderOutcome); o != "refused" {
+			t.Errorf("outcome %q, want refused", o)
+		}
+		// The anonymous answer to the player above was filtered: make sure
+		// the comparison meant something.
+		anon := serve(t, h, &backend{body: playerBody}, "GET", "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df", nil)
+		if strings.Contains(anon.Body.String(), `"op":`) || !strings.Contains(anon.Body.String(), `"authenticated":false`) {
+			t.Errorf("anonymous player not filtered: %s", anon.Body)
+		}
+	}
+
+	h, _ := newTestHandler(t, scopedKeys)
+	for _, c := range []struct {
+		secret, target string
+	}{
+		{scopeBotSecret, "/api/v1/bans"},
+		{scopeWebSecret, "/api/v1/performance"},
+		{scopeStaffSecret, "/api/v1/server"},
+		{scopeStaffSecret, "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df"},
+	} {
+		be := &backend{body: playerBody}
+		r := serve(t, h, be, "GET", c.target, keyHeader(c.secret))
+		if r.Code != 200 || r.Body.String() != playerBody || len(be.calls) != 1 {
+			t.Errorf("%s in scope: %d %s, %d calls; want the backend's answer whole", c.target, r.Code, r.Body, len(be.calls))
+		}
+		if client, _ := r.repl.GetString(placeholderClient); client == "192.0.2.1" {
+			t.Errorf("%s in scope: client placeholder is the address", c.target)
+		}
+	}
+	// Web's scope holds status but not player: the player's protected fields
+	// stay hidden from it.
+	r := serve(t, h, &backend{body: playerBody}, "GET", "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df", keyHeader(scopeWebSecret))
+	if strings.Contains(r.Body.String(), `"op":`) {
+		t.Errorf("web key outside its scope saw protected fields: %s", r.Body)
+	}
+}
+
+// TestScopeIndex checks that the index lists what the caller may read: the
+// public endpoints, plus the key's scope.
+func TestScopeIndex(t *testing.T) {
+	h, _ := newTestHandler(t, scopedKeys)
+	stations := func(hdr http.Header) ([]string, bool) {
+		r := serve(t, h, &backend{}, "GET", "/api/v1", hdr)
+		var doc struct {
+			Data struct {
+				Stations []struct{ Name string } `json:"stations"`
+			} `json:"data"`
+			Meta struct {
+				Authenticated bool `json:"authenticated"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(r.Body.Bytes(), &doc); err != nil {
+			t.Fatalf("%v: %s", err, r.Body)
+		}
+		var names []string
+		for _, s := range doc.Data.Stations {
+			names = append(names, s.Name)
+		}
+		return names, doc.Meta.Authenticated
+	}
+	anon, auth := stations(nil)
+	if !slices.Equal(anon, []string{"status", "player"}) || auth {
+		t.Errorf("anonymous index: %v, authenticated %v", anon, auth)
+	}
+	bot, auth := stations(keyHeader(scopeBotSecret))
+	if !slices.Equal(bot, []string{"status", "player", "bans"}) || !auth {
+		t.Errorf("bot's index: %v, authenticated %v", bot, auth)
+	}
+	web, _ := stations(keyHeader(scopeWebSecret))
+	if !slices.Equal(web, []string{"status", "player", "performance"}) {
+		t.Errorf("web's index: %v", web)
+	}
+	staff, _ := stations(keyHeader(scopeStaffSecret))
+	if len(staff) <= len(bot) || !slices.Contains(staff, "server") {
+		t.Errorf("staff's index: %v", staff)
+	}
+}
+
+// TestKeyCap checks a key's max_in_flight: past it its caller gets 429 with
+// Retry-After at once, while another key and anonymous callers are served.
+func TestKeyCap(t *testing.T) {
+	h, _ := newTestHandler(t, "key bot "+scopeBotSecret+" {\n\tmax_in_flight 1\n}\nkey web "+scopeWebSecret+"\ncoalesce off")
+	g := newGate()
+	codes := make(chan int, 4)
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/status?n=1", keyHeader(scopeBotSecret)).Code }()
+	<-g.entered
+	r := serve(t, h, g, "GET", "/api/v1/status?n=2", keyHeader(scopeBotSecret))
+	o, _ := r.repl.GetString(placeholderOutcome)
+	key, _ := r.repl.GetString(placeholderKey)
+	if r.Code != 429 || r.Header().Get("Retry-After") != "1" || r.envelope.Error.Message != "Too many requests" || o != "rate_limited" || key != "bot" {
+		t.Errorf("second bot request: %d Retry-After %q %q outcome %q key %q", r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, o, key)
+	}
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/status?n=3", keyHeader(scopeWebSecret)).Code }()
+	<-g.entered // the other key is served
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/status?n=4", nil).Code }()
+	<-g.entered // and so is an anonymous caller
+	for range 3 {
+		g.release <- struct{}{}
+	}
+	for range 3 {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+	// The place is given back.
+	if r := serve(t, h, &backend{body: `{"ok":true,"meta":{}}`}, "GET", "/api/v1/status?n=5", keyHeader(scopeBotSecret)); r.Code != 200 {
+		t.Errorf("after the first ended: %d", r.Code)
+	}
+}
+
+// TestScopeOutsideCountsByAddress checks that a key outside its scope is held
+// to the anonymous callers' per-client limit, by its address, like them.
+func TestScopeOutsideCountsByAddress(t *testing.T) {
+	h, _ := newTestHandler(t, scopedKeys+"\nmax_per_client 1\ncoalesce off")
+	g := newGate()
+	codes := make(chan int, 2)
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/status?n=1", nil).Code }()
+	<-g.entered
+	target := "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df"
+	if r := serve(t, h, g, "GET", target, keyHeader(scopeBotSecret)); r.Code != 429 {
+		t.Errorf("bot outside its scope, its address at its limit: %d, want 429", r.Code)
+	}
+	go func() { codes <- serve(t, h, g, "GET", "/api/v1/bans", keyHeader(scopeBotSecret)).Code }()
+	<-g.entered // inside its scope the key is not counted by address
+	for range 2 {
+		g.release <- struct{}{}
+	}
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Errorf("status %d", c)
+		}
+	}
+}
+
+// TestScopeFromJSON checks a scoped key written in JSON.
+func TestScopeFromJSON(t *testing.T) {
+	h := mustProvision(t, `{"auth":{"keys":[{"name":"bot","key":"`+apikey.Digest(scopeBotSecret)+`","endpoints":["bans"],"max_in_flight":1}]}}`)
+	if r := serve(t, h, &backend{body: playerBody}, "GET", "/api/v1/server", keyHeader(scopeBotSecret)); r.Code != 404 {
+		t.Errorf("outside its scope: %d, want the disguised 404", r.Code)
+	}
+	if r := serve(t, h, &backend{body: playerBody}, "GET", "/api/v1/bans", keyHeader(scopeBotSecret)); r.Code != 200 || r.Body.String() != playerBody {
+		t.Errorf("inside its scope: %d %s", r.Code, r.Body)
+	}
+}
+
+// TestKeyRefusedCounted checks the per-key refusal counter: a scoped key
+// refused on a protected endpoint outside its scope counts for its name,
+// one inside its scope and an unknown key do not.
+func TestKeyRefusedCounted(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	h := provisionIn(t, ctx, "statusgate {\n\tkey bot "+testKey+" {\n\t\tendpoints status\n\t}\n}")
+	be := &backend{body: `{"ok":true,"data":{},"meta":{}}`}
+	serve(t, h, be, "GET", "/api/v1/bans", keyHeader(testKey))
+	serve(t, h, be, "GET", "/api/v1/bans", keyHeader(testKey))
+	serve(t, h, be, "GET", "/api/v1/status", keyHeader(testKey))
+	serve(t, h, be, "GET", "/api/v1/bans", keyHeader("not-a-key-0123456789"))
+	got := scrapeStatusgate(t, ctx.GetMetricsRegistry())
+	if n := got[`caddy_http_statusgate_key_refused_total{key="bot"}`]; n != 2 {
+		t.Errorf("key_refused_total{key=\"bot\"} = %v, want 2", n)
+	}
+}
