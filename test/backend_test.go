@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -41,6 +42,9 @@ const (
 	sendBig                     // a valid player record of more than 256 KiB after filtering
 	sendMetaFirst               // the envelope with meta before data
 	sendTooMany                 // the plugin's 429 envelope with Retry-After: 7
+	sendUTF7                    // the JSON as Content-Type: application/json; charset=utf-7
+	sendTwoTypes                // a second Content-Type, text/html, after the plugin's
+	sendBareJSON                // Content-Type: application/json and no other header
 )
 
 // backend stands in for the ServerAPI plugin with its own auth off: GET only
@@ -60,9 +64,13 @@ type backend struct {
 }
 
 type seenRequest struct {
-	Method     string
-	RequestURI string
-	Header     http.Header
+	Method           string
+	RequestURI       string
+	Header           http.Header
+	Trailer          http.Header // after the body was read
+	Body             []byte
+	ContentLength    int64
+	TransferEncoding []string
 }
 
 // newBackend starts a backend for the test. When the test ends it checks what
@@ -112,7 +120,7 @@ func (be *backend) wantSeen(t testing.TB, what string, uris ...string) []seenReq
 // checkInvariants asserts, for every request that reached the backend during the
 // test: GET, a canonical /api/v1/ path without empty, '.' or '..' segments in
 // any spelling, no key in a header or the query, no client-supplied real-IP
-// header, and none of the test keys anywhere.
+// header, no body and no trailers, and none of the test keys anywhere.
 func (be *backend) checkInvariants(t *testing.T) {
 	be.mu.Lock()
 	defer be.mu.Unlock()
@@ -139,8 +147,12 @@ func (be *backend) checkInvariants(t *testing.T) {
 				t.Errorf("backend got %s: %q for %s", h, v, uri)
 			}
 		}
+		if len(s.Body) > 0 || len(s.Trailer) > 0 || s.ContentLength != 0 || len(s.TransferEncoding) > 0 {
+			t.Errorf("backend got a body for %s: %q, trailers %v, length %d, transfer encoding %q",
+				uri, s.Body, s.Trailer, s.ContentLength, s.TransferEncoding)
+		}
 		for _, k := range secrets {
-			if strings.Contains(uri, k) || strings.Contains(fmtHeader(s.Header), k) {
+			if strings.Contains(uri, k) || strings.Contains(fmtHeader(s.Header), k) || strings.Contains(fmtHeader(s.Trailer), k) {
 				t.Errorf("backend got the key %q in %s %v", k, uri, s.Header)
 			}
 		}
@@ -148,7 +160,9 @@ func (be *backend) checkInvariants(t *testing.T) {
 }
 
 func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s := seenRequest{Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone()}
+	body, _ := io.ReadAll(r.Body) // the trailers come after it
+	s := seenRequest{Method: r.Method, RequestURI: r.RequestURI, Header: r.Header.Clone(), Trailer: r.Trailer.Clone(),
+		Body: body, ContentLength: r.ContentLength, TransferEncoding: r.TransferEncoding}
 	be.mu.Lock()
 	be.seen = append(be.seen, s)
 	be.all = append(be.all, s)
@@ -199,6 +213,20 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = bigPlayerBody()
 	case sendMetaFirst:
 		body = metaFirst(body)
+	case sendUTF7, sendTwoTypes, sendBareJSON:
+		h := w.Header()
+		switch misbehaviour(be.mode.Load()) {
+		case sendUTF7:
+			h.Set("Content-Type", "application/json; charset=utf-7")
+		case sendTwoTypes:
+			h["Content-Type"] = []string{"application/json; charset=utf-8", "text/html"}
+		case sendBareJSON:
+			h.Set("Content-Type", "application/json")
+		}
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		return
 	case sendTooMany:
 		w.Header().Set("Retry-After", "7")
 		status, body = http.StatusTooManyRequests, errorEnvelope(http.StatusTooManyRequests, "Too many requests, retry in 7s", r.URL.Path)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -62,9 +63,9 @@ func TestFailClosed(t *testing.T) {
 			wantUntouched(t, r, "keyed truncated", backendBody(keyed)[:len(backendBody(keyed))/2])
 		}},
 		{"connection closed mid-body", sendCutShort, 502, func(t *testing.T, r response) {
-			if r.Status != 200 || !errors.Is(r.Err, io.ErrUnexpectedEOF) {
-				t.Errorf("keyed cut short: %d, err %v; want 200 and an unexpected EOF", r.Status, r.Err)
-			}
+			// The answer is read whole before the client gets a byte, so a
+			// keyed caller too gets a clean 502 instead of a cut.
+			wantError(t, r, http.StatusBadGateway, keyed)
 		}},
 		{"200k deep", sendDeep, 502, func(t *testing.T, r response) {
 			if r.Status != 200 || r.Err != nil || len(r.Body) != len(`{"ok":true,"data":`)+200_000 {
@@ -94,7 +95,15 @@ func TestFailClosed(t *testing.T) {
 		be.wantSeen(t, "early error", anon)
 	})
 
-	t.Run("invalid JSON after 1 MB cuts the connection", func(t *testing.T) {
+	t.Run("invalid JSON after 1 MB is a 502 within max_response", func(t *testing.T) {
+		be.misbehave(sendLateError)
+		defer be.misbehave(behave)
+		wantError(t, send(t, "GET", anon), http.StatusBadGateway, anon)
+		be.wantSeen(t, "late error held", anon)
+	})
+
+	t.Run("invalid JSON past max_response cuts the connection", func(t *testing.T) {
+		startDefault(t, be, "max_response 256KiB")
 		be.misbehave(sendLateError)
 		defer be.misbehave(behave)
 		r := send(t, "GET", anon)
@@ -221,4 +230,48 @@ func lineWith(log []byte, s string) []byte {
 		}
 	}
 	return nil
+}
+
+// TestContentTypeFailsClosed: the field layer reads one Content-Type,
+// application/json in UTF-8 (or without a charset). A charset it cannot read,
+// or a second Content-Type beside the first, is the gateway's 502 for a
+// filtered answer, and the keyed caller, whose bytes are not read, gets them
+// as sent. A filtered answer says nosniff even when the backend does not.
+func TestContentTypeFailsClosed(t *testing.T) {
+	be := newBackend(t)
+	startDefault(t, be)
+	anon := "/api/v1/player/" + alex
+	keyed := "/api/v1/server"
+	for _, c := range []struct {
+		name string
+		mode misbehaviour
+		want []string // the keyed caller's Content-Type
+	}{
+		{"utf-7", sendUTF7, []string{"application/json; charset=utf-7"}},
+		{"two types", sendTwoTypes, []string{"application/json; charset=utf-8", "text/html"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be.misbehave(c.mode)
+			defer be.misbehave(behave)
+			wantError(t, send(t, "GET", anon), http.StatusBadGateway, anon)
+			be.wantSeen(t, c.name+" anonymous", anon)
+			r := send(t, "GET", keyed, withKey(keyA))
+			if r.Status != 200 || !slices.Equal(r.Header.Values("Content-Type"), c.want) || !bytes.Equal(r.Body, backendBody(keyed)) {
+				t.Errorf("keyed: %d, Content-Type %q, body %s", r.Status, r.Header.Values("Content-Type"), clip(r.Body))
+			}
+			be.wantSeen(t, c.name+" keyed", keyed)
+		})
+	}
+	t.Run("bare application/json", func(t *testing.T) {
+		be.misbehave(sendBareJSON)
+		defer be.misbehave(behave)
+		r := send(t, "GET", anon)
+		if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" || !slices.Equal(r.Header.Values("X-Content-Type-Options"), []string{"nosniff"}) {
+			t.Errorf("filtered: %d, Content-Type %q, X-Content-Type-Options %q", r.Status, r.Header.Get("Content-Type"), r.Header.Values("X-Content-Type-Options"))
+		}
+		if names := memberNames(t, r.Body); names["op"] || names["discord"] {
+			t.Errorf("protected members sent: %s", clip(r.Body))
+		}
+		be.wantSeen(t, "bare", anon)
+	})
 }

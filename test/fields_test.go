@@ -114,8 +114,22 @@ func TestFieldLayer(t *testing.T) {
 		be.wantSeen(t, "public worlds", "/api/v1/worlds/world")
 	})
 
-	t.Run("more than the hold-back streams", func(t *testing.T) {
+	t.Run("within max_response is held whole", func(t *testing.T) {
 		startDefault(t, be)
+		be.misbehave(sendBig)
+		defer be.misbehave(behave)
+		target := "/api/v1/player/" + alex
+		r := send(t, "GET", target)
+		wantFilteredFrom(t, r, "big player held", bigPlayerBody(), playerFields...)
+		if r.Chunked || r.Header.Get("Content-Length") != strconv.Itoa(len(r.Body)) || len(r.Body) < 256<<10 {
+			t.Errorf("big filtered body: chunked %v, Content-Length %q, %d bytes; want it whole with its length",
+				r.Chunked, r.Header.Get("Content-Length"), len(r.Body))
+		}
+		be.wantSeen(t, "big player held", target)
+	})
+
+	t.Run("more than max_response streams", func(t *testing.T) {
+		startDefault(t, be, "max_response 256KiB")
 		be.misbehave(sendBig)
 		defer be.misbehave(behave)
 		target := "/api/v1/player/" + alex

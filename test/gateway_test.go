@@ -62,6 +62,9 @@ type gateway struct {
 	global     []string // global options; default: errors only on stderr
 	site       []string // more site directives, such as log
 	sites      []string // more site blocks, whole
+	// autoHTTPS is the global auto_https value; default off. With any other
+	// (disable_redirects, say) Caddy writes its "adjusted config" debug log.
+	autoHTTPS string
 	// shared keeps the defaults of coalescing, the micro-cache and the
 	// per-client limit. Off, the default here, every request makes its own
 	// trip to the backend, which is what most tests count, and the many
@@ -84,6 +87,10 @@ func (g gateway) caddyfile() string {
 	if global == nil {
 		global = []string{"log {\n\t\tlevel ERROR\n\t}"}
 	}
+	autoHTTPS := g.autoHTTPS
+	if autoHTTPS == "" {
+		autoHTTPS = "off"
+	}
 	proxy := ""
 	if len(g.transport) > 0 {
 		proxy = " {\n\t\ttransport http {\n\t\t\t" + strings.Join(g.transport, "\n\t\t\t") + "\n\t\t}\n\t}"
@@ -93,7 +100,7 @@ func (g gateway) caddyfile() string {
 	admin localhost:2999
 	http_port %d
 	https_port 9443
-	auto_https off
+	auto_https %s
 	grace_period 5s
 	%s
 }
@@ -105,7 +112,7 @@ func (g gateway) caddyfile() string {
 	}
 	reverse_proxy %s%s
 }
-%s`, httpPort, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
+%s`, httpPort, autoHTTPS, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
 		strings.Join(lines, "\n\t\t"), g.upstream, proxy, strings.Join(g.sites, "\n"))
 }
 
@@ -147,16 +154,6 @@ type response struct {
 // have Err set, which every want* helper reports.
 func send(t testing.TB, method, target string, headers ...string) response {
 	t.Helper()
-	fail := func(what string, err error) response {
-		return response{Err: fmt.Errorf("%s %q: %s: %w", method, target, what, err)}
-	}
-	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
-	if err != nil {
-		return fail("dial", err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-
 	var req strings.Builder
 	fmt.Fprintf(&req, "%s %s HTTP/1.1\r\n", method, target)
 	if !slices.ContainsFunc(headers, func(h string) bool { return strings.HasPrefix(strings.ToLower(h), "host:") }) {
@@ -166,7 +163,25 @@ func send(t testing.TB, method, target string, headers ...string) response {
 		req.WriteString(h + "\r\n")
 	}
 	req.WriteString("Connection: close\r\n\r\n")
-	if _, err := io.WriteString(conn, req.String()); err != nil {
+	return sendRaw(t, method, req.String())
+}
+
+// sendRaw writes raw, a whole request (head and body), on a new TCP
+// connection and reads the response to it as send does; method is the
+// request's, for reading the response.
+func sendRaw(t testing.TB, method, raw string) response {
+	t.Helper()
+	target, _, _ := strings.Cut(strings.TrimPrefix(raw, method+" "), " ")
+	fail := func(what string, err error) response {
+		return response{Err: fmt.Errorf("%s %q: %s: %w", method, target, what, err)}
+	}
+	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+	if err != nil {
+		return fail("dial", err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, raw); err != nil {
 		return fail("writing the request", err)
 	}
 
@@ -186,6 +201,7 @@ func send(t testing.TB, method, target string, headers ...string) response {
 // errorMessages are the messages of the envelopes the gateway writes itself
 // (README, "How a request is decided", the gateway's own responses).
 var errorMessages = map[int]string{
+	400: "Bad request",
 	401: "A valid API key is required",
 	404: "Not found",
 	405: "Method not allowed",

@@ -206,7 +206,8 @@ func TestMetricsScrape(t *testing.T) {
 	send(t, "POST", status)
 	send(t, "OPTIONS", "/api/v1/server")
 	send(t, "GET", "/api/v1/nothing")
-	send(t, "GET", "/api/v1/whitelist", withKey(keyA)) // disabled
+	send(t, "GET", "/api/v1/whitelist", withKey(keyA)) // disabled; the key counts all the same
+	send(t, "GET", "/api/v1/server?x=#")
 	send(t, "GET", "/favicon.ico")
 	send(t, "GET", "/api/v1")
 	be.misbehave(sendHTML)
@@ -243,8 +244,9 @@ func TestMetricsScrape(t *testing.T) {
 		req("index", "index"):                                         1,
 		req("_other", "preflight"):                                    1,
 		req("_other", "not_found"):                                    3,
+		req("_other", "bad_request"):                                  1,
 		`caddy_http_statusgate_key_requests_total{key="discord-bot"}`: 3,
-		`caddy_http_statusgate_key_requests_total{key="key-2"}`:       1,
+		`caddy_http_statusgate_key_requests_total{key="key-2"}`:       2,
 		`caddy_http_statusgate_unknown_key_requests_total`:            2,
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="op"}`:           1,
 		`caddy_http_statusgate_fields_removed_total{endpoint="player",field="banned"}`:       1,
@@ -283,12 +285,12 @@ func TestMetricsScrape(t *testing.T) {
 			endpoints[ep], outcomes[o] = true, true
 		}
 	}
-	if requests != 19 {
-		t.Errorf("%v requests counted, want the 19 sent", requests)
+	if requests != 20 {
+		t.Errorf("%v requests counted, want the 20 sent", requests)
 	}
 	// 15 built-ins enabled by default, custom/votes and _other.
-	if len(outcomes) != 12 || len(endpoints) != 17 {
-		t.Errorf("series for %d outcomes and %d endpoints (%v), want 12 and 17", len(outcomes), len(endpoints), endpoints)
+	if len(outcomes) != 13 || len(endpoints) != 17 {
+		t.Errorf("series for %d outcomes and %d endpoints (%v), want 13 and 17", len(outcomes), len(endpoints), endpoints)
 	}
 	for _, line := range strings.Split(text.String(), "\n") {
 		if !strings.Contains(line, "statusgate") {

@@ -69,7 +69,6 @@ var serverSpellings = []string{
 	"/api/v1/server//",
 	"/api/v1/server/x",
 	"/api/v1/serverx",
-	"/api/v1/server#x",
 	// back slashes
 	"/api/v1%5Cserver",
 	"/api/v1/%5Cserver",
@@ -134,6 +133,16 @@ func TestPathSpellings(t *testing.T) {
 			}
 		}
 		be.wantSeen(t, "raw control characters")
+	})
+
+	t.Run("a '#' is the gateway's 400", func(t *testing.T) {
+		// A target with a '#' is refused before the route (TestQueryKeyNeverLogged).
+		startDefault(t, be)
+		for _, target := range []string{"/api/v1/server#x", "/api/v1/server#", "/api/v1/ser#ver"} {
+			wantError(t, send(t, "GET", target, withKey(keyA)), http.StatusBadRequest, decodedPath(t, target))
+			wantError(t, send(t, "GET", target), http.StatusBadRequest, decodedPath(t, target))
+		}
+		be.wantSeen(t, "'#'")
 	})
 }
 

@@ -12,7 +12,6 @@ import (
 	_ "github.com/mholt/caddy-ratelimit"
 
 	_ "github.com/statusgate/statusgate/caddymodule"
-	_ "github.com/statusgate/statusgate/internal/sim"
 )
 
 // The gateways under test, in the order of each round.
@@ -30,18 +29,26 @@ const botKey = "flood-bot-key-7c1e9a04d2b3"
 // simName is the name the flood's backend registers its counters under.
 const simName = "flood"
 
+// maxInFlight is statusgate's default max_in_flight, the bound the
+// backend's concurrency is held to.
+const maxInFlight = 8
+
 // site is one round's Caddy config: the gateway on gwPort in front of the
-// capacity-modelled sim on simPort, both on loopback in one process.
+// capacity-modelled sim on simPort, which the harness serves itself
+// (backend.go), so that a reload of this config does not restart it.
 //
 // Every client sends its own X-Forwarded-For address, and the server trusts
 // it from loopback, so that Caddy's client_ip tells the 300 pollers apart
-// as if they came from 300 hosts. The plain variant is reverse_proxy with
-// the response header timeout the README recommends; the statusgate
-// variant adds statusgate with its defaults and one key, and a rate_limit
-// zone after it, per client IP ({http.statusgate.client}) for callers without
-// a key. The zone's name carries the
-// round, because caddy-ratelimit keeps a zone's state across config loads.
-func site(c config, variant string, round, gwPort, simPort int) string {
+// as if they came from 300 hosts. The server speaks HTTP/1.1 and h2c (HTTP/2
+// without TLS, by prior knowledge), so that the stalled HTTP/2 streams
+// reach it. The plain variant is reverse_proxy with the response header
+// timeout the README recommends; the statusgate variant adds statusgate with
+// its defaults and one key, and a rate_limit zone after it, per client IP
+// ({http.statusgate.client}) for callers without a key. The zone's name
+// carries the load's sequence number, because caddy-ratelimit keeps a
+// zone's state across config loads (a reload within a round keeps it, as a
+// real reload would).
+func site(c config, variant string, seq, gwPort, simPort int) string {
 	var gate string
 	if variant == statusgate {
 		gate = fmt.Sprintf(`	rate_limit {
@@ -57,7 +64,7 @@ func site(c config, variant string, round, gwPort, simPort int) string {
 	statusgate {
 		key %s
 	}
-`, round, c.anonEvents, c.anonWindow, botKey)
+`, seq, c.anonEvents, c.anonWindow, botKey)
 	}
 	order := ""
 	if variant == statusgate {
@@ -76,6 +83,7 @@ func site(c config, variant string, round, gwPort, simPort int) string {
 	servers {
 		trusted_proxies static 127.0.0.0/8
 		client_ip_headers X-Forwarded-For
+		protocols h1 h2c
 	}
 }
 
@@ -88,45 +96,49 @@ http://:%d {
 		}
 	}
 }
-
-http://:%d {
-	bind 127.0.0.1
-	statusgate_sim {
-		seed 1
-		frozen off
-		name %s
-%s	}
-}
-`, order, gwPort, gate, simPort, simPort, simName, simLatency(c))
+`, order, gwPort, gate, simPort)
 }
 
-// simLatency writes the latency lines that differ from the sim's defaults.
-func simLatency(c config) string {
-	if c.placeholderWork == "" {
-		return ""
+// simBlock is the sim's Caddyfile block: live data from a fixed seed, the
+// realistic capacity model, and the modded items that make the large
+// public answer the stalled readers ask for.
+func simBlock(c config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "statusgate_sim {\n\tseed 1\n\tfrozen off\n\tname %s\n", simName)
+	if c.moddedItems > 0 {
+		fmt.Fprintf(&b, "\tmodded_items %d\n", c.moddedItems)
 	}
-	return fmt.Sprintf("\t\tlatency placeholders %s\n", c.placeholderWork)
+	if c.placeholderWork != "" {
+		fmt.Fprintf(&b, "\tlatency placeholders %s\n", c.placeholderWork)
+	}
+	b.WriteString("}\n")
+	return b.String()
 }
 
-// load adapts and loads a Caddyfile into this process's Caddy, replacing
-// whatever ran before.
-func load(caddyfile string) error {
+// adapt turns a Caddyfile into the JSON config that load takes.
+func adapt(caddyfile string) ([]byte, error) {
 	cfg, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
 	if err != nil {
-		return fmt.Errorf("adapt: %v\n%s", err, caddyfile)
+		return nil, fmt.Errorf("adapt: %v\n%s", err, caddyfile)
 	}
 	if len(warnings) > 0 {
 		var w []string
 		for _, x := range warnings {
 			w = append(w, x.String())
 		}
-		return fmt.Errorf("adapt warnings: %s", strings.Join(w, "; "))
+		return nil, fmt.Errorf("adapt warnings: %s", strings.Join(w, "; "))
 	}
+	return cfg, nil
+}
+
+// load loads a JSON config into this process's Caddy, replacing whatever
+// ran before, even the same config (a forced reload, as `caddy reload
+// --force` does).
+func load(cfg []byte) error {
 	return caddy.Load(cfg, true)
 }
 
-// unload stops the running config. The sim's queue drains at once then, so
-// the next round starts on an idle backend.
+// unload stops the running config.
 func unload() {
 	_ = caddy.Stop()
 	time.Sleep(100 * time.Millisecond)

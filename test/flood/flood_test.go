@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,10 +25,11 @@ func TestSmoke(t *testing.T) {
 		botInterval: 200 * time.Millisecond, clientTimeout: 5 * time.Second,
 		anonEvents: 5, anonWindow: time.Minute, placeholderWork: "20ms 50ms",
 	}
-	results, err := run(context.Background(), c)
+	res, err := run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	results := res[kindFlood]
 	for _, v := range variants {
 		if len(results[v]) != 1 {
 			t.Fatalf("%s: %d rounds", v, len(results[v]))
@@ -60,7 +62,7 @@ func TestSmoke(t *testing.T) {
 	if got := results[plain][0].tallies[classAbuser].status[http.StatusTooManyRequests]; got != 0 {
 		t.Errorf("plain reverse_proxy answered %d 429s", got)
 	}
-	out := report(c, results)
+	out := report(c, res)
 	for _, want := range []string{"anon /status", "keyed bot /server", "backend requests per station", "bars for statusgate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
@@ -96,8 +98,9 @@ func TestCheckAnonymous(t *testing.T) {
 	}
 }
 
-// Both variants' configs adapt; only statusgate's has the gateway and the
-// rate limit, and the zone name changes with the round.
+// Both variants' configs adapt and speak h2c; only statusgate's has the
+// gateway and the rate limit, and the zone name changes with the load. The
+// sim is not in either: the harness serves it from simBlock.
 func TestSite(t *testing.T) {
 	c, err := flags(flag.NewFlagSet("flood", flag.ContinueOnError), []string{"-placeholder-work", "10ms 20ms"})
 	if err != nil {
@@ -110,18 +113,24 @@ func TestSite(t *testing.T) {
 		}
 		s := string(out)
 		for want, inStatusgate := range map[string]bool{
-			`"handler":"statusgate"`:                         true,
-			`"anonymous_3"`:                                  true,
-			`"max_events":120`:                               true,
-			`"handler":"statusgate_sim"`:                     false,
-			`"name":"flood"`:                                 false,
-			`"response_header_timeout":5000000000`:           false,
-			`"placeholders":{"max":20000000,"min":10000000}`: false,
+			`"handler":"statusgate"`:               true,
+			`"anonymous_3"`:                        true,
+			`"max_events":120`:                     true,
+			`"response_header_timeout":5000000000`: false,
+			`"protocols":["h1","h2c"]`:             false,
+			`"dial":"127.0.0.1:9002"`:              false,
 		} {
 			if has := strings.Contains(s, want); has != (!inStatusgate || v == statusgate) {
 				t.Errorf("%s: contains %s = %v", v, want, has)
 			}
 		}
+		if strings.Contains(s, "statusgate_sim") {
+			t.Errorf("%s: the sim is in the gateway's config", v)
+		}
+	}
+	want := "statusgate_sim {\n\tseed 1\n\tfrozen off\n\tname flood\n\tmodded_items 20000\n\tlatency placeholders 10ms 20ms\n}\n"
+	if got := simBlock(c); got != want {
+		t.Errorf("simBlock = %q, want %q", got, want)
 	}
 }
 
@@ -134,5 +143,32 @@ func TestFlags(t *testing.T) {
 	c, err := flags(flag.NewFlagSet("flood", flag.ContinueOnError), []string{"-pollers", "300", "-duration", "60s"})
 	if err != nil || c.pollers != 300 || c.duration != time.Minute || c.anonEvents != 120 {
 		t.Errorf("%+v %v", c, err)
+	}
+	// The attackers are off by default: one kind of round, the flood.
+	if c.stalled != 0 || c.slow != 0 || c.h2Streams != 0 || c.reloads != 0 || c.attackAddrs != 8 || c.h2Conns != 2 ||
+		c.maxHeld != 64<<20 || c.moddedItems != 20000 || !slices.Equal(c.kinds(), []string{kindFlood}) {
+		t.Errorf("attacker defaults: %+v, kinds %v", c, c.kinds())
+	}
+	c, err = flags(flag.NewFlagSet("flood", flag.ContinueOnError), []string{"-duration", "20s", "-stalled", "64", "-slow", "64",
+		"-h2-streams", "1000", "-reloads", "10", "-max-held", "32MiB", "-slow-bytes", "8192", "-slow-every", "1s"})
+	if err != nil || c.stalled != 64 || c.slow != 64 || c.h2Streams != 1000 || c.reloads != 10 || c.maxHeld != 32<<20 ||
+		c.slowBytes != 8192 || c.slowEvery != time.Second {
+		t.Errorf("%+v %v", c, err)
+	}
+	if want := []string{kindFlood, kindStalled, kindSlow, kindH2, kindReload}; !slices.Equal(c.kinds(), want) {
+		t.Errorf("kinds %v, want %v", c.kinds(), want)
+	}
+	if !slices.Equal(kindVariants(kindReload), []string{statusgate}) || !slices.Equal(kindVariants(kindH2), variants) {
+		t.Error("kindVariants")
+	}
+	for _, bad := range [][]string{
+		{"-stalled", "-1"}, {"-attack-addrs", "0"}, {"-h2-conns", "0"}, {"-slow-bytes", "0"}, {"-slow-every", "0s"},
+		{"-h2-window", "-1"}, {"-h2-window", "2147483648"}, {"-max-held", "lots"}, {"-warmup", "5s"}, {"-reloads", "-2"},
+	} {
+		fs := flag.NewFlagSet("flood", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := flags(fs, bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }

@@ -102,13 +102,15 @@ type caller struct {
 	client *http.Client
 	base   string
 	class  string
-	ip     string // X-Forwarded-For: who Caddy takes the caller for
-	key    string // X-API-Key, or none
+	ip     string    // X-Forwarded-For: who Caddy takes the caller for
+	key    string    // X-API-Key, or none
+	from   time.Time // requests that start before it are not counted (the warm-up)
 	tally  *tally
 }
 
 // do sends one GET of path. A request cut short because the round ended
-// is not counted: it says nothing about the gateway.
+// is not counted: it says nothing about the gateway; nor is one that
+// started during the warm-up.
 func (c *caller) do(ctx context.Context, path string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
@@ -126,7 +128,7 @@ func (c *caller) do(ctx context.Context, path string) {
 		resp.Body.Close()
 	}
 	d := time.Since(start)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || start.Before(c.from) {
 		return
 	}
 	if err != nil {
@@ -184,8 +186,8 @@ func every(ctx context.Context, interval time.Duration, fn func()) {
 }
 
 // flood runs every class of callers against base until ctx ends and
-// returns their tallies.
-func flood(ctx context.Context, c config, base string) map[string]*tally {
+// returns their tallies of the requests that started at from or later.
+func flood(ctx context.Context, c config, base string, from time.Time) map[string]*tally {
 	tallies := map[string]*tally{}
 	for _, cl := range classes {
 		tallies[cl] = newTally()
@@ -195,7 +197,7 @@ func flood(ctx context.Context, c config, base string) map[string]*tally {
 	client := &http.Client{Transport: tr, Timeout: c.clientTimeout}
 	var wg sync.WaitGroup
 	start := func(class, ip, key string, loop func(*caller)) {
-		cl := &caller{client: client, base: base, class: class, ip: ip, key: key, tally: tallies[class]}
+		cl := &caller{client: client, base: base, class: class, ip: ip, key: key, from: from, tally: tallies[class]}
 		wg.Go(func() { loop(cl) })
 	}
 

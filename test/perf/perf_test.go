@@ -264,7 +264,7 @@ func TestRunRound(t *testing.T) {
 func TestCaddyfile(t *testing.T) {
 	plain := caddyfile(2001, 8001, "127.0.0.1:9000", "")
 	sg := caddyfile(2001, 8001, "127.0.0.1:9000", apiKey)
-	block := "\tstatusgate {\n\t\tkey " + apiKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t}\n"
+	block := "\tstatusgate {\n\t\tkey " + apiKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t\tmax_per_client off\n\t}\n"
 	if strings.Contains(plain, "statusgate") || !strings.Contains(sg, block) {
 		t.Errorf("statusgate block:\n%s\n%s", plain, sg)
 	}

@@ -1,0 +1,105 @@
+package test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Side doors an attacker of the gateway tries once the front door holds.
+
+// TestHTTP10NeverTruncated asks over HTTP/1.0, which has no chunked encoding,
+// for a filtered answer that breaks off after 1 MB: a client that cannot tell
+// a clean close from the end of the body must get a 502, not a 200 that ends
+// early. Within max_response it gets the whole answer with its length.
+func TestHTTP10NeverTruncated(t *testing.T) {
+	be := newBackend(t)
+	startDefault(t, be, "max_response 256KiB")
+	anon := "/api/v1/player/" + alex
+	be.misbehave(sendLateError)
+	r := sendHTTP10(t, anon)
+	be.misbehave(behave)
+	if r.Status != http.StatusBadGateway || !strings.Contains(string(r.Body), `"message":"Bad gateway"`) {
+		t.Errorf("HTTP/1.0, broken past max_response: %d %q; want the 502 envelope", r.Status, clip(r.Body))
+	}
+	r = sendHTTP10(t, anon)
+	if r.Status != http.StatusOK || r.Header.Get("Content-Length") == "" || strings.Contains(string(r.Body), `"op":`) {
+		t.Errorf("HTTP/1.0: %d, Content-Length %q, %s", r.Status, r.Header.Get("Content-Length"), clip(r.Body))
+	}
+}
+
+// sendHTTP10 sends an HTTP/1.0 GET and reads the answer to the close.
+func sendHTTP10(t *testing.T, target string) response {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", target, gatewayAddr)
+	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "GET"})
+	if err != nil {
+		return response{Err: err}
+	}
+	r := response{Status: res.StatusCode, Header: res.Header}
+	r.Body, r.Err = io.ReadAll(res.Body)
+	return r
+}
+
+// TestPerClientByIPv6Prefix: two addresses of one /64 are one client for
+// max_per_client, a third from another /64 is another.
+func TestPerClientByIPv6Prefix(t *testing.T) {
+	be := newBackend(t)
+	gateway{
+		upstream:   be.addr(),
+		statusgate: []string{"key " + keyA, "max_per_client 1", "coalesce off"},
+		shared:     true,
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
+	}.start(t)
+	be.misbehave(sendSlow)
+	defer be.misbehave(behave)
+	target := "/api/v1/player/" + alex
+	codes := make([]int, 3)
+	var wg sync.WaitGroup
+	for i, from := range []string{"2001:db8:1:2::1", "2001:db8:1:2:dead:beef:0:2", "2001:db8:1:3::1"} {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			codes[i] = send(t, "GET", fmt.Sprintf("%s?n=%d", target, i), "X-Forwarded-For: "+from).Status
+		})
+	}
+	wg.Wait()
+	if codes[0] != 200 || codes[1] != http.StatusTooManyRequests || codes[2] != 200 {
+		t.Errorf("one /64 twice and another /64: %v, want [200 429 200]", codes)
+	}
+}
+
+// TestShareKeyHasHost puts one statusgate handler in front of two backends,
+// chosen by the Host (a hoster's map): the cache and coalescing never give
+// one host's answer to a caller of the other.
+func TestShareKeyHasHost(t *testing.T) {
+	survival, creative := newBackend(t), newBackend(t)
+	survival.respond = func(*url.URL) (int, []byte) { return http.StatusOK, envelope(`{"online":["survival"]}`) }
+	creative.respond = func(*url.URL) (int, []byte) { return http.StatusOK, envelope(`{"online":["creative"]}`) }
+	gateway{
+		upstream:   "{backend}",
+		statusgate: []string{"key " + keyA},
+		shared:     true,
+		site:       []string{fmt.Sprintf("map {host} {backend} {\n\t\tsurvival.test %s\n\t\tcreative.test %s\n\t}", survival.addr(), creative.addr())},
+	}.start(t)
+	status := "/api/v1/status"
+	for _, host := range []string{"survival.test", "creative.test", "survival.test", "creative.test"} {
+		r := send(t, "GET", status, "Host: "+host)
+		name := strings.TrimSuffix(host, ".test")
+		if r.Status != 200 || !strings.Contains(string(r.Body), `"online":["`+name+`"]`) {
+			t.Errorf("Host %s: %d %s", host, r.Status, clip(r.Body))
+		}
+	}
+}

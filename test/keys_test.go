@@ -1,0 +1,167 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+)
+
+// TestKeysKeptOutOfConfig loads a Caddyfile with a plain key, a {$VAR} key
+// (substituted by the Caddyfile parser, so plain text by the time statusgate
+// reads it) and an {env.*} key, with Caddy's debug log on, and checks that no
+// secret is in the config Caddy keeps and shows: the debug log (its
+// "adjusted config" line), the admin API's GET /config/ and the
+// autosave.json Caddy writes on every load. Each key still opens a protected
+// endpoint.
+func TestKeysKeptOutOfConfig(t *testing.T) {
+	be := newBackend(t)
+	t.Setenv("STATUSGATE_TEST_PARSER_KEY", keyB)
+	t.Setenv("STATUSGATE_TEST_KEY", keyEnv)
+	debugLog := filepath.Join(t.TempDir(), "caddy.log")
+	gateway{
+		upstream: be.addr(),
+		statusgate: []string{
+			"key website " + keyA,
+			"key {$STATUSGATE_TEST_PARSER_KEY}",
+			"key bot {env.STATUSGATE_TEST_KEY}",
+		},
+		global: []string{"debug", "log {\n\t\toutput file " + debugLog + "\n\t\tlevel DEBUG\n\t}"},
+		// Caddy writes its "adjusted config" debug log only when some server
+		// has automatic HTTPS: a site on the HTTPS port, without a host (no
+		// certificate to get), and auto_https not off.
+		autoHTTPS: "disable_redirects",
+		sites:     []string{":9443 {\n\trespond 204\n}"},
+	}.start(t)
+
+	const server = "/api/v1/server"
+	for _, k := range []string{keyA, keyB, keyEnv} {
+		wantBackendBytes(t, send(t, "GET", server, withKey(k)), server)
+	}
+	be.wantSeen(t, "each key", server, server, server)
+	for _, k := range []string{"", keyC, "{env.STATUSGATE_TEST_KEY}", "{$STATUSGATE_TEST_PARSER_KEY}"} {
+		r := send(t, "GET", server, withKey(k))
+		wantNotFound(t, r, server)
+	}
+	be.wantSeen(t, "no key, wrong keys")
+
+	res, err := http.Get("http://localhost:2999/config/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /config/: %d, %v", res.StatusCode, err)
+	}
+	// caddytest loads the config through the admin API's /load, which
+	// autosaves it; the path is Caddy's, read (never set) here.
+	autosave, err := os.ReadFile(caddy.ConfigAutosavePath)
+	if err != nil {
+		t.Fatalf("autosave: %v", err)
+	}
+	var debug []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		debug, _ = os.ReadFile(debugLog)
+		if bytes.Contains(debug, []byte(`"adjusted config"`)) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	for name, text := range map[string][]byte{"GET /config/": config, "autosave.json": autosave, "debug log": debug} {
+		// The texts are this config, not an older one, and they hold it
+		// whole: the keys' names and the placeholder that stays one.
+		for _, want := range []string{be.addr(), `"website"`, `"bot"`, "{env.STATUSGATE_TEST_KEY}"} {
+			if !bytes.Contains(text, []byte(want)) {
+				t.Errorf("%s does not hold %s: %s", name, want, clip(text))
+			}
+		}
+		for _, secret := range []string{keyA, keyB, keyEnv} {
+			if bytes.Contains(text, []byte(secret)) {
+				t.Errorf("%s holds the secret %q: %s", name, secret, lineWith(text, secret))
+			}
+		}
+	}
+}
+
+// TestKeyWithBraces configures a plain key with braces in it. Unescaped, the
+// braces make a placeholder Caddy does not know: the config is refused with
+// a message that names the line and quotes no part of the key. Escaped
+// (\{ \}), they are the key's own characters: it opens a protected endpoint.
+func TestKeyWithBraces(t *testing.T) {
+	be := newBackend(t)
+	const braceKey = "kBrace-{Hunter2-part}-7c1d"
+	refused := gateway{upstream: be.addr(), statusgate: []string{"key brace " + braceKey}}.caddyfile()
+	msg := loadRefused(t, refused)
+	line := 1 + strings.Count(refused[:strings.Index(refused, braceKey)], "\n")
+	if !strings.Contains(msg, "placeholder") || !strings.Contains(msg, ":"+strconv.Itoa(line)) {
+		t.Errorf("the error does not name the placeholder and line %d: %s", line, msg)
+	}
+	fixture.QuotesNoSecret(t, errors.New(msg), 6, braceKey)
+
+	escaped := strings.NewReplacer("{", `\{`, "}", `\}`).Replace(braceKey)
+	gateway{upstream: be.addr(), statusgate: []string{"key brace " + escaped}}.start(t)
+	const server = "/api/v1/server"
+	wantBackendBytes(t, send(t, "GET", server, withKey(braceKey)), server)
+	be.wantSeen(t, "brace key", server)
+	wantNotFound(t, send(t, "GET", server, withKey(escaped)), server)
+	be.wantSeen(t, "the key as written in the Caddyfile")
+}
+
+// loadRefused posts a Caddyfile to the admin API's /load, as caddy reload
+// does, and returns the error message Caddy answers; the test fails if Caddy
+// takes the config.
+func loadRefused(t *testing.T, caddyfile string) string {
+	t.Helper()
+	res, err := http.Post("http://localhost:2999/load", "text/caddyfile", strings.NewReader(caddyfile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode == http.StatusOK {
+		t.Fatalf("config loaded, want it refused:\n%s", caddyfile)
+	}
+	var answer struct{ Error string }
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Error == "" {
+		t.Fatalf("admin API's answer %s: %v", body, err)
+	}
+	return answer.Error
+}
+
+// TestKeyLineWithTwoSecrets loads `key <secret> <secret>`, two keys as
+// `caddy statusgate-key` prints them pasted on one line: Caddy must refuse
+// the config (the first secret would otherwise be the second key's name, in
+// every log line and metric) with a message that names the line and
+// quotes neither secret.
+func TestKeyLineWithTwoSecrets(t *testing.T) {
+	be := newBackend(t)
+	startDefault(t, be) // a running config, which the refused one must not replace
+	first, second := generate(t, ""), generate(t, "")
+	cfg := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "key " + first.Secret + " " + second.Secret}}.caddyfile()
+	msg := loadRefused(t, cfg)
+	line := 1 + strings.Count(cfg[:strings.Index(cfg, first.Secret)], "\n")
+	if !strings.Contains(msg, "key <name> <secret>") || !strings.Contains(msg, ":"+strconv.Itoa(line)) {
+		t.Errorf("the error does not name line %d and the form `key <name> <secret>`: %s", line, msg)
+	}
+	// Random secrets: 8 bytes, so that a chance match with the message's
+	// words is out of the question.
+	fixture.QuotesNoSecret(t, errors.New(msg), 8, first.Secret, second.Secret)
+	// The running config is the old one.
+	wantBackendBytes(t, send(t, "GET", "/api/v1/server", withKey(keyA)), "/api/v1/server")
+	be.wantSeen(t, "old config", "/api/v1/server")
+	wantNotFound(t, send(t, "GET", "/api/v1/server", withKey(second.Secret)), "/api/v1/server")
+	be.wantSeen(t, "refused config's key")
+}

@@ -1,0 +1,344 @@
+package test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+)
+
+// These tests attack the gateway with clients that read slowly or not at all,
+// as well-behaved clients never do: whatever such a client holds must be its
+// own, never the backend's slots or another caller's wait.
+
+// stalledClient sends a request for target on a connection with a 2 KiB
+// receive buffer and never reads the answer; the connection stays open until
+// the test ends.
+func stalledClient(t *testing.T, target string, headers ...string) {
+	t.Helper()
+	stalledConn(t, target, headers...)
+}
+
+// stalledConn is stalledClient's connection, for a test to read later.
+func stalledConn(t *testing.T, target string, headers ...string) net.Conn {
+	t.Helper()
+	d := net.Dialer{Timeout: 5 * time.Second, Control: fixture.SmallRcvBuf}
+	conn, err := d.Dial("tcp", gatewayAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	var req strings.Builder
+	fmt.Fprintf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\n", target, gatewayAddr)
+	for _, h := range headers {
+		req.WriteString(h + "\r\n")
+	}
+	req.WriteString("\r\n")
+	if _, err := conn.Write([]byte(req.String())); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// timedSend is send with how long the answer took.
+func timedSend(t *testing.T, target string, headers ...string) (response, time.Duration) {
+	start := time.Now()
+	r := send(t, "GET", target, headers...)
+	return r, time.Since(start)
+}
+
+// TestStalledReadersLockNobodyOut has eight clients from two addresses ask
+// for a 4.5 MB answer, each its own, and stop reading: the backend answered
+// them all, and a keyed caller and an anonymous caller from another address
+// are served at once, with coalescing and the per-client limit off (so every
+// stalled request made its own trip) and with the defaults.
+func TestStalledReadersLockNobodyOut(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared=%v", shared), func(t *testing.T) {
+			be := newBackend(t)
+			huge := hugePlayerBody()
+			be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, huge }
+			g := gateway{
+				upstream:   be.addr(),
+				statusgate: []string{"key " + keyA, "max_response 8MiB", "max_held 1GiB"},
+				shared:     shared,
+				global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
+			}
+			g.start(t)
+			player := "/api/v1/player/" + alex
+			for i := range 8 {
+				stalledClient(t, fmt.Sprintf("%s?n=%d", player, i), fmt.Sprintf("X-Forwarded-For: 203.0.113.%d", i%2))
+			}
+			waitSeen(t, be, 8)
+			be.respond = nil
+
+			keyed, took := timedSend(t, "/api/v1/server", withKey(keyA))
+			wantBackendBytes(t, keyed, "/api/v1/server")
+			if took > time.Second {
+				t.Errorf("the keyed caller waited %v behind eight stalled readers", took)
+			}
+			wantFiltered(t, send(t, "GET", "/api/v1/status", "X-Forwarded-For: 198.51.100.7"), "/api/v1/status")
+		})
+	}
+}
+
+// waitSeen waits until the backend has seen n requests, and takes them.
+func waitSeen(t *testing.T, be *backend, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	got := 0
+	for time.Now().Before(deadline) {
+		got += len(be.take())
+		if got >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the backend saw %d requests, want %d", got, n)
+}
+
+// TestStalledClientCutOff checks the progress deadline: a client that takes
+// nothing of a large answer for write_timeout loses its connection, and gets
+// less than the whole answer even if it starts reading later; one that reads
+// gets it all.
+func TestStalledClientCutOff(t *testing.T) {
+	be := newBackend(t)
+	huge := hugePlayerBody()
+	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, huge }
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "write_timeout 1s", "max_response 8MiB"}}.start(t)
+	player := "/api/v1/player/" + alex
+	conn := stalledConn(t, player, withKey(keyA))
+	waitSeen(t, be, 1)
+	time.Sleep(2500 * time.Millisecond)
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, _ := io.Copy(io.Discard, conn)
+	if n >= int64(len(huge)) {
+		t.Errorf("a client that read nothing for 2.5 s got all %d bytes; want the connection cut after write_timeout", n)
+	}
+	wantUntouched(t, send(t, "GET", player, withKey(keyA)), "a reading client", huge)
+}
+
+// hugePlayerBody is a valid player record of about 4.5 MB.
+func hugePlayerBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"ok":true,"data":{"uuid":"` + alex + `","name":"Alex_MC","sessions":[`)
+	for i := range 60000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"server":"s%d","ticks":%d,"tps":20.0,"pad":"0123456789abcdef0123456789abcdef"}`, i, i*7)
+	}
+	b.WriteString(`]},"meta":{"version":"v1","server":"global","updatedAt":` + updatedAt + `,"authenticated":true}}`)
+	return []byte(b.String())
+}
+
+// TestFollowersBehindStalledLeader sends four identical requests after a first
+// one whose client stops reading: they share its trip and are answered as
+// soon as the backend is, not when (or if) the stalled client reads.
+func TestFollowersBehindStalledLeader(t *testing.T) {
+	be := newBackend(t)
+	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, bigPlayerBody() }
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off"}, shared: true}.start(t)
+	be.misbehave(sendSlow) // 1.5 s a trip
+	defer be.misbehave(behave)
+	player := "/api/v1/player/" + alex
+	stalledClient(t, player)
+	time.Sleep(100 * time.Millisecond)
+	type result struct {
+		r    response
+		took time.Duration
+	}
+	out := make([]result, 4)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Go(func() {
+			r, took := timedSend(t, player)
+			out[i] = result{r, took}
+		})
+	}
+	wg.Wait()
+	for i, o := range out {
+		wantFilteredFrom(t, o.r, fmt.Sprintf("follower %d", i), bigPlayerBody(), playerFields...)
+		if o.took > 2500*time.Millisecond {
+			t.Errorf("follower %d took %v behind a stalled first caller; one trip is 1.5 s", i, o.took)
+		}
+	}
+	if seen := be.take(); len(seen) != 1 {
+		t.Errorf("five identical requests made %d trips, want 1", len(seen))
+	}
+}
+
+// TestFollowersReleasedWhenTooLarge: when the shared trip's answer turns out
+// larger than max_response, it streams to the first caller (who stalls) and
+// the waiting callers make their own trips at once.
+func TestFollowersReleasedWhenTooLarge(t *testing.T) {
+	be := newBackend(t)
+	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, bigPlayerBody() }
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off", "max_response 64KiB"}, shared: true}.start(t)
+	be.misbehave(sendSlow)
+	defer be.misbehave(behave)
+	player := "/api/v1/player/" + alex
+	stalledClient(t, player)
+	time.Sleep(100 * time.Millisecond)
+	var wg sync.WaitGroup
+	var slow atomic.Int32
+	for i := range 3 {
+		wg.Go(func() {
+			r, took := timedSend(t, player)
+			wantFilteredFrom(t, r, fmt.Sprintf("released follower %d", i), bigPlayerBody(), playerFields...)
+			if took > 4*time.Second { // the leader's trip, then one of their own
+				slow.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if slow.Load() > 0 {
+		t.Errorf("%d released followers took more than two trips", slow.Load())
+	}
+}
+
+// TestStalledH2Streams opens h2c streams for a large public answer with a
+// flow-control window of zero, so that the gateway cannot write a byte to
+// them: a keyed caller is still served at once, and the streams are reset
+// once write_timeout passes.
+func TestStalledH2Streams(t *testing.T) {
+	be := newBackend(t)
+	gateway{
+		upstream:   be.addr(),
+		statusgate: []string{"key " + keyA, "write_timeout 1s"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\tprotocols h1 h2c\n\t}"},
+	}.start(t)
+	be.misbehave(sendBig)
+	const streams = 64
+	resets := stalledH2(t, "/api/v1/player/"+alex, streams)
+	waitSeen(t, be, streams)
+	be.misbehave(behave)
+	keyed, took := timedSend(t, "/api/v1/server", withKey(keyA))
+	wantBackendBytes(t, keyed, "/api/v1/server")
+	if took > time.Second {
+		t.Errorf("the keyed caller waited %v behind %d stalled streams", took, streams)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for resets.Load() < streams && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := resets.Load(); n < streams {
+		t.Errorf("%d of %d stalled streams were reset after write_timeout", n, streams)
+	}
+}
+
+// stalledH2 opens one h2c connection with an initial window of zero and asks
+// for target on n streams (each with its own query, so that none is shared);
+// it counts the streams the server resets.
+func stalledH2(t *testing.T, target string, n int) *atomic.Int32 {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	fr := http2.NewFramer(conn, bufio.NewReader(conn))
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	resets := new(atomic.Int32)
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					mu.Lock()
+					_ = fr.WriteSettingsAck()
+					mu.Unlock()
+				}
+			case *http2.RSTStreamFrame:
+				resets.Add(1)
+			}
+		}
+	}()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for i := range n {
+		hb.Reset()
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", gatewayAddr}, {":path", fmt.Sprintf("%s?h2=%d", target, i)}} {
+			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		}
+		mu.Lock()
+		err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+		mu.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return resets
+}
+
+// TestReloadKeepsCounting reloads the same config three times while twelve
+// slow requests run against a backend limited to two at once: the backend
+// never sees more than two, because the new handlers share the old ones'
+// guard.
+func TestReloadKeepsCounting(t *testing.T) {
+	var inFlight, peak, total atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		total.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(300 * time.Millisecond)
+		writeBackend(w, http.StatusOK, envelope(`{"motd":"x"}`))
+	}))
+	defer slow.Close()
+	g := gateway{upstream: slow.Listener.Addr().String(), statusgate: []string{"key " + keyA, "max_in_flight 2", "queue 64 10s", "timeout 15s"}}
+	g.start(t)
+	var wg sync.WaitGroup
+	codes := make([]int, 12)
+	var reloads sync.WaitGroup
+	for i := range codes {
+		// Four a wave, one wave per config. A reload returns only when the
+		// old config has drained, so it runs beside the next wave, which
+		// the new handler takes while the old one's requests are still at
+		// the backend or in its queue.
+		if i > 0 && i%4 == 0 {
+			reloads.Wait()
+			reloads.Go(func() { g.start(t) })
+			time.Sleep(100 * time.Millisecond)
+		}
+		wg.Go(func() { codes[i] = send(t, "GET", fmt.Sprintf("/api/v1/server?n=%d", i), withKey(keyA)).Status })
+	}
+	reloads.Wait()
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Errorf("request %d: %d", i, c)
+		}
+	}
+	if p := peak.Load(); p > 2 {
+		t.Errorf("the backend had %d requests at once across reloads, max_in_flight 2", p)
+	}
+	if total.Load() != 12 {
+		t.Errorf("the backend saw %d requests, want 12", total.Load())
+	}
+}
