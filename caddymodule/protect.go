@@ -68,7 +68,7 @@ type BackendConfig struct {
 	// QueueWait is the longest a request waits in the queue before it gets
 	// 503 Backend busy with Retry-After. Default: 2s. Cannot be off: nobody
 	// waits without a bound (switch the queue off instead); with the queue
-	// off it must be left out.
+	// off it must be left out (or 0).
 	QueueWait caddy.Duration `json:"queue_wait,omitempty"`
 
 	// Timeout is each forwarded request's budget, from the queue to the last
