@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 
@@ -47,11 +48,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_main_thread  <n>|off
 //		max_per_client   <n>|off
 //		queue            <length> [<wait>]
+//		queue            off
 //		timeout          <duration>|off
 //		coalesce         on|off
-//		cache            <endpoint> <duration>|off
-//		snapshot         <endpoint> <duration>|off
-//		cache_size       <size>
+//		cache            <endpoint> <ttl>|off
+//		snapshot         <endpoint> <interval>|off
+//		cache_size       <size>|off
 //		max_response     <size>
 //		max_held         <size>
 //		write_timeout    <duration>|off
@@ -74,6 +76,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // Endpoint names are index, status, player, server, performance, worlds,
 // gamerules, entities, spawnlimits, punishments, bans, operators, whitelist,
 // plugins, placeholders, network, constants and custom/<name>.
+//
+// A backend option's off is -1 in the JSON; a line left out gives the
+// default. queue off means no queue at all: a request that finds every slot
+// busy gets 503 at once, on the main-thread stations too.
+// cache_size off means no micro-cache, and cache <endpoint> <ttl> is then an
+// error. queue's wait, max_response, max_held, client_prefix_v6 and guard
+// cannot be off, and off there is an error that says why.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -219,12 +228,18 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := once(opt); err != nil {
 				return err
 			}
-			n, err := limitArg(d, false)
+			n, err := limitArg(d, true)
 			if err != nil {
 				return err
 			}
 			h.Backend.QueueLength = n
 			if d.NextArg() {
+				if n == off {
+					return d.Errf("%s: '%s' after off: with the queue off nobody waits", opt, d.Val())
+				}
+				if d.Val() == "off" {
+					return d.Errf("%s: the wait cannot be off: %s; write queue off to refuse at once when the backend is busy", opt, whyNotOff["queue_wait"])
+				}
 				wait, err := durationArg(d, opt, false)
 				if err != nil {
 					return err
@@ -284,10 +299,13 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if opt == "snapshot" {
 				m = &h.Backend.Snapshot
 			}
+			if opt == "cache" && ttl != off && h.Backend.CacheSize == off {
+				return d.Errf("cache: %s %s, but cache_size is off: there is no micro-cache; write cache %s off or leave the line out", name, d.Val(), name)
+			}
 			if *m == nil {
 				*m = map[string]caddy.Duration{}
 			}
-			(*m)[name] = max(ttl, 0) // off is 0
+			(*m)[name] = ttl
 
 		case "cache_size", "max_response", "max_held":
 			if err := once(opt); err != nil {
@@ -296,20 +314,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.NextArg() {
 				return d.ArgErr()
 			}
-			n, err := humanize.ParseBytes(d.Val())
-			if err != nil || n == 0 || n > 1<<40 {
-				return d.Errf("%s: '%s' is not a size such as 16MiB", opt, d.Val())
+			n, err := sizeArg(d, opt, opt == "cache_size")
+			if err != nil {
+				return err
 			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
+			if ep := cachedEndpoint(h.Backend.Cache); n == off && ep != "" {
+				return d.Errf("%s: off, but cache %s has a time to live: there would be no micro-cache to keep it", opt, ep)
+			}
 			switch opt {
 			case "cache_size":
-				h.Backend.CacheSize = int64(n)
+				h.Backend.CacheSize = n
 			case "max_response":
-				h.Backend.MaxResponse = int64(n)
+				h.Backend.MaxResponse = n
 			default:
-				h.Backend.MaxHeld = int64(n)
+				h.Backend.MaxHeld = n
 			}
 
 		case "client_prefix_v6":
@@ -318,6 +339,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if !d.NextArg() {
 				return d.ArgErr()
+			}
+			if d.Val() == "off" {
+				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
 			}
 			n, err := strconv.Atoi(d.Val())
 			if err != nil || n < 1 || n > 128 {
@@ -334,6 +358,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if !d.NextArg() {
 				return d.ArgErr()
+			}
+			if d.Val() == "off" {
+				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
 			}
 			if !ident.Valid(d.Val()) {
 				return d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
@@ -404,7 +431,7 @@ func limitArg(d *caddyfile.Dispenser, offOK bool) (int, error) {
 	}
 	word := d.Val()
 	if offOK && word == "off" {
-		return -1, nil
+		return off, nil
 	}
 	n, err := strconv.Atoi(word)
 	if err != nil || n < 1 {
@@ -422,13 +449,50 @@ func limitArg(d *caddyfile.Dispenser, offOK bool) (int, error) {
 func durationArg(d *caddyfile.Dispenser, opt string, offOK bool) (caddy.Duration, error) {
 	word := d.Val()
 	if offOK && word == "off" {
-		return -1, nil
+		return off, nil
 	}
 	t, err := caddy.ParseDuration(word)
 	if err != nil || t <= 0 {
-		return 0, d.Errf("%s: '%s' is not a positive duration such as 500ms or 2s", opt, word)
+		want := "a positive duration such as 500ms or 2s"
+		if offOK {
+			want += ", or off"
+		}
+		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
 	}
 	return caddy.Duration(t), nil
+}
+
+// sizeArg reads the current token, an argument of opt, as a size in bytes
+// (16MiB, 512KiB), or off (as -1) where allowed; off where it is not says
+// why.
+func sizeArg(d *caddyfile.Dispenser, opt string, offOK bool) (int64, error) {
+	word := d.Val()
+	if word == "off" {
+		if !offOK {
+			return 0, d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
+		}
+		return off, nil
+	}
+	n, err := humanize.ParseBytes(word)
+	if err != nil || n == 0 || n > 1<<40 {
+		want := "a size such as 16MiB"
+		if offOK {
+			want += ", or off"
+		}
+		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
+	}
+	return int64(n), nil
+}
+
+// cachedEndpoint is an endpoint that m gives a time to live, if any, the
+// first by name.
+func cachedEndpoint(m map[string]caddy.Duration) string {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if m[name] != off {
+			return name
+		}
+	}
+	return ""
 }
 
 // endpointArg reads the endpoint name argument of the current subdirective.

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,16 +34,20 @@ import (
 // BackendConfig is how the gateway spares the backend: the ServerAPI plugin
 // serves HTTP from 8 threads with an unbounded queue, /player can block for
 // about 1.4 s and /placeholders runs on the game's main thread for up to 2 s.
-// Every limit is on by default.
+// Every limit is on by default. One spelling throughout: an absent field or
+// 0 means the default, and -1 (off in the Caddyfile) switches off an option
+// that can be off. The options that bound memory, and those for which off
+// would mean nothing, cannot be: each says why, and -1 is a config error.
 type BackendConfig struct {
 	// MaxInFlight is the most requests the backend works on at once; the
-	// rest wait in the queue. -1 switches admission control off. Default: 8,
-	// the plugin's http.threads.
+	// rest wait in the queue. Default: 8, the plugin's http.threads. Off
+	// (-1): no admission control (the main-thread limit still applies).
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 
 	// MaxMainThread is the most requests at once to the stations that run on
-	// the game's main thread (placeholders), within MaxInFlight. -1: no limit
-	// of their own. Default: 1, so that they never queue up on the tick.
+	// the game's main thread (placeholders), within MaxInFlight; up to 8 of
+	// them wait (fewer when QueueLength is below 8). Default: 1, so that
+	// they never queue up on the tick. Off (-1): no limit of their own.
 	MaxMainThread int `json:"max_main_thread,omitempty"`
 
 	// MaxPerClient is the most requests one anonymous client (by its address,
@@ -49,37 +55,43 @@ type BackendConfig struct {
 	// it the caller gets 429 Too many requests at once, so that one client on
 	// many connections cannot fill the queue. Callers with an accepted key
 	// are not counted (outside the key's scope they are anonymous callers,
-	// and are). -1: no limit. Default: 4.
+	// and are). Default: 4. Off (-1): no limit.
 	MaxPerClient int `json:"max_per_client,omitempty"`
 
 	// QueueLength is the most requests waiting for the backend; past it a
 	// caller gets 503 Backend busy at once. Callers with an accepted key are
-	// served from the queue before anonymous ones. Default: 64.
+	// served from the queue before anonymous ones. Default: 64. Off (-1): no
+	// queue, for the main-thread stations either: when every slot is busy a
+	// caller gets 503 Backend busy at once.
 	QueueLength int `json:"queue_length,omitempty"`
 
 	// QueueWait is the longest a request waits in the queue before it gets
-	// 503 Backend busy with Retry-After. Default: 2s.
+	// 503 Backend busy with Retry-After. Default: 2s. Cannot be off: nobody
+	// waits without a bound (switch the queue off instead); with the queue
+	// off it must be left out (or 0).
 	QueueWait caddy.Duration `json:"queue_wait,omitempty"`
 
 	// Timeout is each forwarded request's budget, from the queue to the last
 	// byte of the backend's response; past it the caller gets 504 Gateway
-	// timeout (or a cut connection if the response was under way). -1: no
-	// budget. Default: 5s (the plugin's slowest station, 2 s, plus the queue
-	// wait and headroom).
+	// timeout (or a cut connection if the response was under way). Default:
+	// 5s (the plugin's slowest station, 2 s, plus the queue wait and
+	// headroom). Off (-1): no budget.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// Coalesce lets concurrent identical requests (same upstream path and
 	// query, same treatment: filtered or whole) share one backend request
 	// and its bytes. Responses larger than max_response, errors, 429s
-	// and 5xx are never shared. Default: true.
+	// and 5xx are never shared. Default: true. Off: false.
 	Coalesce *bool `json:"coalesce,omitempty"`
 
 	// Cache is the micro-cache's time to live per endpoint for successful
-	// responses, kept apart for anonymous and keyed callers; 0 switches it off
-	// for that endpoint. An entry replaces that endpoint's default. Defaults
-	// follow the plugin's snapshot intervals so that caching adds little
-	// staleness: status 1s (snapshot every 5 s), entities 5s (20 s), worlds,
-	// gamerules and spawnlimits 30s (10 min); every live station is off.
+	// responses, kept apart for anonymous and keyed callers. An entry
+	// replaces that endpoint's default. Defaults follow the plugin's
+	// snapshot intervals so that caching adds little staleness: status 1s
+	// (snapshot every 5 s), entities 5s (20 s), worlds, gamerules and
+	// spawnlimits 30s (10 min); every live station is off. Off (-1): that
+	// endpoint is not cached. 0 is a config error, because in this map it
+	// would not say whether the default or off was meant.
 	Cache map[string]caddy.Duration `json:"cache,omitempty"`
 
 	// Snapshot is the plugin's refresh interval of each snapshot station
@@ -87,13 +99,16 @@ type BackendConfig struct {
 	// snapshot-aware: a response carries the time of its snapshot
 	// (meta.cachedAt), and is kept until the next snapshot is due, however
 	// much longer that is than its time to live, because until then the
-	// plugin would answer with the same snapshot. 0: not a snapshot station
-	// (only the time to live counts). Defaults: the plugin's, status 5s,
-	// entities 20s, worlds, gamerules and spawnlimits 10m.
+	// plugin would answer with the same snapshot. Defaults: the plugin's,
+	// status 5s, entities 20s, worlds, gamerules and spawnlimits 10m. Off
+	// (-1): not a snapshot station (only the time to live counts). 0 is a
+	// config error, as in Cache.
 	Snapshot map[string]caddy.Duration `json:"snapshot,omitempty"`
 
 	// CacheSize bounds the micro-cache's memory in bytes; the least recently
-	// used entries go first. Default: 16 MiB.
+	// used entries go first. Default: 16 MiB. Off (-1): no micro-cache at
+	// all, for every endpoint; a Cache entry other than -1 is then a config
+	// error.
 	CacheSize int64 `json:"cache_size,omitempty"`
 
 	// MaxResponse is the largest answer, in bytes after the field layer,
@@ -106,6 +121,7 @@ type BackendConfig struct {
 	// that answers too large to hold cannot take the slots keyed callers
 	// need; past that such an answer is refused with 503 Backend busy.
 	// Default: 4 MiB, above the largest detailed player of a modded server.
+	// Cannot be off: it bounds the memory one answer takes.
 	MaxResponse int64 `json:"max_response,omitempty"`
 
 	// MaxHeld bounds the bytes held for clients that have not read them yet,
@@ -113,19 +129,21 @@ type BackendConfig struct {
 	// address, or a key) holds at most a sixteenth of it, and never less than
 	// MaxResponse. Past a client's share that client gets 429 Too many
 	// requests; past the whole, callers get 503 Backend busy, both with
-	// Retry-After, and nobody else waits. Default: 64 MiB.
+	// Retry-After, and nobody else waits. Default: 64 MiB. Cannot be off: it
+	// bounds the memory slow clients can make the gateway hold.
 	MaxHeld int64 `json:"max_held,omitempty"`
 
 	// WriteTimeout is how long a write to the client may go without the
 	// client taking a piece (32 KiB) of the answer; past it the connection
 	// (HTTP/1) or the stream (HTTP/2) is cut and what the gateway held for
-	// the client is given back. -1: no deadline. Default: 10s.
+	// the client is given back. Default: 10s. Off (-1): no deadline.
 	WriteTimeout caddy.Duration `json:"write_timeout,omitempty"`
 
 	// ClientPrefix6 is how many leading bits of an IPv6 address name one
 	// client for the per-client limits (max_per_client and the held bytes'
 	// share): a host commonly has a /64 to pick addresses from, and counting
-	// each address would give it 2^64 places. Default: 64.
+	// each address would give it 2^64 places. Default: 64. Cannot be off:
+	// every address belongs to some client; 128 counts each address as one.
 	ClientPrefix6 int `json:"client_prefix_v6,omitempty"`
 
 	// Guard names the backend guard: the admission limits, the per-client
@@ -133,7 +151,8 @@ type BackendConfig struct {
 	// name the same guard (in front of the same backend) share one, with the
 	// same limits; a reload keeps a guard, and with it the count of the
 	// requests still at the backend, as long as its limits stay the same.
-	// Default: a guard of this handler's own.
+	// Default: a guard of this handler's own. Cannot be off (every handler
+	// has a guard), and so "off" is not a name.
 	Guard string `json:"guard,omitempty"`
 }
 
@@ -169,7 +188,7 @@ type guardState struct {
 	main    *admission.Limiter // nil: main-thread stations share all
 	quota   *admission.Quota   // per anonymous client; nil: none
 	flights *coalesce.Group    // nil: no coalescing
-	cache   *microcache.Cache
+	cache   *microcache.Cache  // nil: no micro-cache
 	held    *hold.Budget
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
@@ -200,35 +219,95 @@ type backendGuard struct {
 	policy string
 }
 
-// resolveLimits checks c and applies the defaults.
+// off is how the JSON switches a backend option off; the Caddyfile writes
+// it off. 0, like an absent field, means the default.
+const off = -1
+
+// whyNotOff says, for the errors of the Caddyfile and of the JSON alike,
+// why an option cannot be switched off.
+var whyNotOff = map[string]string{
+	"queue_wait":       "nobody waits without a bound",
+	"max_response":     "it bounds the memory one answer takes",
+	"max_held":         "it bounds the memory slow clients can make the gateway hold",
+	"client_prefix_v6": "every address belongs to some client; 128 counts each IPv6 address as its own",
+	"guard":            "every handler has one; leave guard out for a guard of this handler's own",
+}
+
+// resolveLimits checks c and applies the defaults. Each error names the
+// option by its JSON path, and an option that cannot be off says why.
 func resolveLimits(c BackendConfig) (guardLimits, error) {
 	var l guardLimits
 	for _, n := range []struct {
 		name string
 		v    int
 	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
-		if n.v < -1 || (n.v == -1 && n.name == "queue_length") {
-			return l, fmt.Errorf("backend.%s: %d is not a valid limit", n.name, n.v)
+		if n.v < off {
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
 		}
 	}
 	for _, d := range []struct {
 		name string
 		v    caddy.Duration
-	}{{"queue_wait", c.QueueWait}, {"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
-		if d.v < 0 && !(d.name != "queue_wait" && d.v == -1) {
-			return l, fmt.Errorf("backend.%s: %v is negative", d.name, time.Duration(d.v))
+	}{{"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
+		if d.v < off {
+			return l, fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", d.name, time.Duration(d.v))
 		}
+	}
+	switch {
+	case c.QueueWait == off:
+		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
+	case c.QueueWait < 0:
+		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.QueueWait))
+	case c.QueueWait > 0 && c.QueueLength == off:
+		return l, fmt.Errorf("backend.queue_wait: %v, but queue_length is -1 (off): there is no queue to wait in", time.Duration(c.QueueWait))
+	}
+	if c.CacheSize < off {
+		return l, fmt.Errorf("backend.cache_size: %d is not a size: write bytes, at least 1, or -1 for off (0 or nothing: the default)", c.CacheSize)
 	}
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"cache_size", c.CacheSize}, {"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
+	}{{"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
+		if n.v == off {
+			return l, fmt.Errorf("backend.%s cannot be off (-1): %s", n.name, whyNotOff[n.name])
+		}
 		if n.v < 0 {
-			return l, fmt.Errorf("backend.%s: %d is negative", n.name, n.v)
+			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (0 or nothing: the default)", n.name, n.v)
+		}
+	}
+	if c.ClientPrefix6 == off {
+		return l, fmt.Errorf("backend.client_prefix_v6 cannot be off (-1): %s", whyNotOff["client_prefix_v6"])
+	}
+	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
+		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
+	}
+	if c.Guard == "off" {
+		return l, fmt.Errorf("backend.guard cannot be off ('off' is not a guard name): %s", whyNotOff["guard"])
+	}
+	for _, section := range []struct {
+		name string
+		m    map[string]caddy.Duration
+	}{{"cache", c.Cache}, {"snapshot", c.Snapshot}} {
+		// In name order, so that of several mistakes the same one is named
+		// every time.
+		for _, name := range slices.Sorted(maps.Keys(section.m)) {
+			d, path := section.m[name], "backend."+section.name+"."+name
+			switch {
+			case !validEndpointName(name):
+				return l, fmt.Errorf("backend.%s: %w", section.name, endpointNameError(name))
+			case d == 0:
+				// Here 0 cannot mean the default, which leaving the
+				// endpoint out says, so it would be a guess at off.
+				return l, fmt.Errorf("%s: 0 is not a duration: write a positive one, or -1 for off (off in the Caddyfile); leave %s out for its default", path, name)
+			case d < off:
+				return l, fmt.Errorf("%s: %v is negative: write a positive duration, or -1 for off", path, time.Duration(d))
+			case d > 0 && section.name == "cache" && c.CacheSize == off:
+				return l, fmt.Errorf("%s: %v, but cache_size is -1 (no micro-cache): write -1 or leave %s out", path, time.Duration(d), name)
+			}
 		}
 	}
 	offOr := func(v, def int) int {
-		if v == -1 {
+		if v == off {
 			return 0
 		}
 		return orDefault(v, def)
@@ -236,34 +315,25 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	l.InFlight = offOr(c.MaxInFlight, admission.DefaultLimit)
 	l.MainThread = offOr(c.MaxMainThread, admission.DefaultMainThreadLimit)
 	l.PerClient = offOr(c.MaxPerClient, admission.DefaultQuota)
-	l.Queue = orDefault(c.QueueLength, admission.DefaultQueue)
-	l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
+	l.Queue = offOr(c.QueueLength, admission.DefaultQueue)
+	if l.Queue > 0 {
+		l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
+	}
 	switch c.Timeout {
 	case 0:
 		l.Timeout = defaultTimeout
-	case -1:
+	case off:
 	default:
 		l.Timeout = time.Duration(c.Timeout)
 	}
 	l.Coalesce = c.Coalesce == nil || *c.Coalesce
-	l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
+	if c.CacheSize != off {
+		l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
+	}
 	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
 	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
-	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
-		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
-	}
 	if l.MaxResponse > l.MaxHeld {
 		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
-	}
-	for section, m := range map[string]map[string]caddy.Duration{"cache": c.Cache, "snapshot": c.Snapshot} {
-		for name, d := range m {
-			if !validEndpointName(name) {
-				return l, fmt.Errorf("backend.%s: %w", section, endpointNameError(name))
-			}
-			if d < 0 {
-				return l, fmt.Errorf("backend.%s.%s: %v is negative", section, name, time.Duration(d))
-			}
-		}
 	}
 	return l, nil
 }
@@ -285,7 +355,9 @@ func newGuardState(l guardLimits) *guardState {
 	if l.Coalesce {
 		s.flights = coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse), Timeout: cmp.Or(l.Timeout, coalesce.DefaultTimeout)})
 	}
-	s.cache = microcache.New(microcache.Config{MaxBytes: l.CacheSize, Grace: staleGrace})
+	if l.CacheSize > 0 {
+		s.cache = microcache.New(microcache.Config{MaxBytes: l.CacheSize, Grace: staleGrace})
+	}
 	s.held = hold.New(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
 	return s
 }
@@ -402,10 +474,13 @@ func policyOf(authOn bool, t *endpointTable) string {
 func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
 	for _, ep := range t.ordered {
 		if ttl, ok := c.Cache[ep.name]; ok {
-			ep.cacheTTL = time.Duration(ttl)
+			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
+		}
+		if c.CacheSize == off {
+			ep.cacheTTL = 0 // no micro-cache at all
 		}
 		if every, ok := c.Snapshot[ep.name]; ok {
-			ep.snapshot = time.Duration(every)
+			ep.snapshot = max(time.Duration(every), 0)
 		}
 	}
 }

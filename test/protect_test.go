@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	_ "github.com/mholt/caddy-ratelimit"
 )
@@ -105,6 +106,49 @@ func TestBackendBusy(t *testing.T) {
 	}
 	if seen := be.take(); len(seen) != 1 {
 		t.Errorf("backend saw %d requests, want 1", len(seen))
+	}
+
+	// With the queue off the next caller is refused at once, long before
+	// the first one's answer comes (1.5 s).
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_in_flight 1", "queue off"}}.start(t)
+	be.misbehave(sendSlow)
+	var took [2]time.Duration
+	out = concurrently(t, 2, func(i int) response {
+		start := time.Now()
+		defer func() { took[i] = time.Since(start) }()
+		return send(t, "GET", "/api/v1/server", withKey(keyA))
+	})
+	be.misbehave(behave)
+	busy = 0
+	for i, r := range out {
+		if r.Status != http.StatusServiceUnavailable {
+			continue
+		}
+		busy++
+		if took[i] > time.Second || r.Header.Get("Retry-After") != "1" {
+			t.Errorf("queue off: 503 after %v with Retry-After %q, want at once with 1", took[i], r.Header.Get("Retry-After"))
+		}
+		r.Header.Del("Retry-After")
+		wantError(t, r, http.StatusServiceUnavailable, "/api/v1/server")
+	}
+	if seen := be.take(); busy != 1 || len(seen) != 1 {
+		t.Errorf("queue off: %d of 2 callers busy and %d requests at the backend, want 1 and 1", busy, len(seen))
+	}
+}
+
+// TestCacheOff checks with the defaults otherwise (coalescing and the
+// micro-cache on) that status, cached for a second by default, reaches the
+// backend on every call once its cache is off, or the whole micro-cache.
+func TestCacheOff(t *testing.T) {
+	be := newBackend(t)
+	for _, line := range []string{"cache status off", "cache_size off"} {
+		gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, line}, shared: true}.start(t)
+		for range 3 {
+			wantFiltered(t, send(t, "GET", "/api/v1/status"), "/api/v1/status")
+		}
+		if seen := be.take(); len(seen) != 3 {
+			t.Errorf("%s: three status calls made %d trips to the backend, want 3", line, len(seen))
+		}
 	}
 }
 
