@@ -527,7 +527,7 @@ func report(c config, res results) string {
 			}
 		}
 	}
-	b.WriteString("\n" + bars(res[kindFlood]))
+	b.WriteString("\n" + floodTargets(res[kindFlood]))
 	if len(c.kinds()) > 1 {
 		b.WriteString("\n" + targets(c, res))
 	}
@@ -732,9 +732,9 @@ func backendSummary(rounds []round) sim.Snapshot {
 	return s
 }
 
-// bars checks the targets for statusgate, with plain's figure for
+// floodTargets checks the targets for statusgate, with plain's figure for
 // comparison.
-func bars(results map[string][]round) string {
+func floodTargets(results map[string][]round) string {
 	if len(results) == 0 {
 		return ""
 	}
@@ -747,7 +747,7 @@ func bars(results map[string][]round) string {
 		}
 		fmt.Fprintf(&b, "  [%s] %s\n", mark, fmt.Sprintf(format, args...))
 	}
-	b.WriteString("bars for statusgate (plain reverse_proxy beside)\n")
+	b.WriteString("targets for statusgate (plain reverse_proxy beside)\n")
 	line(g.PeakInFlight <= maxInFlight, "backend concurrency <= 8: statusgate %d, plain %d", g.PeakInFlight, p.PeakInFlight)
 	// One /placeholders request's own main-thread work is at most the
 	// resolve timeout, 2 s.
