@@ -9,7 +9,7 @@
 // loopback port in front of statusgate_sim, the capacity-modelled backend
 // (8 HTTP threads with an unbounded queue, an offline player up to 1.4 s,
 // /placeholders work up to 2 s on a 20 TPS main thread). The gateway is
-// either plain reverse_proxy with the README's timeouts, or statusgate
+// either plain reverse_proxy with the production example's response header timeout (docs/configuration.md), or statusgate
 // with its defaults plus a rate_limit zone per client IP for anonymous
 // callers. Rounds alternate between the two, so that drift on a shared
 // machine hits both alike.

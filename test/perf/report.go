@@ -24,7 +24,7 @@ func indent(s, prefix string) string {
 	return prefix + strings.Join(lines, "\n"+prefix)
 }
 
-// printMarkdown prints the results as Markdown tables for the README.
+// printMarkdown prints the results as Markdown tables for docs/performance.md.
 func printMarkdown(c config, machine string, results []*result, probes [2]probeResult) {
 	fmt.Println("== Markdown")
 	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved round(s) of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
