@@ -46,7 +46,7 @@ type builtin struct {
 }
 
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
-// /api/v1 with statusgate's defaults (README, "Configuration").
+// /api/v1 with statusgate's defaults (docs/configuration.md, "Defaults").
 var builtins = []builtin{
 	{name: "index", description: "This list of endpoints", public: true},
 	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second},

@@ -136,7 +136,7 @@ var builtinOrder = []string{"index", "status", "player", "server", "performance"
 	"gamerules", "entities", "spawnlimits", "punishments", "bans", "operators", "whitelist",
 	"plugins", "placeholders", "network", "constants"}
 
-// defaultTable is the defaults table of README's "Configuration".
+// defaultTable is the defaults table of docs/configuration.md.
 func defaultTable() map[string]epWant {
 	want := map[string]epWant{}
 	for _, name := range builtinOrder {

@@ -23,7 +23,7 @@ const (
 	scopeStaffSecret = "staff-scope-secret-0123456789"
 )
 
-// scopedKeys is the example of the README: a Discord bot that reads status
+// scopedKeys is the example of docs/keys.md: a Discord bot that reads status
 // and bans, a website that reads status and performance, a staff dashboard
 // that reads everything.
 var scopedKeys = "key bot " + scopeBotSecret + " {\n\tendpoints status bans\n}\n" +

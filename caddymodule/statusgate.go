@@ -32,7 +32,7 @@ type Handler struct {
 	// Absent means the defaults: auth on, no keys, hide_protected on.
 	Auth AuthConfig `json:"auth,omitzero"`
 
-	// Endpoints switches endpoints on and off by name (README, "Configuration"). Every
+	// Endpoints switches endpoints on and off by name (docs/configuration.md). Every
 	// built-in endpoint is enabled by default except whitelist and network;
 	// custom/<name> stations exist only when enabled here.
 	Endpoints map[string]bool `json:"endpoints,omitempty"`
@@ -151,8 +151,8 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	return nil
 }
 
-// ServeHTTP decides the request in a fixed order (README, "How a request is
-// decided"): path, preflight, a target the access log could not filter,
+// ServeHTTP decides the request in a fixed order (docs/request.md, "The order
+// of decisions"): path, preflight, a target the access log could not filter,
 // endpoint, key (which counts only within its scope: callerFor), method;
 // then answers the index itself or forwards the canonical request to next
 // and filters the response on its way back. Each answer sets the

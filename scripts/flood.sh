@@ -12,7 +12,7 @@
 # or another harness. Besides the flood, -stalled, -slow, -h2-streams and
 # -reloads each add a kind of round: stalled or slow HTTP/1.1 readers of the
 # largest public answer, stalled HTTP/2 streams of it, or reloads of the
-# statusgate config during the flood. Exit status: 0 (bars and targets are
+# statusgate config during the flood. Exit status: 0 (targets are
 # reported, not enforced), 1 when statusgate sent an anonymous caller a
 # protected field or keyed bytes, 2 when the harness cannot run.
 set -euo pipefail

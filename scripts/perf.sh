@@ -7,7 +7,7 @@
 #
 # Builds ./cmd/caddy into test/perf/.cache once (reused while newer than the
 # sources), then runs the harness in test/perf (see its package comment).
-# Exit status: 0 (bars are reported, not enforced), 1 on a correctness
+# Exit status: 0 (targets are reported, not enforced), 1 on a correctness
 # failure, 2 when the harness cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."

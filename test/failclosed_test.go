@@ -134,7 +134,7 @@ func TestFailClosed(t *testing.T) {
 
 // TestLogsKeepKeysOut sends good and bad keys, in the header and the query,
 // through every kind of outcome, backend failures included, with Caddy's debug
-// log and an access log (with the filter the README gives) written to files,
+// log and an access log (with the filter docs/operating.md gives) written to files,
 // and checks that no key appears in either.
 func TestLogsKeepKeysOut(t *testing.T) {
 	be := newBackend(t)

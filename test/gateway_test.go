@@ -199,7 +199,7 @@ func sendRaw(t testing.TB, method, raw string) response {
 }
 
 // errorMessages are the messages of the envelopes the gateway writes itself
-// (README, "How a request is decided", the gateway's own responses).
+// (docs/request.md, "The gateway's own responses").
 var errorMessages = map[int]string{
 	400: "Bad request",
 	401: "A valid API key is required",

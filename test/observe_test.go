@@ -78,7 +78,7 @@ type logEntry struct {
 }
 
 // TestAccessLogPlaceholders writes an access log with the four placeholders
-// appended (log_append) and the README's filter, and Caddy's debug log, to
+// appended (log_append) and the filter of docs/operating.md, and Caddy's debug log, to
 // files; sends one request of each kind, keys in the header and the query;
 // and checks each request's fields, and that neither log holds a secret.
 func TestAccessLogPlaceholders(t *testing.T) {

@@ -164,7 +164,7 @@ func TestTimeoutBudget(t *testing.T) {
 }
 
 // TestRateLimitComposition puts caddy-ratelimit between the gateway and
-// reverse_proxy, as README shows: past the zone's events a caller gets the
+// reverse_proxy, as docs/backend-protection.md shows: past the zone's events a caller gets the
 // gateway's 429 envelope with Retry-After, and the backend sees only what the
 // limit let through.
 func TestRateLimitComposition(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// scopedGateway is the README's example through a real Caddy: a Discord bot
+// scopedGateway is the example of docs/keys.md through a real Caddy: a Discord bot
 // (keyA) that opens status and bans, a staff dashboard (keyB) that opens
 // everything; extra lines go into the key block of the bot.
 func scopedGateway(be *backend, botLines ...string) gateway {

@@ -80,7 +80,7 @@ func TestFilter(t *testing.T) {
 		hidden []string
 		err    error // wanted error kind
 	}{
-		{"brief example", `{"ok":true,"meta":{"version":"v1"},"data":{"op":true,"x":1}}`,
+		{"basic example", `{"ok":true,"meta":{"version":"v1"},"data":{"op":true,"x":1}}`,
 			`{"ok":true,"data":{"x":1},"meta":{"version":"v1","authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"only member removed", `{"op":1}`, `{"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},
 		{"nested only member", `{"a":{"op":1}}`, `{"a":{},` + `"meta":{"authenticated":false,"hiddenFields":["op"]}}`, []string{"op"}, nil},

@@ -1,6 +1,6 @@
 // Package sim is a demo backend for statusgate: a Caddy HTTP handler that
 // answers like the ServerAPI Paper plugin running with its own auth off
-// (README, "A tour of the demo"), with a simulated Minecraft server behind it.
+// (docs/demo.md), with a simulated Minecraft server behind it.
 //
 // It exists so that the gateway can be tried, demonstrated and tested
 // end to end in one Caddy process, with no Minecraft server at hand. It is

@@ -1,5 +1,5 @@
 // Package filterbench measures the field filter against the alternatives
-// it replaces: gjson.ValidBytes (validation alone, the bar) and an
+// it replaces: gjson.ValidBytes (validation alone, the reference) and an
 // encoding/json decode-delete-encode round trip. It lives in the test module
 // so that gjson stays out of the gateway's own requirements.
 //
@@ -70,7 +70,7 @@ func BenchmarkFilter(b *testing.B) {
 	}
 }
 
-// BenchmarkValidate is the bar: gjson.ValidBytes on the same bytes.
+// BenchmarkValidate is the reference: gjson.ValidBytes on the same bytes.
 func BenchmarkValidate(b *testing.B) {
 	for _, d := range benchDocs {
 		b.Run(d.name, func(b *testing.B) {

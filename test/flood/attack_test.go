@@ -194,7 +194,7 @@ func TestReportTargets(t *testing.T) {
 		"[missed] 1000 stalled HTTP/2 streams: RSS growth within max_held + 32 MiB (96.0MiB) and no more than plain's: statusgate 110.0MiB, plain 200.0MiB",
 		"[missed] 10 reloads during a flood: the backend's peak in flight never above max_in_flight (8): statusgate 9, with 10 of 10 reloads done",
 		"statusgate baseline 100.0MiB, peak 120.0MiB, growth 20.0MiB",
-		"bars for statusgate",
+		"targets for statusgate",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)

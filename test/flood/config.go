@@ -42,7 +42,7 @@ const maxInFlight = 8
 // as if they came from 300 hosts. The server speaks HTTP/1.1 and h2c (HTTP/2
 // without TLS, by prior knowledge), so that the stalled HTTP/2 streams
 // reach it. The plain variant is reverse_proxy with the response header
-// timeout the README recommends; the statusgate variant adds statusgate with
+// timeout that docs/configuration.md recommends; the statusgate variant adds statusgate with
 // its defaults and one key, and a rate_limit zone after it, per client IP
 // ({http.statusgate.client}) for callers without a key. The zone's name
 // carries the load's sequence number, because caddy-ratelimit keeps a

@@ -63,7 +63,7 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("plain reverse_proxy answered %d 429s", got)
 	}
 	out := report(c, res)
-	for _, want := range []string{"anon /status", "keyed bot /server", "backend requests per station", "bars for statusgate"} {
+	for _, want := range []string{"anon /status", "keyed bot /server", "backend requests per station", "targets for statusgate"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

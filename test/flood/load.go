@@ -14,7 +14,7 @@ import (
 )
 
 // The classes of callers, in report order. The pollers' requests are split
-// by endpoint, because the bars differ.
+// by endpoint, because the targets differ.
 const (
 	classStatus       = "anon /status"
 	classPlayer       = "anon /player"

@@ -9,7 +9,7 @@
 // loopback port in front of statusgate_sim, the capacity-modelled backend
 // (8 HTTP threads with an unbounded queue, an offline player up to 1.4 s,
 // /placeholders work up to 2 s on a 20 TPS main thread). The gateway is
-// either plain reverse_proxy with the README's timeouts, or statusgate
+// either plain reverse_proxy with the production example's response header timeout (docs/configuration.md), or statusgate
 // with its defaults plus a rate_limit zone per client IP for anonymous
 // callers. Rounds alternate between the two, so that drift on a shared
 // machine hits both alike.
@@ -527,7 +527,7 @@ func report(c config, res results) string {
 			}
 		}
 	}
-	b.WriteString("\n" + bars(res[kindFlood]))
+	b.WriteString("\n" + floodTargets(res[kindFlood]))
 	if len(c.kinds()) > 1 {
 		b.WriteString("\n" + targets(c, res))
 	}
@@ -732,9 +732,9 @@ func backendSummary(rounds []round) sim.Snapshot {
 	return s
 }
 
-// bars checks the targets for statusgate, with plain's figure for
+// floodTargets checks the targets for statusgate, with plain's figure for
 // comparison.
-func bars(results map[string][]round) string {
+func floodTargets(results map[string][]round) string {
 	if len(results) == 0 {
 		return ""
 	}
@@ -747,7 +747,7 @@ func bars(results map[string][]round) string {
 		}
 		fmt.Fprintf(&b, "  [%s] %s\n", mark, fmt.Sprintf(format, args...))
 	}
-	b.WriteString("bars for statusgate (plain reverse_proxy beside)\n")
+	b.WriteString("targets for statusgate (plain reverse_proxy beside)\n")
 	line(g.PeakInFlight <= maxInFlight, "backend concurrency <= 8: statusgate %d, plain %d", g.PeakInFlight, p.PeakInFlight)
 	// One /placeholders request's own main-thread work is at most the
 	// resolve timeout, 2 s.

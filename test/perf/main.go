@@ -21,10 +21,10 @@
 // backend's bytes), and every response under load must be 200 with the
 // sample's length, so that a broken gateway cannot score. The exit status is 1
 // on a correctness failure, 2 when the harness cannot run, and 0 otherwise: a
-// missed bar is reported, not failed, because on a small shared VM the numbers
+// missed target is reported, not failed, because on a small shared VM the numbers
 // are noisy and the load generator competes with Caddy for the CPU.
 //
-// When a bar is missed, the statusgate process is profiled through Caddy's
+// When a target is missed, the statusgate process is profiled through Caddy's
 // admin endpoint (/debug/pprof) and the top of the profile is printed.
 package main
 
@@ -51,11 +51,11 @@ import (
 // apiKey is the statusgate key of the keyed scenarios: 32 characters.
 const apiKey = "pf7Qx2LmA9cR4tVw8ZyB1nH6jK3sD5eG"
 
-// Bars: statusgate/plain throughput ratios and the memory limit.
+// Targets: statusgate/plain throughput ratios and the memory limit.
 const (
-	barKeyedStatus    = 0.95
-	barAnonPlayer     = 0.75
-	barProbeGrowthMiB = 16
+	targetKeyedStatus    = 0.95
+	targetAnonPlayer     = 0.75
+	targetProbeGrowthMiB = 16
 )
 
 type config struct {
@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&c.cache, "cache", "", "directory for the caddy binary, configs, logs and profiles (default test/perf/.cache)")
 	flag.StringVar(&c.caddyBin, "caddy", "", "use this caddy binary instead of building ./cmd/caddy")
 	flag.BoolVar(&c.rebuild, "rebuild", false, "build caddy even if the cached binary is newer than the sources")
-	flag.BoolVar(&c.profile, "profile", true, "profile statusgate when a bar is missed")
+	flag.BoolVar(&c.profile, "profile", true, "profile statusgate when a target is missed")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of a CPU profile")
 	flag.StringVar(&c.scenarios, "scenarios", "1,2,3,4", "scenarios to run, by number")
 	flag.BoolVar(&c.noProbe, "no-probe", false, "skip the memory probe")
@@ -117,7 +117,7 @@ type result struct {
 	plain, sg []roundResult
 	reqs      [2]request // plain, statusgate; with the verified sample's length
 	ratio     float64    // median of the per-pair ratios
-	bar       float64    // 0 when the scenario has no bar
+	target    float64    // 0 when the scenario has no target
 }
 
 func run(c config) int {
@@ -253,25 +253,25 @@ func run(c config) int {
 		fail("statusgate forwarded the API key to the backend in %d requests", n)
 	}
 
-	// Bars, and a profile for each missed one.
-	fmt.Println("== bars")
+	// Targets, and a profile for each missed one.
+	fmt.Println("== targets")
 	for _, r := range results {
-		if r.bar == 0 {
+		if r.target == 0 {
 			continue
 		}
-		pass := r.ratio >= r.bar
+		pass := r.ratio >= r.target
 		p, s := summarize(r.plain), summarize(r.sg)
-		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (bar >= %.2f); Caddy CPU per request plain %s, statusgate %s (plain/statusgate %.3f)\n",
-			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.bar, us(p.cpu), us(s.cpu), float64(p.cpu)/max(float64(s.cpu), 1))
+		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (target >= %.2f); Caddy CPU per request plain %s, statusgate %s (plain/statusgate %.3f)\n",
+			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.target, us(p.cpu), us(s.cpu), float64(p.cpu)/max(float64(s.cpu), 1))
 		if !pass && c.profile && len(failures) == 0 {
 			fmt.Println(indent(profileScenario(c, r, targets[1], sgGW), "    "))
 		}
 	}
 	if !c.noProbe {
 		growth := mib(probes[1].growthKB())
-		pass := growth <= barProbeGrowthMiB
-		fmt.Printf("  %s  %s filtered body: statusgate peak RSS growth %.1f MiB (bar <= %d MiB; plain %.1f MiB)\n",
-			passMiss(pass), size(c.bulk), growth, barProbeGrowthMiB, mib(probes[0].growthKB()))
+		pass := growth <= targetProbeGrowthMiB
+		fmt.Printf("  %s  %s filtered body: statusgate peak RSS growth %.1f MiB (target <= %d MiB; plain %.1f MiB)\n",
+			passMiss(pass), size(c.bulk), growth, targetProbeGrowthMiB, mib(probes[0].growthKB()))
 		if !pass && c.profile && probes[1].allocsProfile != "" {
 			fmt.Println(indent("allocations of the statusgate probe process (alloc_space):\n"+
 				pprofTop(probes[1].allocsProfile, 20, "-sample_index=alloc_space"), "    "))
@@ -299,9 +299,9 @@ func runScenario(ctx context.Context, c config, sc scenario, targets [2]*target)
 	res := &result{sc: sc}
 	switch sc.num {
 	case 1:
-		res.bar = barKeyedStatus
+		res.target = targetKeyedStatus
 	case 3:
-		res.bar = barAnonPlayer
+		res.target = targetAnonPlayer
 	}
 	for i, t := range targets {
 		rq := request{path: sc.path}

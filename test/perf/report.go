@@ -24,31 +24,31 @@ func indent(s, prefix string) string {
 	return prefix + strings.Join(lines, "\n"+prefix)
 }
 
-// printMarkdown prints the results as Markdown tables for the README.
+// printMarkdown prints the results as Markdown tables for docs/performance.md.
 func printMarkdown(c config, machine string, results []*result, probes [2]probeResult) {
 	fmt.Println("== Markdown")
 	fmt.Printf("Measured with `%s` on %s: %d keep-alive workers, %d interleaved round(s) of %s per gateway; the load generator and the backend share the CPU with Caddy.\n\n",
 		command(), machine, c.workers, c.rounds, c.duration)
-	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | Caddy CPU/req plain / statusgate | bar |")
+	fmt.Println("| # | scenario | response | plain req/s | statusgate req/s | statusgate/plain | plain p50 / p99 | statusgate p50 / p99 | Caddy CPU/req plain / statusgate | target |")
 	fmt.Println("|---|---|---:|---:|---:|---:|---|---|---|---|")
 	for _, r := range results {
 		p, s := summarize(r.plain), summarize(r.sg)
-		bar := "–"
-		if r.bar > 0 {
-			bar = fmt.Sprintf("≥ %.2f %s", r.bar, passMiss(r.ratio >= r.bar))
+		target := "–"
+		if r.target > 0 {
+			target = fmt.Sprintf("≥ %.2f %s", r.target, passMiss(r.ratio >= r.target))
 		}
 		fmt.Printf("| %d | %s | %s | %.0f | %.0f | %.3f | %s / %s | %s / %s | %s / %s | %s |\n",
-			r.sc.num, r.sc.name, size(r.reqs[1].wantLen), p.rps, s.rps, r.ratio, ms(p.p50), ms(p.p99), ms(s.p50), ms(s.p99), us(p.cpu), us(s.cpu), bar)
+			r.sc.num, r.sc.name, size(r.reqs[1].wantLen), p.rps, s.rps, r.ratio, ms(p.p50), ms(p.p99), ms(s.p50), ms(s.p99), us(p.cpu), us(s.cpu), target)
 	}
 	if c.noProbe {
 		return
 	}
 	growth := mib(probes[1].growthKB())
 	fmt.Println()
-	fmt.Printf("| %s anonymous /player body, fresh process | plain | statusgate | bar |\n", size(c.bulk))
+	fmt.Printf("| %s anonymous /player body, fresh process | plain | statusgate | target |\n", size(c.bulk))
 	fmt.Println("|---|---:|---:|---|")
 	fmt.Printf("| peak RSS growth (VmHWM after − before) | %.1f MiB | %.1f MiB | ≤ %d MiB %s |\n",
-		mib(probes[0].growthKB()), growth, barProbeGrowthMiB, passMiss(growth <= barProbeGrowthMiB))
+		mib(probes[0].growthKB()), growth, targetProbeGrowthMiB, passMiss(growth <= targetProbeGrowthMiB))
 	fmt.Printf("| protected members in the response | %d | %d | 0 |\n", probes[0].scan.leaked(), probes[1].scan.leaked())
 }
 

@@ -1,4 +1,4 @@
-// Command widgetshot takes the README's screenshot of the status widget
+// Command widgetshot takes the screenshot of the status widget
 // (examples/widget) against the running demo: it opens the page in headless
 // Chromium, waits for the public part, types the demo key into the staff part
 // and captures the widget.
