@@ -160,8 +160,8 @@ func TestKeyCommandEnvLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name, ok := kr.Lookup(secret); !ok || name != "discord-bot" {
-		t.Errorf("Lookup = %q, %v", name, ok)
+	if i, ok := kr.Match(secret); !ok || kr.Names()[i] != "discord-bot" {
+		t.Errorf("Match = %d, %v", i, ok)
 	}
 }
 

@@ -204,10 +204,10 @@ func TestGeneratedLinesParseBack(t *testing.T) {
 			if err != nil {
 				t.Fatalf("line %d: %v", i, err)
 			}
-			if got, ok := kr.Lookup(g.Secret); !ok || got != wantName {
-				t.Errorf("line %d: Lookup(secret) = %q, %v; want %q", i, got, ok, wantName)
+			if got, ok := lookup(kr, g.Secret); !ok || got != wantName {
+				t.Errorf("line %d: lookup(secret) = %q, %v; want %q", i, got, ok, wantName)
 			}
-			if _, ok := kr.Lookup(g.Digest); ok {
+			if _, ok := lookup(kr, g.Digest); ok {
 				t.Errorf("line %d: the digest is accepted as a key", i)
 			}
 		}
