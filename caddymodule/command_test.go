@@ -148,7 +148,7 @@ func TestKeyCommandEnvLine(t *testing.T) {
 	}
 	secret, _ := fields(t, out)
 	t.Setenv("STATUSGATE_KEY_DISCORD_BOT", secret)
-	k, err := apikey.FromCaddyfile([]string{"discord-bot", "{env.STATUSGATE_KEY_DISCORD_BOT}"})
+	k, err := keyLineOf("key discord-bot {env.STATUSGATE_KEY_DISCORD_BOT}")
 	if err != nil {
 		t.Fatal(err)
 	}
