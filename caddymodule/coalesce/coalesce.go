@@ -36,9 +36,6 @@ import (
 )
 
 const (
-	// DefaultMaxBody is the gateway's hold-back buffer, 256 KiB: a body the
-	// gateway streams instead of holding whole cannot be shared.
-	DefaultMaxBody = 256 << 10
 	// DefaultTimeout bounds how long a leader's request runs on for its
 	// followers after the leader's own context ended: the longest wait for
 	// admission (2 s) plus the slowest station (about 2 s for /placeholders),
@@ -98,8 +95,9 @@ func (o Outcome) String() string {
 
 // Config sets a Group's limits. Zero fields take their defaults.
 type Config struct {
-	// MaxBody is the largest body, in bytes, that is shared. Default:
-	// DefaultMaxBody.
+	// MaxBody is the largest body, in bytes, that is shared; the gateway
+	// gives the largest answer it holds whole (max_response), since one it
+	// streams cannot be shared. Default: 0, no bound of its own.
 	MaxBody int
 	// Timeout bounds how long the leader's request runs on for its
 	// followers once the leader's own context has ended. Default:
@@ -124,9 +122,6 @@ type Group struct {
 func New(c Config) *Group {
 	if c.MaxBody < 0 || c.Timeout < 0 {
 		panic(fmt.Sprintf("coalesce: negative limit in %+v", c))
-	}
-	if c.MaxBody == 0 {
-		c.MaxBody = DefaultMaxBody
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -309,7 +304,7 @@ func (g *Group) finish(c *call, res *Result, share bool) {
 func (g *Group) shareable(res *Result) bool {
 	return res != nil &&
 		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
-		len(res.Body) <= g.maxBody
+		(g.maxBody == 0 || len(res.Body) <= g.maxBody)
 }
 
 // Stats is a snapshot of a Group's counters, for metrics.

@@ -448,7 +448,7 @@ func TestNilGroup(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	g := New(Config{})
-	if g.maxBody != DefaultMaxBody || g.timeout != DefaultTimeout {
+	if g.maxBody != 0 || g.timeout != DefaultTimeout {
 		t.Errorf("defaults %d %v", g.maxBody, g.timeout)
 	}
 	defer func() {
