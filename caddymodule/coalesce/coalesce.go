@@ -115,6 +115,7 @@ type Group struct {
 	calls map[string]*call
 
 	led, shared, alone, abandoned atomic.Uint64
+	released, unshareable         atomic.Uint64
 }
 
 // New returns a Group with the limits of c. It panics on a negative limit:
@@ -160,7 +161,9 @@ func Release(ctx context.Context) {
 	if !ok {
 		return
 	}
-	c.g.finish(c, nil, false)
+	if c.g.finish(c, nil, false) {
+		c.g.released.Add(1)
+	}
 }
 
 // Do returns the result of fn for key, sharing one run of fn between the
@@ -233,8 +236,8 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 	returned := false
 	defer func() {
 		stop()
-		if !returned {
-			g.finish(c, nil, false) // fn panicked or called runtime.Goexit
+		if !returned && g.finish(c, nil, false) { // fn panicked or called runtime.Goexit
+			g.unshareable.Add(1)
 		}
 		if c.timer != nil { // set under g.mu before finish set c.over
 			c.timer.Stop()
@@ -243,7 +246,10 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 	}()
 	res, err := fn(lctx)
 	returned = true
-	g.finish(c, res, err == nil && g.shareable(res))
+	share := err == nil && g.shareable(res)
+	if g.finish(c, res, share) && !share {
+		g.unshareable.Add(1)
+	}
 	return res, Led, err
 }
 
@@ -281,12 +287,13 @@ func (g *Group) drop(c *call) {
 }
 
 // finish publishes the leader's result and releases the followers, once:
-// after Release, the result fn returns is the leader's alone.
-func (g *Group) finish(c *call, res *Result, share bool) {
+// after Release, the result fn returns is the leader's alone. It reports
+// whether this call was the one.
+func (g *Group) finish(c *call, res *Result, share bool) bool {
 	g.mu.Lock()
 	if c.over {
 		g.mu.Unlock()
-		return
+		return false
 	}
 	c.over = true
 	if g.calls[c.key] == c {
@@ -298,6 +305,7 @@ func (g *Group) finish(c *call, res *Result, share bool) {
 	}
 	g.mu.Unlock()
 	close(c.done)
+	return true
 }
 
 // shareable reports whether res may go to callers other than the leader.
@@ -316,6 +324,12 @@ type Stats struct {
 	// followers served by a leader, Alone the followers that ran their own
 	// request, Abandoned the followers that gave up waiting.
 	Led, Shared, Alone, Abandoned uint64
+	// Counters of leaders whose answer was not shared, since New: Released
+	// those that let their followers go before the answer was complete
+	// (Release: an answer too large to hold), Unshareable those whose
+	// finished answer could not be shared (an error, a 429 or 5xx, a body
+	// over MaxBody, a panic).
+	Released, Unshareable uint64
 }
 
 // Stats returns the Group's counters. A nil Group reports zeros.
@@ -327,10 +341,12 @@ func (g *Group) Stats() Stats {
 	n := len(g.calls)
 	g.mu.Unlock()
 	return Stats{
-		InFlight:  n,
-		Led:       g.led.Load(),
-		Shared:    g.shared.Load(),
-		Alone:     g.alone.Load(),
-		Abandoned: g.abandoned.Load(),
+		InFlight:    n,
+		Led:         g.led.Load(),
+		Shared:      g.shared.Load(),
+		Alone:       g.alone.Load(),
+		Abandoned:   g.abandoned.Load(),
+		Released:    g.released.Load(),
+		Unshareable: g.unshareable.Load(),
 	}
 }
