@@ -39,6 +39,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,8 +144,12 @@ func newCollectors() *collectors {
 // register registers every collector with reg. A collector already
 // registered there by another statusgate handler of the same config is used
 // instead of the new one, so the two count into the same series rather than
-// failing or exporting a family twice. On any other error nothing that this
-// call registered stays registered.
+// failing or exporting a family twice.
+//
+// Any other error fails the handler's Provision and with it the config, and
+// Caddy then drops the registry it made for that config (each load has its
+// own, from caddy.NewContext): what this call registered before the error
+// goes with it, so it is not unregistered here.
 func (c *collectors) register(reg *prometheus.Registry) error {
 	r := &registration{reg: reg}
 	c.requests = reuse(r, c.requests)
@@ -156,20 +161,14 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	c.filterOut = reuse(r, c.filterOut)
 	c.inFlight = reuse(r, c.inFlight)
 	c.queued = reuse(r, c.queued)
-	if r.err != nil {
-		for _, a := range r.added {
-			reg.Unregister(a)
-		}
-	}
 	return r.err
 }
 
-// registration is one register call's progress: what it added, and the
-// first error, after which it tries nothing more.
+// registration is one register call's progress: the first error, after
+// which it tries nothing more.
 type registration struct {
-	reg   *prometheus.Registry
-	added []prometheus.Collector
-	err   error
+	reg *prometheus.Registry
+	err error
 }
 
 // reuse registers c, or returns the collector of the same type already
@@ -180,7 +179,6 @@ func reuse[T prometheus.Collector](r *registration, c T) T {
 	}
 	err := r.reg.Register(c)
 	if err == nil {
-		r.added = append(r.added, c)
 		return c
 	}
 	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
@@ -235,7 +233,7 @@ func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 		e.requests[o] = c.requests.WithLabelValues(name, o.String())
 	}
 	for _, f := range fields {
-		if !contains(e.fieldNames, f) {
+		if !slices.Contains(e.fieldNames, f) {
 			e.fieldNames = append(e.fieldNames, f)
 			e.fields = append(e.fields, c.fields.WithLabelValues(name, f))
 		}
@@ -290,15 +288,6 @@ func (cfg *Config) check() error {
 		keys[name] = true
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Endpoint returns the counters of the configured endpoint name, or nil (which
@@ -379,11 +368,8 @@ func (e *Endpoint) FieldsRemoved(names []string) {
 		return
 	}
 	for _, n := range names {
-		for i, f := range e.fieldNames {
-			if f == n {
-				e.fields[i].Inc()
-				break
-			}
+		if i := slices.Index(e.fieldNames, n); i >= 0 {
+			e.fields[i].Inc()
 		}
 	}
 }
