@@ -4,7 +4,7 @@
 // admin endpoint or the metrics handler.
 //
 // Every label value comes from the config: endpoint names, key names, field
-// names, and the fixed set of outcomes. None ever comes from a request, so
+// names, guard names, and fixed sets such as the outcomes. None ever comes from a request, so
 // the number of series is bounded by the config however callers behave. The
 // API enforces it: label values are given once, to New, which creates every
 // series; the request path then holds pre-resolved counters (an Endpoint per
@@ -44,9 +44,11 @@
 // caddy.NewContext), so after a reload the collectors are new, start from
 // zero as Caddy's own caddy_http_requests_total does, and carry only the
 // label values of the new config: a removed key or endpoint leaves no stale
-// series behind. Within one config, several statusgate handlers share the
-// registry; the first registers the collectors and the others use the same
-// ones (see New), so a series that two handlers both configure sums both.
+// series behind. The guards' series are the exception: a guard that the new
+// config keeps carries its counts on (see Guard). Within one config, several
+// statusgate handlers share the registry; the first registers the collectors
+// and the others use the same ones (see New), so a series that two handlers
+// both configure sums both, and a guard they share counts once.
 package metrics
 
 import (
