@@ -116,9 +116,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			auth.Enabled = &on
 
 		case "key":
-			key, err := apikey.FromCaddyfile(d.RemainingArgs())
+			key, err := keyArgs(d)
 			if err != nil {
-				return d.Errf("%v", err)
+				return err
 			}
 			if err := keyBlock(d, &key); err != nil {
 				return err

@@ -148,7 +148,7 @@ func TestKeyCommandEnvLine(t *testing.T) {
 	}
 	secret, _ := fields(t, out)
 	t.Setenv("STATUSGATE_KEY_DISCORD_BOT", secret)
-	k, err := apikey.FromCaddyfile([]string{"discord-bot", "{env.STATUSGATE_KEY_DISCORD_BOT}"})
+	k, err := keyLineOf("key discord-bot {env.STATUSGATE_KEY_DISCORD_BOT}")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +160,8 @@ func TestKeyCommandEnvLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if name, ok := kr.Lookup(secret); !ok || name != "discord-bot" {
-		t.Errorf("Lookup = %q, %v", name, ok)
+	if i, ok := kr.Match(secret); !ok || kr.Names()[i] != "discord-bot" {
+		t.Errorf("Match = %d, %v", i, ok)
 	}
 }
 

@@ -98,9 +98,13 @@ func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, w
 
 // provisionMetrics creates the series of every enabled endpoint, its
 // protected fields and every key name, in reg (Caddy's registry of the config
-// being loaded; nil in some tests), and gives each endpoint its counters.
+// being loaded; nil in some tests), gives each endpoint its counters, and
+// has the handler's guard exported with the config's other guards.
 func (h *Handler) provisionMetrics(reg *prometheus.Registry) error {
-	cfg := metrics.Config{Keys: h.keys.Names(), Fields: map[string][]string{}}
+	g := h.guard.guardState
+	cfg := metrics.Config{Keys: h.keys.Names(), Fields: map[string][]string{}, Guard: metrics.Guard{
+		Name: h.Backend.Guard, All: g.all, Main: g.main, Flights: g.flights, Cache: g.cache, Held: g.held,
+	}}
 	for _, ep := range h.table.ordered {
 		if ep.enabled {
 			cfg.Endpoints = append(cfg.Endpoints, ep.name)

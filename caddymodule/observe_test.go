@@ -177,7 +177,7 @@ func TestWhoAndWhat(t *testing.T) {
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:                    float64(2 * playerOut),
 		`caddy_http_statusgate_filter_in_bytes_total{endpoint="status"}`:                     float64(len(ok.body)),
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="status"}`:                    float64(statusOut), // the second from the cache
-		`caddy_http_statusgate_backend_requests_in_flight`:                                   0,
+		`caddy_http_statusgate_backend_requests_in_flight{guard=""}`:                         0,
 	}
 	got := scrapeStatusgate(t, ctx.GetMetricsRegistry())
 	for k, v := range want {
@@ -281,8 +281,6 @@ func BenchmarkObserve(b *testing.B) {
 			repl := caddy.NewReplacer()
 			h.identify(repl, r, ep, h.callerFor(r, 0, ep))
 			h.metrics.KeyUsed(0)
-			h.metrics.BackendStarted()
-			h.metrics.BackendDone()
 			h.settle(repl, ep, metrics.Served)
 		}
 	})

@@ -720,9 +720,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 		defer q.Give(x.who.holder)
 	}
 	ctx := x.r.Context()
-	h.metrics.QueueEnter(x.who.counts)
 	permits, err := g.admit(ctx, x.ep, x.who.counts)
-	h.metrics.QueueLeave(x.who.counts)
 	if err != nil {
 		var busy *admission.BusyError
 		if errors.As(err, &busy) {

@@ -275,8 +275,8 @@ func TestProvisionKeys(t *testing.T) {
 		"unnamed-digest-0123456789":     "key-6",
 		"digest-from-env-0123456789":    "env-digest",
 	} {
-		if got, ok := h.keys.Lookup(key); !ok || got != name {
-			t.Errorf("key %q: Lookup = %q, %v; want %q", key, got, ok, name)
+		if i, ok := h.keys.Match(key); !ok || h.keys.Names()[i] != name {
+			t.Errorf("key %q: Match = %d, %v; want %q", key, i, ok, name)
 		}
 	}
 	for _, key := range []string{
@@ -288,8 +288,8 @@ func TestProvisionKeys(t *testing.T) {
 		apikey.Digest("bot-secret-0123456789"), // the digest is not the key
 		"",
 	} {
-		if name, ok := h.keys.Lookup(key); ok {
-			t.Errorf("key %q accepted as %q", key, name)
+		if i, ok := h.keys.Match(key); ok {
+			t.Errorf("key %q accepted as %q", key, h.keys.Names()[i])
 		}
 	}
 	// The names are the placeholder values, by keyring position.

@@ -60,8 +60,6 @@ var errBrokeOff = errors.New("backend response broke off")
 // missing: proxy then panics with http.ErrAbortHandler, the standard way,
 // which net/http does not log.
 func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.Outcome, error) {
-	h.metrics.BackendStarted()
-	defer h.metrics.BackendDone()
 	pw := writers.get(sp, x.filtered(), x.ep.fields)
 	err := forward(pw, x.r, next)
 	if x.filtered() && err == nil {

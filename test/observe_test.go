@@ -215,19 +215,7 @@ func TestMetricsScrape(t *testing.T) {
 	be.misbehave(behave)
 	be.take()
 
-	res, err := http.Get("http://localhost:2999/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var text bytes.Buffer
-	if _, err := text.ReadFrom(res.Body); err != nil || res.StatusCode != 200 {
-		t.Fatalf("scrape: %d, %v", res.StatusCode, err)
-	}
-	got, err := scrape.Text(bytes.NewReader(text.Bytes()), "caddy_http_statusgate_")
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, text := scrapeAdmin(t)
 
 	req := func(ep, outcome string) string {
 		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q}`, ep, outcome)
@@ -256,7 +244,7 @@ func TestMetricsScrape(t *testing.T) {
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="player"}`:                    float64(playerOut),
 		`caddy_http_statusgate_filter_in_bytes_total{endpoint="status"}`:                     float64(3 * len(backendBody(status))),
 		`caddy_http_statusgate_filter_out_bytes_total{endpoint="status"}`:                    float64(statusOut),
-		`caddy_http_statusgate_backend_requests_in_flight`:                                   0,
+		`caddy_http_statusgate_backend_requests_in_flight{guard=""}`:                         0,
 	}
 	for k, v := range want {
 		if g, ok := got[k]; !ok || g != v {
@@ -307,4 +295,91 @@ func TestMetricsScrape(t *testing.T) {
 			t.Errorf("the scrape holds a secret: %s", lineWith(text.Bytes(), secret))
 		}
 	}
+}
+
+// scrapeAdmin fetches Caddy's admin /metrics: statusgate's series, and the
+// whole text.
+func scrapeAdmin(t *testing.T) (map[string]float64, bytes.Buffer) {
+	t.Helper()
+	var text bytes.Buffer
+	res, err := http.Get("http://localhost:2999/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if _, err := text.ReadFrom(res.Body); err != nil || res.StatusCode != 200 {
+		t.Fatalf("scrape: %d, %v", res.StatusCode, err)
+	}
+	got, err := scrape.Text(bytes.NewReader(text.Bytes()), "caddy_http_statusgate_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, text
+}
+
+// TestGuardMetricsScrape runs a named guard with the defaults (coalescing
+// and the micro-cache on) and scrapes what its units counted: four callers
+// of a slow player record sharing one trip, a cached status found twice. A
+// reload that keeps the guard (a key added) shows the same counts, once.
+func TestGuardMetricsScrape(t *testing.T) {
+	be := newBackend(t)
+	g := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "guard scraped"}, shared: true}
+	g.start(t)
+	player, status := "/api/v1/player/"+alex, "/api/v1/status"
+	be.misbehave(sendSlow)
+	for _, r := range concurrently(t, 4, func(int) response { return send(t, "GET", player) }) {
+		wantFiltered(t, r, player, playerFields...)
+	}
+	be.misbehave(behave)
+	for range 3 {
+		wantFiltered(t, send(t, "GET", status), status)
+	}
+	if seen := be.take(); len(seen) != 2 {
+		t.Fatalf("%d trips to the backend, want 2 (one player, one status)", len(seen))
+	}
+
+	series := func(family, labels string) string {
+		return fmt.Sprintf(`caddy_http_statusgate_%s{guard="scraped"%s}`, family, labels)
+	}
+	// Every request that may share an answer looks in the cache first: the
+	// four of player, which is not cached, and status's first miss.
+	want := map[string]float64{
+		series("cache_lookups_total", `,result="hit"`):                                     2,
+		series("cache_lookups_total", `,result="stale"`):                                   0,
+		series("cache_lookups_total", `,result="miss"`):                                    5,
+		series("cache_evictions_total", ""):                                                0,
+		series("cache_entries", ""):                                                        1,
+		series("coalesce_requests_total", `,role="led"`):                                   2,
+		series("coalesce_requests_total", `,role="shared"`):                                3,
+		series("coalesce_requests_total", `,role="alone"`):                                 0,
+		series("coalesce_requests_total", `,role="abandoned"`):                             0,
+		series("coalesce_unshared_total", `,reason="released"`):                            0,
+		series("coalesce_unshared_total", `,reason="unshareable"`):                         0,
+		series("coalesce_in_flight", ""):                                                   0,
+		series("backend_requests_in_flight", ""):                                           0,
+		series("held_bytes", ""):                                                           0,
+		`caddy_http_statusgate_backend_requests_queued{class="anonymous",guard="scraped"}`: 0,
+		`caddy_http_statusgate_backend_requests_queued{class="keyed",guard="scraped"}`:     0,
+	}
+	check := func(what string) {
+		t.Helper()
+		got, _ := scrapeAdmin(t)
+		for k, v := range want {
+			if g, ok := got[k]; !ok || g != v {
+				t.Errorf("%s: %s = %v (present %v), want %v", what, k, g, ok, v)
+			}
+		}
+		if got[series("cache_bytes", "")] <= 0 {
+			t.Errorf("%s: the cache holds %v bytes", what, got[series("cache_bytes", "")])
+		}
+		for k := range got {
+			if strings.Contains(k, "guard=") && !strings.Contains(k, `guard="scraped"`) {
+				t.Errorf("%s: a series of another guard: %s", what, k)
+			}
+		}
+	}
+	check("first config")
+	g.statusgate = append(g.statusgate, "key "+keyB)
+	g.start(t)
+	check("reloaded")
 }

@@ -24,8 +24,8 @@
 //
 // A waiting caller waits in its own goroutine: the limiter starts none, and a
 // caller that leaves (its context ends, its wait bound passes) leaves nothing
-// behind. Gauges and counters (InFlight, Queued, Stats) are atomics that
-// metrics can read without taking the limiter's lock.
+// behind. Its gauges and counters (Stats) are atomics that metrics read
+// without taking the limiter's lock.
 package admission
 
 import (
@@ -88,8 +88,6 @@ const (
 	// takes a tick or two (50-100 ms), so eight waiters drain in under a
 	// second.
 	DefaultMainThreadQueue = 8
-	// DefaultMainThreadWait is DefaultWait, for the same reason.
-	DefaultMainThreadWait = DefaultWait
 )
 
 // ErrBusy matches (errors.Is) every refusal for lack of capacity.
@@ -152,19 +150,6 @@ type Config struct {
 	// Wait is the longest a caller waits for a slot before it is refused.
 	// It must be positive when Queue is: nobody waits without a bound.
 	Wait time.Duration
-}
-
-// DefaultConfig is the limiter in front of the whole backend:
-// DefaultLimit, DefaultQueue, DefaultWait.
-func DefaultConfig() Config {
-	return Config{Limit: DefaultLimit, Queue: DefaultQueue, Wait: DefaultWait}
-}
-
-// DefaultMainThreadConfig is the limiter of the stations that run on the
-// game's main thread: DefaultMainThreadLimit, DefaultMainThreadQueue,
-// DefaultMainThreadWait.
-func DefaultMainThreadConfig() Config {
-	return Config{Limit: DefaultMainThreadLimit, Queue: DefaultMainThreadQueue, Wait: DefaultMainThreadWait}
 }
 
 // Validate reports a Config that New would not accept.
@@ -394,34 +379,6 @@ func (l *Limiter) release(slot int32, gen uint64) {
 	}
 	l.dequeue(w)
 	w.decide(l.grant(slot), nil)
-}
-
-// InFlight is how many callers hold a slot now. A disabled limiter counts
-// nothing and reports 0.
-func (l *Limiter) InFlight() int {
-	if l == nil {
-		return 0
-	}
-	return int(l.inFlightN.Load())
-}
-
-// Queued is how many callers of class c wait for a slot now.
-func (l *Limiter) Queued(c Class) int {
-	if l == nil {
-		return 0
-	}
-	if c != Keyed {
-		c = Anonymous
-	}
-	return int(l.queuedN[c].Load())
-}
-
-// Limit is the configured limit; 0 for a disabled limiter.
-func (l *Limiter) Limit() int {
-	if l == nil {
-		return 0
-	}
-	return l.limit
 }
 
 // Stats is a snapshot of a Limiter's gauges and counters, for metrics. The

@@ -16,7 +16,7 @@ import (
 const long = time.Minute
 
 // queued is how many callers of either class wait.
-func queued(l *Limiter) int { return l.Queued(Keyed) + l.Queued(Anonymous) }
+func queued(l *Limiter) int { return l.Stats().QueuedKeyed + l.Stats().QueuedAnonymous }
 
 // acquireAsync starts Acquire in a goroutine and returns where its result goes.
 type result struct {
@@ -56,7 +56,7 @@ func recv(t *testing.T, ch <-chan result) result { return fixture.Recv(t, ch, "A
 
 func checkIdle(t *testing.T, l *Limiter) {
 	t.Helper()
-	if n := l.InFlight(); n != 0 {
+	if n := l.Stats().InFlight; n != 0 {
 		t.Errorf("InFlight = %d after every permit was released, want 0", n)
 	}
 	if n := queued(l); n != 0 {
@@ -107,8 +107,8 @@ func TestDisabled(t *testing.T) {
 			}
 			ps = append(ps, p)
 		}
-		if l.InFlight() != 0 || queued(l) != 0 || l.Limit() != 0 {
-			t.Errorf("%s: gauges %d/%d/%d, want zeros", name, l.InFlight(), queued(l), l.Limit())
+		if l.Stats().InFlight != 0 || queued(l) != 0 || l.Stats().Limit != 0 {
+			t.Errorf("%s: gauges %d/%d/%d, want zeros", name, l.Stats().InFlight, queued(l), l.Stats().Limit)
 		}
 		for _, p := range ps {
 			p.Release()
@@ -147,7 +147,7 @@ func TestPeakUnderLoad(t *testing.T) {
 						break
 					}
 				}
-				if g := l.InFlight(); g > limit {
+				if g := l.Stats().InFlight; g > limit {
 					t.Errorf("InFlight = %d > limit %d", g, limit)
 				}
 				time.Sleep(50 * time.Microsecond)
@@ -199,8 +199,8 @@ func TestPriority(t *testing.T) {
 			default:
 			}
 		}
-		if l.InFlight() != 1 {
-			t.Fatalf("InFlight = %d, want 1", l.InFlight())
+		if l.Stats().InFlight != 1 {
+			t.Fatalf("InFlight = %d, want 1", l.Stats().InFlight)
 		}
 		prev = r.p
 	}
@@ -261,16 +261,16 @@ func TestQueueFull(t *testing.T) {
 	if r := recv(t, a2); !errors.As(r.err, &be) || be.Reason != Displaced {
 		t.Fatalf("displaced anonymous waiter: %v, want a Displaced BusyError", r.err)
 	}
-	if l.Queued(Keyed) != 1 || l.Queued(Anonymous) != 1 {
-		t.Fatalf("queued keyed %d anonymous %d, want 1 and 1 (the keyed caller and a1)", l.Queued(Keyed), l.Queued(Anonymous))
+	if l.Stats().QueuedKeyed != 1 || l.Stats().QueuedAnonymous != 1 {
+		t.Fatalf("queued keyed %d anonymous %d, want 1 and 1 (the keyed caller and a1)", l.Stats().QueuedKeyed, l.Stats().QueuedAnonymous)
 	}
 	// With the queue full of keyed callers, a keyed caller is refused too.
 	k2 := acquireAsync(ctx, l, Keyed) // displaces a1
 	if r := recv(t, a1); !errors.As(r.err, &be) || be.Reason != Displaced {
 		t.Fatalf("second displaced anonymous waiter: %v, want a Displaced BusyError", r.err)
 	}
-	if l.Queued(Keyed) != 2 || l.Queued(Anonymous) != 0 {
-		t.Fatalf("queued keyed %d anonymous %d, want 2 and 0", l.Queued(Keyed), l.Queued(Anonymous))
+	if l.Stats().QueuedKeyed != 2 || l.Stats().QueuedAnonymous != 0 {
+		t.Fatalf("queued keyed %d anonymous %d, want 2 and 0", l.Stats().QueuedKeyed, l.Stats().QueuedAnonymous)
 	}
 	if _, err := l.Acquire(ctx, Keyed); !errors.As(err, &be) || be.Reason != QueueFull {
 		t.Fatalf("keyed caller at a queue full of keyed callers: %v, want QueueFull", err)
@@ -297,7 +297,7 @@ func TestQueueFull(t *testing.T) {
 // TestNoAllocs: the uncontended path and refusals at a full queue allocate
 // nothing, so that a flood costs the gateway no garbage.
 func TestNoAllocs(t *testing.T) {
-	l := New(DefaultConfig())
+	l := New(Config{Limit: DefaultLimit, Queue: DefaultQueue, Wait: DefaultWait})
 	ctx := context.Background()
 	if a := testing.AllocsPerRun(1000, func() {
 		p, _ := l.Acquire(ctx, Anonymous)
@@ -443,8 +443,8 @@ func TestReleaseIdempotent(t *testing.T) {
 	// The slot is reused; the stale permit must not free it.
 	q := mustAcquire(t, l, Anonymous)
 	p.Release()
-	if l.InFlight() != 1 {
-		t.Fatalf("a stale Release freed the new holder's slot: InFlight = %d", l.InFlight())
+	if l.Stats().InFlight != 1 {
+		t.Fatalf("a stale Release freed the new holder's slot: InFlight = %d", l.Stats().InFlight)
 	}
 	waiting := queueUp(t, context.Background(), l, Keyed)
 	p.Release()
@@ -475,8 +475,8 @@ func TestAcquireAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if station.InFlight() != 1 || global.InFlight() != 1 {
-		t.Fatalf("in flight: station %d global %d, want 1 and 1", station.InFlight(), global.InFlight())
+	if station.Stats().InFlight != 1 || global.Stats().InFlight != 1 {
+		t.Fatalf("in flight: station %d global %d, want 1 and 1", station.Stats().InFlight, global.Stats().InFlight)
 	}
 	type chainResult struct {
 		ps  Permits
@@ -488,8 +488,8 @@ func TestAcquireAll(t *testing.T) {
 		second <- chainResult{ps, err}
 	}()
 	fixture.WaitFor(t, "the second request to wait for the station", func() bool { return queued(station) == 1 })
-	if global.InFlight() != 1 {
-		t.Fatalf("a request waiting for its station holds a global slot: global in flight %d", global.InFlight())
+	if global.Stats().InFlight != 1 {
+		t.Fatalf("a request waiting for its station holds a global slot: global in flight %d", global.Stats().InFlight)
 	}
 	// The global slot it does not hold serves another station meanwhile.
 	other, err := AcquireAll(ctx, Anonymous, nil, global)
@@ -517,7 +517,7 @@ func TestAcquireAll(t *testing.T) {
 	if !errors.As(r.err, &be) || be.Reason != WaitTimeout {
 		t.Fatalf("second request: %v, want WaitTimeout from the global limiter", r.err)
 	}
-	if station.InFlight() != 0 {
+	if station.Stats().InFlight != 0 {
 		t.Fatalf("a refusal by the global limiter kept the station's slot")
 	}
 	if r.ps != (Permits{}) {
@@ -644,12 +644,15 @@ func TestStrings(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
-	for _, c := range []Config{DefaultConfig(), DefaultMainThreadConfig()} {
+	for _, c := range []Config{
+		{Limit: DefaultLimit, Queue: DefaultQueue, Wait: DefaultWait},
+		{Limit: DefaultMainThreadLimit, Queue: DefaultMainThreadQueue, Wait: DefaultWait},
+	} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
-	if DefaultConfig().Limit != 8 || DefaultMainThreadConfig().Limit != 1 {
+	if DefaultLimit != 8 || DefaultMainThreadLimit != 1 {
 		t.Error("default limits: 8 for the backend, 1 for the main thread")
 	}
 	// Retry-After is the wait bound rounded up to whole seconds.
@@ -674,7 +677,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 }
 
 func BenchmarkAcquireAll(b *testing.B) {
-	station := New(Config{Limit: DefaultMainThreadLimit, Queue: DefaultMainThreadQueue, Wait: DefaultMainThreadWait})
+	station := New(Config{Limit: DefaultMainThreadLimit, Queue: DefaultMainThreadQueue, Wait: DefaultWait})
 	global := New(Config{Limit: DefaultLimit, Queue: DefaultQueue, Wait: DefaultWait})
 	ls := []*Limiter{station, global}
 	ctx := context.Background()

@@ -60,13 +60,3 @@ func (q *Quota) Give(client string) {
 	}
 	q.n[client]--
 }
-
-// Clients is how many clients have requests open now.
-func (q *Quota) Clients() int {
-	if q == nil {
-		return 0
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.n)
-}

@@ -23,7 +23,7 @@ func TestQuota(t *testing.T) {
 	q.Give("a")
 	q.Give("a")
 	q.Give("b")
-	if n := q.Clients(); n != 0 {
+	if n := len(q.n); n != 0 {
 		t.Errorf("%d clients left after every place was given back", n)
 	}
 	var nilQ *Quota
@@ -56,7 +56,7 @@ func TestQuotaConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if peak > 3 || q.Clients() != 0 {
-		t.Errorf("peak %d open (max 3), %d clients left", peak, q.Clients())
+	if peak > 3 || len(q.n) != 0 {
+		t.Errorf("peak %d open (max 3), %d clients left", peak, len(q.n))
 	}
 }

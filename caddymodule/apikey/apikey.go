@@ -152,8 +152,8 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 // Validate checks what can be checked before placeholders are expanded: the
 // name, that the text is not empty, the form of a digest written in
 // place, that a scope is not empty and a cap at least 1 (the endpoint names
-// are the handler's to check). The Caddyfile parser and the handler's Provision call it; NewKeyring
-// checks the expanded text again.
+// are the handler's to check). The Caddyfile parser and the handler's
+// Provision call it; NewKeyring checks the expanded text again.
 func (k Key) Validate() error {
 	if k.Name != "" {
 		if err := ValidateName(k.Name); err != nil {
@@ -193,41 +193,6 @@ func ValidateName(name string) error {
 	}
 	return nil
 }
-
-// FromCaddyfile reads the arguments of the Caddyfile line
-//
-//	key [<name>] <secret|sha256:<hex>>
-//
-// (one argument is the secret, two are the name and the secret) and checks
-// them with Validate. A first of two words that looks like a secret (the
-// form Generate makes, or a digest) is refused with errSecretAsName: two
-// keys pasted on one line would otherwise make the first secret the second
-// key's name, which logs and metrics publish. Errors start with "key: "; the
-// parser adds the file and line with Dispenser.Errf("%v", err).
-func FromCaddyfile(args []string) (Key, error) {
-	var k Key
-	switch len(args) {
-	case 1:
-		k.Secret = args[0]
-	case 2:
-		k.Name, k.Secret = args[0], args[1]
-		if IsGenerated(k.Name) || strings.HasPrefix(k.Name, DigestPrefix) {
-			return Key{}, fmt.Errorf("key: %w", errSecretAsName)
-		}
-		if err := ValidateName(k.Name); err != nil {
-			return Key{}, fmt.Errorf("key: %v; write key <name> <secret>", err)
-		}
-	default:
-		return Key{}, fmt.Errorf("key: want [<name>] <secret|sha256:<hex>>, got %d arguments", len(args))
-	}
-	if err := k.Validate(); err != nil {
-		return Key{}, fmt.Errorf("key: %v", err)
-	}
-	return k, nil
-}
-
-// errSecretAsName is the error for a key whose name looks like a secret.
-var errSecretAsName = errors.New("the first of two words looks like a secret, not a name; write key <name> <secret>")
 
 // ParseDigest reads "sha256:<64 hex digits>". The error shows at most the
 // first hex digits of the text and the position of the first character that

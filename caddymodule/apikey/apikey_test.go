@@ -121,48 +121,6 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestFromCaddyfile(t *testing.T) {
-	d := Digest("s")
-	for _, c := range []struct {
-		args []string
-		want Key
-	}{
-		{[]string{"my-secret-0123456789"}, Key{Secret: "my-secret-0123456789"}},
-		{[]string{"{env.KEY}"}, Key{Secret: "{env.KEY}"}},
-		{[]string{d}, Key{Secret: d}},
-		{[]string{"discord-bot", d}, Key{Name: "discord-bot", Secret: d}},
-		{[]string{"website", "{env.WEB}"}, Key{Name: "website", Secret: "{env.WEB}"}},
-	} {
-		got, err := FromCaddyfile(c.args)
-		if err != nil || !reflect.DeepEqual(got, c.want) {
-			t.Errorf("FromCaddyfile(%q) = %+v, %v; want %+v", c.args, got, err, c.want)
-		}
-	}
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{nil, "key: want [<name>] <secret|sha256:<hex>>, got 0 arguments"},
-		{[]string{"a", "b", "c"}, "key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"},
-		{[]string{"x y", "secret"}, "key: invalid name (letters, digits, _ and -); write key <name> <secret>"},
-		{[]string{"sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
-		{[]string{"bot", "sha256:12ab"}, "key: malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
-		{[]string{"  "}, "key: empty key"},
-		{[]string{"bot", ""}, "key: empty key"},
-		// Two secrets pasted on one line: generated ones, a digest first.
-		{[]string{"sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", "sg_IA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKis"},
-			"key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
-		{[]string{d, "my-secret-0123456789"}, "key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
-		{[]string{"sha256:12ab", "my-secret-0123456789"}, "key: the first of two words looks like a secret, not a name; write key <name> <secret>"},
-		{[]string{"Qx7+Zk9/Wv3=", "my-secret-0123456789"}, "key: invalid name (letters, digits, _ and -); write key <name> <secret>"},
-	} {
-		_, err := FromCaddyfile(c.args)
-		if err == nil || err.Error() != c.want {
-			t.Errorf("FromCaddyfile(%q) = %v, want %q", c.args, err, c.want)
-		}
-	}
-}
-
 // jsonRoundTrip decodes in, checks it gives want, and encodes it back, which
 // must give out.
 func jsonRoundTrip(t *testing.T, in string, want []Key, out string) {

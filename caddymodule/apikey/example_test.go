@@ -18,11 +18,18 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(kr.Lookup("sg_the-bots-secret"))
-	fmt.Println(kr.Lookup("an-old-unnamed-secret-0123"))
-	fmt.Println(kr.Lookup("a guess"))
+	// Match gives the position of the key presented; Names, in the same
+	// order, what logs and metrics call it.
+	names := kr.Names()
+	for _, presented := range []string{"sg_the-bots-secret", "an-old-unnamed-secret-0123", "a guess"} {
+		if i, ok := kr.Match(presented); ok {
+			fmt.Println(names[i])
+		} else {
+			fmt.Println("no key")
+		}
+	}
 	// Output:
-	// discord-bot true
-	// key-1 true
-	//  false
+	// discord-bot
+	// key-1
+	// no key
 }

@@ -2,7 +2,7 @@ package apikey
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
+	"crypto/subtle"
 	"fmt"
 	"strings"
 )
@@ -11,28 +11,15 @@ import (
 // names. It is immutable once built and safe for concurrent use.
 //
 // Match hashes the presented key once and compares the digest with every
-// configured digest, all of them, with no branch on the data: the time it
-// takes depends only on the number of keys, never on which key matched, how
-// much of a key matched or whether any did. Comparing fixed-size digests
+// configured digest, all of them, in constant time (crypto/subtle): the time
+// it takes depends only on the number of keys, never on which key matched,
+// how much of a key matched or whether any did. Comparing fixed-size digests
 // rather than the keys also hides the keys' lengths. A presented key longer
 // than MaxSecretLength is refused before it is hashed, so that the work is
 // bounded whatever a caller sends.
 type Keyring struct {
-	digests []digestWords
+	digests [][sha256.Size]byte
 	names   []string
-}
-
-// digestWords is a digest as four machine words, so that a comparison is four
-// XORs instead of a loop over 32 bytes.
-type digestWords [4]uint64
-
-func wordsOf(d *[sha256.Size]byte) digestWords {
-	return digestWords{
-		binary.LittleEndian.Uint64(d[0:]),
-		binary.LittleEndian.Uint64(d[8:]),
-		binary.LittleEndian.Uint64(d[16:]),
-		binary.LittleEndian.Uint64(d[24:]),
-	}
 }
 
 // MaxSecretLength is the longest secret a key may have, in bytes: far more
@@ -58,29 +45,28 @@ const MaxSecretLength = 256
 // as `key <secret> <secret>`), which logs and metrics would publish.
 func NewKeyring(keys []Key) (*Keyring, error) {
 	kr := &Keyring{
-		digests: make([]digestWords, 0, len(keys)),
+		digests: make([][sha256.Size]byte, 0, len(keys)),
 		names:   make([]string, 0, len(keys)),
 	}
 	// A name that is another key's secret first, before an error below
 	// quotes the name.
-	bySecret := make(map[digestWords]int, len(keys))
+	bySecret := make(map[[sha256.Size]byte]int, len(keys))
 	for i, k := range keys {
 		d, err := digestOf(k.Secret)
-		if _, seen := bySecret[wordsOf(&d)]; err == nil && !seen {
-			bySecret[wordsOf(&d)] = i + 1
+		if _, seen := bySecret[d]; err == nil && !seen {
+			bySecret[d] = i + 1
 		}
 	}
 	for i, k := range keys {
 		if k.Name == "" {
 			continue
 		}
-		d := sha256.Sum256([]byte(k.Name))
-		if prev, ok := bySecret[wordsOf(&d)]; ok {
+		if prev, ok := bySecret[sha256.Sum256([]byte(k.Name))]; ok {
 			return nil, fmt.Errorf("key #%d: the name is the secret of key #%d; write the name, then the secret", i+1, prev)
 		}
 	}
 	byName := make(map[string]int, len(keys))
-	byDigest := make(map[digestWords]int, len(keys))
+	byDigest := make(map[[sha256.Size]byte]int, len(keys))
 	for i, k := range keys {
 		n := i + 1
 		name := k.Name
@@ -99,13 +85,12 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 		if prev, dup := byName[name]; dup {
 			return nil, fmt.Errorf("key #%d: name '%s' is already the name of key #%d", n, name, prev)
 		}
-		w := wordsOf(&d)
-		if prev, dup := byDigest[w]; dup {
+		if prev, dup := byDigest[d]; dup {
 			return nil, fmt.Errorf("key #%d '%s' has the same secret as key #%d '%s'", n, name, prev, kr.names[prev-1])
 		}
 		byName[name] = n
-		byDigest[w] = n
-		kr.digests = append(kr.digests, w)
+		byDigest[d] = n
+		kr.digests = append(kr.digests, d)
 		kr.names = append(kr.names, name)
 	}
 	return kr, nil
@@ -141,16 +126,6 @@ func (kr *Keyring) Names() []string {
 	return append([]string(nil), kr.names...)
 }
 
-// Lookup reports the name of the key presented, if it is one of the keyring's.
-// It does not allocate.
-func (kr *Keyring) Lookup(presented string) (name string, ok bool) {
-	i, ok := kr.Match(presented)
-	if !ok {
-		return "", false
-	}
-	return kr.names[i], true
-}
-
 // Match reports the position (from 0, in configuration order) of the key
 // presented, if it is one of the keyring's; see Keyring for why it takes the
 // same time whatever matched. It does not allocate. An empty or nil keyring
@@ -161,22 +136,13 @@ func (kr *Keyring) Match(presented string) (index int, ok bool) {
 	}
 	var buf [MaxSecretLength]byte // a []byte(presented) would allocate
 	sum := sha256.Sum256(buf[:copy(buf[:], presented)])
-	p := wordsOf(&sum)
-	var found, at uint64
+	found, at := 0, -1
 	for i := range kr.digests {
-		k := &kr.digests[i]
-		x := (p[0] ^ k[0]) | (p[1] ^ k[1]) | (p[2] ^ k[2]) | (p[3] ^ k[3])
-		// eq is 1 when x is 0 and 0 otherwise: x|-x has its top bit set
-		// exactly when x is not zero. No branch, so no timing difference.
-		eq := ((x | -x) >> 63) ^ 1
-		mask := -eq // all ones on a match, zero otherwise
-		at = at&^mask | uint64(i)&mask
+		eq := subtle.ConstantTimeCompare(sum[:], kr.digests[i][:])
+		at = subtle.ConstantTimeSelect(eq, i, at)
 		found |= eq
 	}
 	// The digests are distinct (NewKeyring refuses duplicates), so at most one
 	// matched and at is its position.
-	if found == 0 {
-		return -1, false
-	}
-	return int(at), true
+	return at, found == 1
 }

@@ -36,9 +36,6 @@ import (
 )
 
 const (
-	// DefaultMaxBody is the gateway's hold-back buffer, 256 KiB: a body the
-	// gateway streams instead of holding whole cannot be shared.
-	DefaultMaxBody = 256 << 10
 	// DefaultTimeout bounds how long a leader's request runs on for its
 	// followers after the leader's own context ended: the longest wait for
 	// admission (2 s) plus the slowest station (about 2 s for /placeholders),
@@ -98,8 +95,9 @@ func (o Outcome) String() string {
 
 // Config sets a Group's limits. Zero fields take their defaults.
 type Config struct {
-	// MaxBody is the largest body, in bytes, that is shared. Default:
-	// DefaultMaxBody.
+	// MaxBody is the largest body, in bytes, that is shared; the gateway
+	// gives the largest answer it holds whole (max_response), since one it
+	// streams cannot be shared. Default: 0, no bound of its own.
 	MaxBody int
 	// Timeout bounds how long the leader's request runs on for its
 	// followers once the leader's own context has ended. Default:
@@ -117,6 +115,7 @@ type Group struct {
 	calls map[string]*call
 
 	led, shared, alone, abandoned atomic.Uint64
+	released, unshareable         atomic.Uint64
 }
 
 // New returns a Group with the limits of c. It panics on a negative limit:
@@ -124,9 +123,6 @@ type Group struct {
 func New(c Config) *Group {
 	if c.MaxBody < 0 || c.Timeout < 0 {
 		panic(fmt.Sprintf("coalesce: negative limit in %+v", c))
-	}
-	if c.MaxBody == 0 {
-		c.MaxBody = DefaultMaxBody
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -165,7 +161,9 @@ func Release(ctx context.Context) {
 	if !ok {
 		return
 	}
-	c.g.finish(c, nil, false)
+	if c.g.finish(c, nil, false) {
+		c.g.released.Add(1)
+	}
 }
 
 // Do returns the result of fn for key, sharing one run of fn between the
@@ -238,8 +236,8 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 	returned := false
 	defer func() {
 		stop()
-		if !returned {
-			g.finish(c, nil, false) // fn panicked or called runtime.Goexit
+		if !returned && g.finish(c, nil, false) { // fn panicked or called runtime.Goexit
+			g.unshareable.Add(1)
 		}
 		if c.timer != nil { // set under g.mu before finish set c.over
 			c.timer.Stop()
@@ -248,7 +246,10 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 	}()
 	res, err := fn(lctx)
 	returned = true
-	g.finish(c, res, err == nil && g.shareable(res))
+	share := err == nil && g.shareable(res)
+	if g.finish(c, res, share) && !share {
+		g.unshareable.Add(1)
+	}
 	return res, Led, err
 }
 
@@ -286,12 +287,13 @@ func (g *Group) drop(c *call) {
 }
 
 // finish publishes the leader's result and releases the followers, once:
-// after Release, the result fn returns is the leader's alone.
-func (g *Group) finish(c *call, res *Result, share bool) {
+// after Release, the result fn returns is the leader's alone. It reports
+// whether this call was the one.
+func (g *Group) finish(c *call, res *Result, share bool) bool {
 	g.mu.Lock()
 	if c.over {
 		g.mu.Unlock()
-		return
+		return false
 	}
 	c.over = true
 	if g.calls[c.key] == c {
@@ -303,13 +305,14 @@ func (g *Group) finish(c *call, res *Result, share bool) {
 	}
 	g.mu.Unlock()
 	close(c.done)
+	return true
 }
 
 // shareable reports whether res may go to callers other than the leader.
 func (g *Group) shareable(res *Result) bool {
 	return res != nil &&
 		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
-		len(res.Body) <= g.maxBody
+		(g.maxBody == 0 || len(res.Body) <= g.maxBody)
 }
 
 // Stats is a snapshot of a Group's counters, for metrics.
@@ -321,6 +324,12 @@ type Stats struct {
 	// followers served by a leader, Alone the followers that ran their own
 	// request, Abandoned the followers that gave up waiting.
 	Led, Shared, Alone, Abandoned uint64
+	// Counters of leaders whose answer was not shared, since New: Released
+	// those that let their followers go before the answer was complete
+	// (Release: an answer too large to hold), Unshareable those whose
+	// finished answer could not be shared (an error, a 429 or 5xx, a body
+	// over MaxBody, a panic).
+	Released, Unshareable uint64
 }
 
 // Stats returns the Group's counters. A nil Group reports zeros.
@@ -332,10 +341,12 @@ func (g *Group) Stats() Stats {
 	n := len(g.calls)
 	g.mu.Unlock()
 	return Stats{
-		InFlight:  n,
-		Led:       g.led.Load(),
-		Shared:    g.shared.Load(),
-		Alone:     g.alone.Load(),
-		Abandoned: g.abandoned.Load(),
+		InFlight:    n,
+		Led:         g.led.Load(),
+		Shared:      g.shared.Load(),
+		Alone:       g.alone.Load(),
+		Abandoned:   g.abandoned.Load(),
+		Released:    g.released.Load(),
+		Unshareable: g.unshareable.Load(),
 	}
 }

@@ -176,6 +176,13 @@ func TestNotShared(t *testing.T) {
 			if want := map[bool]int32{true: 0, false: 2}[tc.share]; runs.Load() != want {
 				t.Errorf("followers' fns ran %d times, want %d", runs.Load(), want)
 			}
+			want := Stats{Led: 1, Shared: 2}
+			if !tc.share {
+				want = Stats{Led: 1, Alone: 2, Unshareable: 1}
+			}
+			if st := g.Stats(); st != want {
+				t.Errorf("Stats = %+v, want %+v", st, want)
+			}
 		})
 	}
 }
@@ -448,7 +455,7 @@ func TestNilGroup(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	g := New(Config{})
-	if g.maxBody != DefaultMaxBody || g.timeout != DefaultTimeout {
+	if g.maxBody != 0 || g.timeout != DefaultTimeout {
 		t.Errorf("defaults %d %v", g.maxBody, g.timeout)
 	}
 	defer func() {
@@ -596,6 +603,11 @@ func TestRelease(t *testing.T) {
 		t.Fatalf("leader: %v %q", o.how, o.res.Body)
 	}
 	Release(context.Background()) // no call: nothing happens
+	// Released once; the answer returned after it is neither shared nor
+	// counted as unshareable.
+	if st := g.Stats(); st != (Stats{Led: 2, Released: 1}) {
+		t.Errorf("Stats = %+v, want two leaders, one released", st)
+	}
 }
 
 // TestReleaseFreesWaitingFollowers checks that followers already waiting when

@@ -66,14 +66,6 @@ func New(max, share int64) *Budget {
 	return &Budget{max: max, share: share, by: make(map[string]*holding)}
 }
 
-// Max is the Budget's bound on all held bytes; 0 for the nil Budget.
-func (b *Budget) Max() int64 {
-	if b == nil {
-		return 0
-	}
-	return b.max
-}
-
 // Held is how many bytes are held now.
 func (b *Budget) Held() int64 {
 	if b == nil {

@@ -4,7 +4,7 @@
 // admin endpoint or the metrics handler.
 //
 // Every label value comes from the config: endpoint names, key names, field
-// names, and the fixed set of outcomes. None ever comes from a request, so
+// names, guard names, and fixed sets such as the outcomes. None ever comes from a request, so
 // the number of series is bounded by the config however callers behave. The
 // API enforces it: label values are given once, to New, which creates every
 // series; the request path then holds pre-resolved counters (an Endpoint per
@@ -12,16 +12,29 @@
 // request is an atomic add on such a counter: a few nanoseconds, no
 // allocation, no map lookup.
 //
-// The series, all counters but the last two:
+// The series the handlers count, all counters:
 //
 //	caddy_http_statusgate_requests_total{endpoint,outcome}      requests, by endpoint and Outcome
 //	caddy_http_statusgate_key_requests_total{key}               requests with an accepted key, by key name
+//	caddy_http_statusgate_key_refused_total{key}                requests refused outside the key's scope
 //	caddy_http_statusgate_unknown_key_requests_total            requests with a key that matches none
 //	caddy_http_statusgate_fields_removed_total{endpoint,field}  responses a protected field was removed from
 //	caddy_http_statusgate_filter_in_bytes_total{endpoint}       bytes read by the field layer
 //	caddy_http_statusgate_filter_out_bytes_total{endpoint}      bytes written by the field layer
-//	caddy_http_statusgate_backend_requests_in_flight            gauge: requests at the backend now
-//	caddy_http_statusgate_backend_requests_queued{class}        gauge: requests waiting for the backend, anonymous or keyed
+//
+// and the series of the backend guards, read from the guards' own counters
+// when scraped (see Guard), by guard name:
+//
+//	caddy_http_statusgate_backend_requests_in_flight{guard}       gauge: requests holding a backend slot
+//	caddy_http_statusgate_backend_requests_queued{guard,class}    gauge: requests waiting for one, anonymous or keyed
+//	caddy_http_statusgate_held_bytes{guard}                       gauge: answer bytes held for clients
+//	caddy_http_statusgate_cache_lookups_total{guard,result}       micro-cache lookups: hit, stale, miss
+//	caddy_http_statusgate_cache_evictions_total{guard}            micro-cache entries evicted for room
+//	caddy_http_statusgate_cache_entries{guard}                    gauge: micro-cache entries
+//	caddy_http_statusgate_cache_bytes{guard}                      gauge: micro-cache bytes
+//	caddy_http_statusgate_coalesce_requests_total{guard,role}     coalescing callers: led, shared, alone, abandoned
+//	caddy_http_statusgate_coalesce_unshared_total{guard,reason}   leaders' answers not shared: released, unshareable
+//	caddy_http_statusgate_coalesce_in_flight{guard}               gauge: trips identical requests can join
 //
 // Requests that match no configured endpoint (an unknown path, a preflight
 // answered before routing) count under the endpoint OtherEndpoint, "_other",
@@ -31,14 +44,17 @@
 // caddy.NewContext), so after a reload the collectors are new, start from
 // zero as Caddy's own caddy_http_requests_total does, and carry only the
 // label values of the new config: a removed key or endpoint leaves no stale
-// series behind. Within one config, several statusgate handlers share the
-// registry; the first registers the collectors and the others use the same
-// ones (see New), so a series that two handlers both configure sums both.
+// series behind. The guards' series are the exception: a guard that the new
+// config keeps carries its counts on (see Guard). Within one config, several
+// statusgate handlers share the registry; the first registers the collectors
+// and the others use the same ones (see New), so a series that two handlers
+// both configure sums both, and a guard they share counts once.
 package metrics
 
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,6 +86,10 @@ type Config struct {
 	// position the keyring matches selects the counter (KeyUsed). Default:
 	// none.
 	Keys []string
+
+	// Guard is the handler's backend guard, whose counters are exported
+	// with those of the other handlers' guards. Default: none.
+	Guard Guard
 }
 
 // Metrics is one handler's set of counters. A nil *Metrics counts nothing,
@@ -80,8 +100,6 @@ type Metrics struct {
 	keys       []prometheus.Counter
 	keyRefused []prometheus.Counter
 	unknownKey prometheus.Counter
-	inFlight   prometheus.Gauge
-	queued     [2]prometheus.Gauge // anonymous, keyed
 }
 
 // Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
@@ -103,16 +121,11 @@ type collectors struct {
 	fields     *prometheus.CounterVec
 	filterIn   *prometheus.CounterVec
 	filterOut  *prometheus.CounterVec
-	inFlight   prometheus.Gauge
-	queued     *prometheus.GaugeVec
+	guards     *guardCollector
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help}, labels)
-}
-
-func gauge(name, help string) prometheus.Gauge {
-	return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help})
 }
 
 func newCollectors() *collectors {
@@ -132,19 +145,19 @@ func newCollectors() *collectors {
 			"Response bytes from the backend that went through the field layer.", "endpoint"),
 		filterOut: counterVec("filter_out_bytes_total",
 			"Response bytes the field layer wrote to callers.", "endpoint"),
-		inFlight: gauge("backend_requests_in_flight",
-			"Requests forwarded to the backend and not yet answered."),
-		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem,
-			Name: "backend_requests_queued",
-			Help: "Requests waiting for the backend's capacity (admission control), by caller class."}, []string{"class"}),
+		guards: new(guardCollector),
 	}
 }
 
 // register registers every collector with reg. A collector already
 // registered there by another statusgate handler of the same config is used
 // instead of the new one, so the two count into the same series rather than
-// failing or exporting a family twice. On any other error nothing that this
-// call registered stays registered.
+// failing or exporting a family twice.
+//
+// Any other error fails the handler's Provision and with it the config, and
+// Caddy then drops the registry it made for that config (each load has its
+// own, from caddy.NewContext): what this call registered before the error
+// goes with it, so it is not unregistered here.
 func (c *collectors) register(reg *prometheus.Registry) error {
 	r := &registration{reg: reg}
 	c.requests = reuse(r, c.requests)
@@ -154,22 +167,15 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	c.fields = reuse(r, c.fields)
 	c.filterIn = reuse(r, c.filterIn)
 	c.filterOut = reuse(r, c.filterOut)
-	c.inFlight = reuse(r, c.inFlight)
-	c.queued = reuse(r, c.queued)
-	if r.err != nil {
-		for _, a := range r.added {
-			reg.Unregister(a)
-		}
-	}
+	c.guards = reuse(r, c.guards)
 	return r.err
 }
 
-// registration is one register call's progress: what it added, and the
-// first error, after which it tries nothing more.
+// registration is one register call's progress: the first error, after
+// which it tries nothing more.
 type registration struct {
-	reg   *prometheus.Registry
-	added []prometheus.Collector
-	err   error
+	reg *prometheus.Registry
+	err error
 }
 
 // reuse registers c, or returns the collector of the same type already
@@ -180,7 +186,6 @@ func reuse[T prometheus.Collector](r *registration, c T) T {
 	}
 	err := r.reg.Register(c)
 	if err == nil {
-		r.added = append(r.added, c)
 		return c
 	}
 	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
@@ -207,11 +212,12 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 			return nil, err
 		}
 	}
+	if cfg.Guard != (Guard{}) {
+		c.guards.add(cfg.Guard)
+	}
 	m := &Metrics{
 		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
 		unknownKey: c.unknownKey,
-		inFlight:   c.inFlight,
-		queued:     [2]prometheus.Gauge{c.queued.WithLabelValues("anonymous"), c.queued.WithLabelValues("keyed")},
 	}
 	for _, name := range cfg.Endpoints {
 		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
@@ -221,8 +227,7 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 		m.keys = append(m.keys, c.keys.WithLabelValues(name))
 		m.keyRefused = append(m.keyRefused, c.keyRefused.WithLabelValues(name))
 	}
-	// The unknown-key counter and the gauge have no labels: they exist from
-	// registration on.
+	// The unknown-key counter has no labels: it exists from registration on.
 	return m, nil
 }
 
@@ -235,7 +240,7 @@ func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 		e.requests[o] = c.requests.WithLabelValues(name, o.String())
 	}
 	for _, f := range fields {
-		if !contains(e.fieldNames, f) {
+		if !slices.Contains(e.fieldNames, f) {
 			e.fieldNames = append(e.fieldNames, f)
 			e.fields = append(e.fields, c.fields.WithLabelValues(name, f))
 		}
@@ -292,15 +297,6 @@ func (cfg *Config) check() error {
 	return nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // Endpoint returns the counters of the configured endpoint name, or nil (which
 // counts nothing) for a name that was not in Config.Endpoints. Resolve it once
 // at provision time and keep it with the endpoint.
@@ -347,21 +343,6 @@ func (m *Metrics) UnknownKey() {
 	m.unknownKey.Inc()
 }
 
-// BackendStarted counts a request forwarded to the backend; BackendDone,
-// called once for each, when its response is complete.
-func (m *Metrics) BackendStarted() {
-	if m != nil {
-		m.inFlight.Inc()
-	}
-}
-
-// BackendDone ends what BackendStarted began.
-func (m *Metrics) BackendDone() {
-	if m != nil {
-		m.inFlight.Dec()
-	}
-}
-
 // Count counts a request with outcome o. A value that is not an Outcome
 // counts nothing.
 func (e *Endpoint) Count(o Outcome) {
@@ -379,11 +360,8 @@ func (e *Endpoint) FieldsRemoved(names []string) {
 		return
 	}
 	for _, n := range names {
-		for i, f := range e.fieldNames {
-			if f == n {
-				e.fields[i].Inc()
-				break
-			}
+		if i := slices.Index(e.fieldNames, n); i >= 0 {
+			e.fields[i].Inc()
 		}
 	}
 }
@@ -400,28 +378,4 @@ func (e *Endpoint) FilterBytes(in, out int64) {
 	if out > 0 {
 		e.filterOut.Add(float64(out))
 	}
-}
-
-// QueueEnter counts a request that starts waiting for the backend's capacity
-// (withKey: a caller with an accepted key); QueueLeave, called once for each,
-// when it stops waiting, admitted or not.
-func (m *Metrics) QueueEnter(withKey bool) {
-	if m != nil {
-		m.queued[queueClass(withKey)].Inc()
-	}
-}
-
-// QueueLeave ends what QueueEnter counted.
-func (m *Metrics) QueueLeave(withKey bool) {
-	if m != nil {
-		m.queued[queueClass(withKey)].Dec()
-	}
-}
-
-// queueClass indexes Metrics.queued: anonymous, keyed.
-func queueClass(withKey bool) int {
-	if withKey {
-		return 1
-	}
-	return 0
 }

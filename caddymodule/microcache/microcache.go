@@ -14,8 +14,8 @@
 // different fields) plus the canonical upstream path and query, so that
 // anonymous and keyed responses never mix.
 //
-// Entries are immutable: Put stores its own copy of the body, and Get returns
-// the stored slices and header, which no one may modify.
+// Entries are immutable: Put stores its own copy of the body, and GetStale
+// returns the stored slices and header, which no one may modify.
 package microcache
 
 import (
@@ -56,15 +56,15 @@ type Entry struct {
 	// Status is the HTTP status code, 2xx.
 	Status int
 	// Header is the subset of the response's header the caller stored; it is
-	// shared by every Get and must not be modified.
+	// shared by every lookup and must not be modified.
 	Header http.Header
-	// Body is the whole body; it is shared by every Get and must not be
+	// Body is the whole body; it is shared by every lookup and must not be
 	// modified (its capacity is its length, so an append copies).
 	Body []byte
 }
 
 // Cache is a TTL cache of responses with LRU eviction. The nil *Cache is a
-// disabled one: every Get misses and Put stores nothing. Its methods are safe
+// disabled one: every lookup misses and Put stores nothing. Its methods are safe
 // for concurrent use.
 type Cache struct {
 	maxBytes int64
@@ -77,7 +77,7 @@ type Cache struct {
 	lru   item // sentinel of a ring: lru.next is the most recently used
 	bytes int64
 
-	hits, misses, expired, evictions, stale atomic.Uint64
+	hits, stale, misses, evictions atomic.Uint64
 }
 
 // item is one entry in the map and the LRU ring.
@@ -107,36 +107,6 @@ func New(c Config) *Cache {
 	return ca
 }
 
-// Get returns the entry stored under key, unless it has expired.
-func (c *Cache) Get(key string) (Entry, bool) {
-	if c == nil {
-		return Entry{}, false
-	}
-	now := c.now()
-	c.mu.Lock()
-	it := c.items[key]
-	if it == nil {
-		c.mu.Unlock()
-		c.misses.Add(1)
-		return Entry{}, false
-	}
-	if !now.Before(it.expires) {
-		if !now.Before(it.gone) {
-			c.remove(it)
-		}
-		c.mu.Unlock()
-		c.misses.Add(1)
-		c.expired.Add(1)
-		return Entry{}, false
-	}
-	c.unlink(it)
-	c.pushFront(it)
-	e := it.entry
-	c.mu.Unlock()
-	c.hits.Add(1)
-	return e, true
-}
-
 // GetStale returns the entry stored under key, fresh or past its time to live
 // but within the grace (Config.Grace), and whether it is fresh. A caller that
 // gets a stale entry serves it and refreshes it.
@@ -152,13 +122,16 @@ func (c *Cache) GetStale(key string) (e Entry, fresh, ok bool) {
 			c.remove(it)
 		}
 		c.mu.Unlock()
+		c.misses.Add(1)
 		return Entry{}, false, false
 	}
 	c.unlink(it)
 	c.pushFront(it)
 	e, fresh = it.entry, now.Before(it.expires)
 	c.mu.Unlock()
-	if !fresh {
+	if fresh {
+		c.hits.Add(1)
+	} else {
 		c.stale.Add(1)
 	}
 	return e, fresh, true
@@ -186,11 +159,12 @@ func (c *Cache) Put(key string, e Entry, ttl time.Duration) bool {
 	}
 	body := make([]byte, len(e.Body))
 	copy(body, e.Body)
+	now := c.now() // once: a second reading could put gone past expires without a grace
 	it := &item{
 		key:     key,
 		entry:   Entry{Status: e.Status, Header: e.Header.Clone(), Body: body},
-		expires: c.now().Add(ttl),
-		gone:    c.now().Add(ttl + c.grace),
+		expires: now.Add(ttl),
+		gone:    now.Add(ttl + c.grace),
 		size:    size,
 	}
 
@@ -231,17 +205,17 @@ func (c *Cache) pushFront(it *item) {
 // Stats is a snapshot of a Cache's gauges and counters, for metrics.
 type Stats struct {
 	// Entries and Bytes are what the cache holds now, Bytes as counted
-	// against MaxBytes. Expired entries count until a Get finds them or
-	// eviction takes them.
+	// against MaxBytes. Entries past their grace count until a lookup finds
+	// them or eviction takes them.
 	Entries int
 	Bytes   int64
-	// Counters since New. Misses include Expired, the Gets that found an
-	// entry past its time to live; Evictions are entries removed, least
-	// recently used first, to make room for new ones.
-	Hits, Misses, Expired, Evictions uint64
-	// Stale counts GetStale calls that returned an entry past its time to
-	// live.
-	Stale uint64
+	// Counters of lookups (GetStale) since New, by what they found: a fresh
+	// entry (Hits), one past its time to live but within the grace (Stale),
+	// none (Misses).
+	Hits, Stale, Misses uint64
+	// Evictions counts entries removed, least recently used first, to make
+	// room for new ones.
+	Evictions uint64
 }
 
 // Stats returns the cache's gauges and counters. A nil Cache reports zeros.
@@ -256,9 +230,8 @@ func (c *Cache) Stats() Stats {
 		Entries:   n,
 		Bytes:     b,
 		Hits:      c.hits.Load(),
-		Misses:    c.misses.Load(),
-		Expired:   c.expired.Load(),
-		Evictions: c.evictions.Load(),
 		Stale:     c.stale.Load(),
+		Misses:    c.misses.Load(),
+		Evictions: c.evictions.Load(),
 	}
 }

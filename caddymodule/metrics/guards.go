@@ -1,0 +1,199 @@
+package metrics
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/statusgate/statusgate/caddymodule/admission"
+	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/microcache"
+)
+
+// Guard is one backend guard's units, whose own counters the metrics read
+// when they are scraped: nothing is counted for them on a request's way. A
+// nil unit is one the config switched off, and its series are left out.
+//
+// A guard outlives a config: handlers of several loads share it, and its
+// counters run from when the guard was made. Each load's registry reads the
+// guards of that load's handlers, each once however many handlers share it,
+// so a scrape never counts a guard twice, and a reload that keeps a guard
+// carries its counts on rather than restarting them.
+type Guard struct {
+	// Name is the guard's name (backend.guard), the guard label's value.
+	// Handlers with a guard of their own have the empty name: their guards
+	// sum into one set of series, which is what a config with one backend
+	// shows.
+	Name string
+
+	// All is the admission limiter in front of the whole backend, Main the
+	// one of the stations that run on the game's main thread.
+	All, Main *admission.Limiter
+	Flights   *coalesce.Group
+	Cache     *microcache.Cache
+	Held      *hold.Budget
+}
+
+// guardCollector exports the guards of one config load. The first handler
+// of the load registers it; the others add their guards to it.
+type guardCollector struct {
+	mu     sync.Mutex
+	guards []Guard
+}
+
+func guardDesc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, Subsystem, name), help, append([]string{"guard"}, labels...), nil)
+}
+
+var (
+	descInFlight = guardDesc("backend_requests_in_flight",
+		"Requests holding one of the backend's slots (admission control), by guard.")
+	descQueued = guardDesc("backend_requests_queued",
+		"Requests waiting for the backend's capacity (admission control), by guard and caller class.", "class")
+	descHeld = guardDesc("held_bytes",
+		"Answer bytes held for clients that have not read them yet, by guard.")
+	descCacheLookups = guardDesc("cache_lookups_total",
+		"Micro-cache lookups, by guard and result: a fresh entry (hit), one served past its time to live while it is refreshed (stale), none (miss).", "result")
+	descCacheEvictions = guardDesc("cache_evictions_total",
+		"Micro-cache entries evicted, least recently used first, to make room for new ones, by guard.")
+	descCacheEntries = guardDesc("cache_entries",
+		"Entries in the micro-cache, by guard.")
+	descCacheBytes = guardDesc("cache_bytes",
+		"Bytes the micro-cache's entries take, as counted against cache_size, by guard.")
+	descCoalesced = guardDesc("coalesce_requests_total",
+		"Requests that could share a backend trip with identical ones, by guard and role: led a trip, shared a leader's answer, ran alone after waiting for an answer that could not be shared, abandoned the wait.", "role")
+	descUnshared = guardDesc("coalesce_unshared_total",
+		"Leaders' backend trips whose answer was not shared, by guard and reason: released (too large to hold, the followers went their own way at once) or unshareable (an error, a 429 or 5xx).", "reason")
+	descCoalesceInFlight = guardDesc("coalesce_in_flight",
+		"Backend trips that identical requests can join now, by guard.")
+)
+
+// add makes g one of the guards exported, unless it is already.
+func (c *guardCollector) add(g Guard) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.guards, g) {
+		c.guards = append(c.guards, g)
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld,
+		descCacheLookups, descCacheEvictions, descCacheEntries, descCacheBytes,
+		descCoalesced, descUnshared, descCoalesceInFlight} {
+		ch <- d
+	}
+}
+
+// guardSums is what the guards of one name count together, and which of
+// their units exist.
+type guardSums struct {
+	hasAdmission, hasMain, hasFlights, hasCache, hasHeld bool
+
+	inFlight, queuedAnonymous, queuedKeyed int
+	heldBytes                              int64
+	cache                                  microcache.Stats
+	flights                                coalesce.Stats
+}
+
+func (s *guardSums) addLimiter(l *admission.Limiter) {
+	st := l.Stats()
+	s.queuedAnonymous += st.QueuedAnonymous
+	s.queuedKeyed += st.QueuedKeyed
+}
+
+func (s *guardSums) add(g Guard) {
+	if g.All != nil {
+		s.hasAdmission = true
+		s.inFlight += g.All.Stats().InFlight
+		s.addLimiter(g.All)
+	}
+	if g.Main != nil {
+		s.hasMain = true
+		s.addLimiter(g.Main)
+	}
+	if g.Held != nil {
+		s.hasHeld = true
+		s.heldBytes += g.Held.Held()
+	}
+	if g.Cache != nil {
+		s.hasCache = true
+		st := g.Cache.Stats()
+		s.cache.Entries += st.Entries
+		s.cache.Bytes += st.Bytes
+		s.cache.Hits += st.Hits
+		s.cache.Stale += st.Stale
+		s.cache.Misses += st.Misses
+		s.cache.Evictions += st.Evictions
+	}
+	if g.Flights != nil {
+		s.hasFlights = true
+		st := g.Flights.Stats()
+		s.flights.InFlight += st.InFlight
+		s.flights.Led += st.Led
+		s.flights.Shared += st.Shared
+		s.flights.Alone += st.Alone
+		s.flights.Abandoned += st.Abandoned
+		s.flights.Released += st.Released
+		s.flights.Unshareable += st.Unshareable
+	}
+}
+
+// Collect implements prometheus.Collector: the guards' counters as they are
+// now, one set of series per guard name.
+func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	var names []string
+	sums := map[string]*guardSums{}
+	for _, g := range c.guards {
+		s := sums[g.Name]
+		if s == nil {
+			s = new(guardSums)
+			sums[g.Name] = s
+			names = append(names, g.Name)
+		}
+		s.add(g)
+	}
+	c.mu.Unlock()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for _, name := range names {
+		s := sums[name]
+		if s.hasAdmission {
+			gauge(descInFlight, float64(s.inFlight), name)
+		}
+		if s.hasAdmission || s.hasMain {
+			gauge(descQueued, float64(s.queuedAnonymous), name, admission.Anonymous.String())
+			gauge(descQueued, float64(s.queuedKeyed), name, admission.Keyed.String())
+		}
+		if s.hasHeld {
+			gauge(descHeld, float64(s.heldBytes), name)
+		}
+		if s.hasCache {
+			counter(descCacheLookups, s.cache.Hits, name, "hit")
+			counter(descCacheLookups, s.cache.Stale, name, "stale")
+			counter(descCacheLookups, s.cache.Misses, name, "miss")
+			counter(descCacheEvictions, s.cache.Evictions, name)
+			gauge(descCacheEntries, float64(s.cache.Entries), name)
+			gauge(descCacheBytes, float64(s.cache.Bytes), name)
+		}
+		if s.hasFlights {
+			for _, o := range []struct {
+				o coalesce.Outcome
+				n uint64
+			}{{coalesce.Led, s.flights.Led}, {coalesce.Shared, s.flights.Shared}, {coalesce.Alone, s.flights.Alone}, {coalesce.Abandoned, s.flights.Abandoned}} {
+				counter(descCoalesced, o.n, name, o.o.String())
+			}
+			counter(descUnshared, s.flights.Released, name, "released")
+			counter(descUnshared, s.flights.Unshareable, name, "unshareable")
+			gauge(descCoalesceInFlight, float64(s.flights.InFlight), name)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/statusgate/statusgate/caddymodule/admission"
+	"github.com/statusgate/statusgate/caddymodule/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/microcache"
+	"github.com/statusgate/statusgate/internal/fixture"
+)
+
+// busyGuard is a guard with every unit, caught in the middle of its work:
+// one request at the backend and one (anonymous) waiting for it, 20 KiB
+// held for a client, a cache entry found once fresh and once missed, and a
+// coalesced trip whose answer, a 503, was not shared. The waiter leaves when
+// the test ends.
+func busyGuard(t *testing.T, name string) Guard {
+	t.Helper()
+	g := Guard{
+		Name:    name,
+		All:     admission.New(admission.Config{Limit: 1, Queue: 4, Wait: time.Minute}),
+		Main:    admission.New(admission.Config{Limit: 1, Queue: 1, Wait: time.Minute}),
+		Flights: coalesce.New(coalesce.Config{}),
+		Cache:   microcache.New(microcache.Config{}),
+		Held:    hold.New(1<<20, 1<<19),
+	}
+	p, err := g.All.Acquire(context.Background(), admission.Keyed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan struct{})
+	go func() {
+		defer close(waited)
+		_, _ = g.All.Acquire(ctx, admission.Anonymous)
+	}()
+	t.Cleanup(func() { cancel(); <-waited; p.Release() })
+	fixture.WaitFor(t, "the waiter", func() bool { return g.All.Stats().QueuedAnonymous == 1 })
+
+	if err := g.Held.Hold("client", make([]byte, 20<<10)); err != nil {
+		t.Fatal(err)
+	}
+	g.Cache.Put("k", microcache.Entry{Status: 200, Body: []byte("{}")}, time.Minute)
+	g.Cache.GetStale("k")
+	g.Cache.GetStale("other")
+	g.Flights.Do(context.Background(), "k", func(context.Context) (*coalesce.Result, error) {
+		return &coalesce.Result{Status: http.StatusServiceUnavailable}, nil
+	})
+	return g
+}
+
+// guardSeries is the scrape of one busyGuard (times n, for guards that sum)
+// under the guard label name.
+func guardSeries(name string, n float64) map[string]float64 {
+	s := func(family, labels string) string {
+		return fmt.Sprintf(`caddy_http_statusgate_%s{guard=%q%s}`, family, name, labels)
+	}
+	queued := func(class string) string { // labels sort by name
+		return fmt.Sprintf(`caddy_http_statusgate_backend_requests_queued{class=%q,guard=%q}`, class, name)
+	}
+	return map[string]float64{
+		s("backend_requests_in_flight", ""):                   n,
+		queued("anonymous"):                                   n,
+		queued("keyed"):                                       0,
+		s("held_bytes", ""):                                   n * (20 << 10),
+		s("cache_lookups_total", `,result="hit"`):             n,
+		s("cache_lookups_total", `,result="stale"`):           0,
+		s("cache_lookups_total", `,result="miss"`):            n,
+		s("cache_evictions_total", ""):                        0,
+		s("cache_entries", ""):                                n,
+		s("cache_bytes", ""):                                  n * (256 + 3), // the entry overhead, the key and the body
+		s("coalesce_requests_total", `,role="led"`):           n,
+		s("coalesce_requests_total", `,role="shared"`):        0,
+		s("coalesce_requests_total", `,role="alone"`):         0,
+		s("coalesce_requests_total", `,role="abandoned"`):     0,
+		s("coalesce_unshared_total", `,reason="released"`):    0,
+		s("coalesce_unshared_total", `,reason="unshareable"`): n,
+		s("coalesce_in_flight", ""):                           0,
+	}
+}
+
+// guardOnly is the scrape of reg without the series the handlers count.
+func guardOnly(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	got := scrape(t, reg)
+	for k := range got {
+		if !strings.Contains(k, "guard=") {
+			delete(got, k)
+		}
+	}
+	return got
+}
+
+// The guard's own counters, read when scraped, exactly; the names pass
+// promlint.
+func TestGuardSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := New(reg, Config{Guard: busyGuard(t, "")}); err != nil {
+		t.Fatal(err)
+	}
+	checkSeries(t, guardOnly(t, reg), guardSeries("", 1), nil)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// A guard's switched-off units have no series: here everything but the
+// micro-cache and the held bytes, which every guard has.
+func TestGuardUnitsOff(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19)}
+	if _, err := New(reg, Config{Guard: g}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{}
+	for k := range guardSeries("lean", 0) {
+		if strings.Contains(k, "_cache_") || strings.Contains(k, "_held_") {
+			want[k] = 0
+		}
+	}
+	checkSeries(t, guardOnly(t, reg), want, nil)
+}
+
+// The handlers of one config share its registry. Two that share a guard
+// export it once; handlers with guards of their own sum under the empty
+// name; a named guard has series of its own. The next config's registry
+// reads the guards it keeps as they are: their counts go on, not from zero,
+// and are not added to the old registry's.
+func TestGuardsOfOneLoad(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	shared, own, named := busyGuard(t, ""), busyGuard(t, ""), busyGuard(t, "mc")
+	for _, g := range []Guard{shared, shared, own, named, named} {
+		if _, err := New(reg, Config{Guard: g}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := guardSeries("", 2)
+	for k, v := range guardSeries("mc", 1) {
+		want[k] = v
+	}
+	checkSeries(t, guardOnly(t, reg), want, nil)
+
+	reloaded := prometheus.NewPedanticRegistry()
+	if _, err := New(reloaded, Config{Guard: named}); err != nil {
+		t.Fatal(err)
+	}
+	named.Cache.GetStale("k")
+	want = guardSeries("mc", 1)
+	want[`caddy_http_statusgate_cache_lookups_total{guard="mc",result="hit"}`] = 2
+	checkSeries(t, guardOnly(t, reloaded), want, nil)
+}
