@@ -48,17 +48,20 @@ type indexStation struct {
 	RequiresKey bool   `json:"requiresKey"`
 }
 
-func newIndexCache(h *Handler) *indexCache {
+// newIndexCache renders the index's lists of t's endpoints: for callers who
+// may read every endpoint, for those who may read only the public ones, and
+// for each key with a scope (scopes, by keyring position).
+func newIndexCache(authOn bool, t *endpointTable, scopes []keyScope) *indexCache {
 	render := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
 			APIVersion:  apiVersion,
-			AuthEnabled: h.authOn,
+			AuthEnabled: authOn,
 			Versions:    []indexVersion{{Version: "v1", Path: "/api/v1", Current: true}},
 			Alias:       "/api → /api/v1",
 			Stations:    []indexStation{},
 		}
-		for _, ep := range h.table.ordered {
+		for _, ep := range t.ordered {
 			if ep.name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
 				continue
 			}
@@ -75,9 +78,9 @@ func newIndexCache(h *Handler) *indexCache {
 	c := &indexCache{
 		all:    render(func(*endpoint) bool { return true }),
 		public: render(func(*endpoint) bool { return false }),
-		scoped: make([][]byte, len(h.scopes)),
+		scoped: make([][]byte, len(scopes)),
 	}
-	for i, s := range h.scopes {
+	for i, s := range scopes {
 		if s.endpoints != nil {
 			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
 		}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
@@ -94,28 +93,4 @@ func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) 
 func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller, o metrics.Outcome) {
 	h.identify(repl, r, ep, who)
 	h.settle(repl, ep, o)
-}
-
-// provisionMetrics creates the series of every enabled endpoint, its
-// protected fields and every key name, in reg (Caddy's registry of the config
-// being loaded; nil in some tests), and gives each endpoint its counters.
-func (h *Handler) provisionMetrics(reg *prometheus.Registry) error {
-	cfg := metrics.Config{Keys: h.keys.Names(), Fields: map[string][]string{}}
-	for _, ep := range h.table.ordered {
-		if ep.enabled {
-			cfg.Endpoints = append(cfg.Endpoints, ep.name)
-			if len(ep.fieldList) > 0 {
-				cfg.Fields[ep.name] = ep.fieldList
-			}
-		}
-	}
-	m, err := metrics.New(reg, cfg)
-	if err != nil {
-		return err
-	}
-	h.metrics = m
-	for _, ep := range h.table.ordered {
-		ep.metrics = m.Endpoint(ep.name) // nil, counting nothing, for a disabled one
-	}
-	return nil
 }

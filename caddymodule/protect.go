@@ -290,16 +290,13 @@ func newGuardState(l guardLimits) *guardState {
 	return s
 }
 
-// provisionGuard takes this handler's guard from the pool, making it if it
-// is new: the named one, or the handler's own. A handler's own guard is
-// named by its place among the handlers of its config with the same limits,
-// so that a reload of the same config finds it again.
-func (h *Handler) provisionGuard(ctx caddy.Context) error {
+// provisionGuard takes this handler's guard, with the limits l resolved from
+// h.Backend, from the pool, making it if it is new: the named one, or the
+// handler's own. A handler's own guard is named by its place among the
+// handlers of its config with the same limits, so that a reload of the same
+// config finds it again.
+func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
 	c := h.Backend
-	l, err := resolveLimits(c)
-	if err != nil {
-		return err
-	}
 	sig, _ := json.Marshal(l)
 	name := c.Guard
 	if name == "" {
@@ -330,7 +327,6 @@ func (h *Handler) provisionGuard(ctx caddy.Context) error {
 	default:
 		h.guard.writeTimeout = time.Duration(c.WriteTimeout)
 	}
-	h.guard.cacheTTLs(c, h.table)
 	return nil
 }
 
@@ -396,18 +392,6 @@ func policyOf(authOn bool, t *endpointTable) string {
 		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
 	}
 	return strconv.FormatUint(f.Sum64(), 36)
-}
-
-// cacheTTLs applies the config's cache times to the endpoint table.
-func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
-	for _, ep := range t.ordered {
-		if ttl, ok := c.Cache[ep.name]; ok {
-			ep.cacheTTL = time.Duration(ttl)
-		}
-		if every, ok := c.Snapshot[ep.name]; ok {
-			ep.snapshot = time.Duration(every)
-		}
-	}
 }
 
 func orDefault(v, def int) int {

@@ -123,21 +123,28 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
 
-	table, err := buildTable(h.authOn, h.Endpoints, auth.RequireKey, auth.ProtectedFields)
-	if err != nil {
-		return err
-	}
-	h.table = table
 	if err := h.provisionKeys(); err != nil {
 		return err
 	}
-	if err := h.provisionGuard(ctx); err != nil {
+	limits, err := resolveLimits(h.Backend)
+	if err != nil {
 		return err
 	}
-	h.index = newIndexCache(h)
-	if err := h.provisionMetrics(ctx.GetMetricsRegistry()); err != nil {
+	h.table, h.metrics, err = buildTable(tableConfig{
+		authOn:     h.authOn,
+		enabled:    h.Endpoints,
+		requireKey: auth.RequireKey,
+		fields:     auth.ProtectedFields,
+		cache:      h.Backend.Cache,
+		snapshot:   h.Backend.Snapshot,
+	}, ctx.GetMetricsRegistry(), h.keys.Names())
+	if err != nil {
 		return err
 	}
+	if err := h.provisionGuard(ctx, limits); err != nil {
+		return err
+	}
+	h.index = newIndexCache(h.authOn, h.table, h.scopes)
 
 	switch {
 	case !h.authOn:
