@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
@@ -107,7 +108,7 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, decodedPath string) {
+func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint) verdict {
 	data := h.index.list(who, h.hide)
 	b := make([]byte, 0, len(data)+96)
 	b = append(b, apijson.DataHead...)
@@ -121,8 +122,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, de
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.
 			h.logger.Error("filtering the index", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, decodedPath)
-			return
+			return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
 		}
 		ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
 		ep.metrics.FieldsRemoved(hidden)
@@ -130,4 +130,5 @@ func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, de
 	}
 	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
+	return verdict{outcome: metrics.Index}
 }

@@ -74,23 +74,15 @@ func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, 
 	repl.Set(placeholderClient, key)
 }
 
-// settle records the request's outcome: the placeholder, which the access
-// log reads after the response, and the endpoint's counter (requests that
-// match no endpoint count under metrics.OtherEndpoint).
+// settle records the request's outcome, once, from conclude: the
+// placeholder, which the access log reads after the response, and the
+// endpoint's counter (requests that match no endpoint count under
+// metrics.OtherEndpoint).
 func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) {
-	if repl == nil {
-		return // a background refresh of the cache: no caller, nothing to count
-	}
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
 		ep.metrics.Count(o)
 	} else {
 		h.metrics.Other().Count(o)
 	}
-}
-
-// decided is identify and settle for a request the gateway answers itself.
-func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller, o metrics.Outcome) {
-	h.identify(repl, r, ep, who)
-	h.settle(repl, ep, o)
 }
