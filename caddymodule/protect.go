@@ -594,12 +594,11 @@ func heldRefusal(err error) *refusal {
 }
 
 // contextRefusal answers a caller whose request context ended while it
-// waited: its budget (504) or its client, who reads nothing any more.
+// waited: its budget is spent (504). A context also ends when its client
+// leaves; conclude, which knows the client's own context, makes that
+// client_gone.
 func contextRefusal(err error) *refusal {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return &refusal{verdict{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}}
-	}
-	return &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, cause: err}}
+	return &refusal{verdict{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}}
 }
 
 // trip is one request's way to the backend and back, under the caller's

@@ -48,6 +48,12 @@ func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.
 	defer h.metrics.BackendDone()
 	pw := writers.get(sp, x.filtered(), x.ep.fields)
 	err := forward(pw, x.r, next)
+	if ctxErr := x.r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
+		// reverse_proxy answers a request whose context was cancelled with a
+		// bare 499 and no error: no answer from the backend, but the wait's end.
+		writers.put(pw)
+		return 0, contextRefusal(ctxErr)
+	}
 	if x.filtered() && err == nil {
 		x.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
 		x.ep.metrics.FieldsRemoved(pw.filter.Hidden())

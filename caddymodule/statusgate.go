@@ -281,6 +281,11 @@ type verdict struct {
 	cut bool
 }
 
+// statusClientClosed is what the access log shows for a request whose client
+// left before its answer: nginx's 499, which Caddy's reverse_proxy records
+// too.
+const statusClientClosed = 499
+
 // refused is the verdict of a refusal the gateway decides before the
 // backend step.
 func refused(o metrics.Outcome, status int) verdict { return verdict{outcome: o, status: status} }
@@ -290,6 +295,12 @@ func refused(o metrics.Outcome, status int) verdict { return verdict{outcome: o,
 // (observe.go), once. A request whose step panicked, as reverse_proxy does
 // when an answer under way breaks off, is counted too, and the panic goes on
 // unrecovered, with its stack.
+//
+// A client that left while its request was in the backend step (queued,
+// following an identical request, at the backend) ends the same way
+// wherever it waited: client_gone, and nothing written but the status for
+// the access log; not the busy queue, the timeout or the broken answer its
+// leaving caused, and nothing logged as a backend failure.
 func (h *Handler) conclude(x *exchange) {
 	if !x.forwarded {
 		h.identify(x.repl, x.r, x.ep, x.who)
@@ -298,6 +309,9 @@ func (h *Handler) conclude(x *exchange) {
 	if !x.ended {
 		// Panicking: the answer, if any, broke off.
 		v = verdict{outcome: metrics.BackendError}
+	}
+	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
+		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
 	}
 	h.settle(x.repl, x.ep, v.outcome)
 	switch {
@@ -318,6 +332,9 @@ func (h *Handler) conclude(x *exchange) {
 		clear(hdr)
 	}
 	switch v.status {
+	case statusClientClosed:
+		x.w.WriteHeader(v.status) // for the access log; nobody reads it
+		return
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
 		if v.retryAfter != "" {
 			hdr.Set("Retry-After", v.retryAfter)
