@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/internal/ident"
@@ -88,7 +91,7 @@ type endpoint struct {
 	basePath    string            // canonical upstream path without the parameter
 
 	nameValue any               // name as a placeholder value, made once
-	metrics   *metrics.Endpoint // this endpoint's counters; set by provisionMetrics
+	metrics   *metrics.Endpoint // this endpoint's counters; nil, counting nothing, while disabled
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -135,9 +138,25 @@ func (t *endpointTable) lookup(name string) *endpoint {
 	return ep
 }
 
-// buildTable applies the config to the built-in defaults. Every endpoint name in
-// the config must be known; custom stations come into being by being named.
-func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[string][]string) (*endpointTable, error) {
+// tableConfig is everything the config says about endpoints: the switches
+// and access rules, and the micro-cache's times, checked already by
+// resolveLimits.
+type tableConfig struct {
+	authOn     bool
+	enabled    map[string]bool
+	requireKey map[string]bool
+	fields     map[string][]string
+	cache      map[string]caddy.Duration
+	snapshot   map[string]caddy.Duration
+	noCache    bool // cache_size off: no micro-cache, whatever cache says
+}
+
+// buildTable applies the config to the built-in defaults, and makes the
+// metrics in reg (nil in some tests): the series of every enabled endpoint,
+// its protected fields and every key name (keys, in keyring order), with
+// each endpoint holding its own counters. Every endpoint name in the config
+// must be known; custom stations come into being by being named.
+func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpointTable, *metrics.Metrics, error) {
 	var custom []string
 	check := func(section string, names []string) error {
 		for _, name := range names {
@@ -150,19 +169,19 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 		}
 		return nil
 	}
-	if err := check("endpoints", slices.Sorted(maps.Keys(enabled))); err != nil {
-		return nil, err
+	if err := check("endpoints", slices.Sorted(maps.Keys(c.enabled))); err != nil {
+		return nil, nil, err
 	}
-	if err := check("auth.require_key", slices.Sorted(maps.Keys(requireKey))); err != nil {
-		return nil, err
+	if err := check("auth.require_key", slices.Sorted(maps.Keys(c.requireKey))); err != nil {
+		return nil, nil, err
 	}
-	if err := check("auth.protected_fields", slices.Sorted(maps.Keys(fields))); err != nil {
-		return nil, err
+	if err := check("auth.protected_fields", slices.Sorted(maps.Keys(c.fields))); err != nil {
+		return nil, nil, err
 	}
-	for name, list := range fields {
+	for name, list := range c.fields {
 		for _, f := range list {
 			if f == "" {
-				return nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
+				return nil, nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
 			}
 		}
 	}
@@ -189,17 +208,26 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 		if b.rule == paramRequired && b.kind == paramUUID {
 			ep.indexPath += "/{uuid}"
 		}
-		if on, ok := enabled[b.name]; ok {
+		if on, ok := c.enabled[b.name]; ok {
 			ep.enabled = on
 		}
-		if need, ok := requireKey[b.name]; ok {
+		if need, ok := c.requireKey[b.name]; ok {
 			ep.requireKey = need
 		}
+		if ttl, ok := c.cache[b.name]; ok {
+			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
+		}
+		if c.noCache {
+			ep.cacheTTL = 0
+		}
+		if every, ok := c.snapshot[b.name]; ok {
+			ep.snapshot = max(time.Duration(every), 0)
+		}
 		names := b.fields
-		if list, ok := fields[b.name]; ok {
+		if list, ok := c.fields[b.name]; ok {
 			names = list
 		}
-		if !authOn {
+		if !c.authOn {
 			ep.requireKey = false
 			names = nil
 		}
@@ -220,5 +248,22 @@ func buildTable(authOn bool, enabled, requireKey map[string]bool, fields map[str
 		// like a freshly generated custom/<name>.yml of the plugin.
 		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true})
 	}
-	return t, nil
+
+	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
+	for _, ep := range t.ordered {
+		if ep.enabled {
+			mc.Endpoints = append(mc.Endpoints, ep.name)
+			if len(ep.fieldList) > 0 {
+				mc.Fields[ep.name] = ep.fieldList
+			}
+		}
+	}
+	m, err := metrics.New(reg, mc)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, ep := range t.ordered {
+		ep.metrics = m.Endpoint(ep.name)
+	}
+	return t, m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
@@ -48,17 +49,20 @@ type indexStation struct {
 	RequiresKey bool   `json:"requiresKey"`
 }
 
-func newIndexCache(h *Handler) *indexCache {
+// newIndexCache renders the index's lists of t's endpoints: for callers who
+// may read every endpoint, for those who may read only the public ones, and
+// for each key with a scope (scopes, by keyring position).
+func newIndexCache(authOn bool, t *endpointTable, scopes []keyScope) *indexCache {
 	render := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
 			APIVersion:  apiVersion,
-			AuthEnabled: h.authOn,
+			AuthEnabled: authOn,
 			Versions:    []indexVersion{{Version: "v1", Path: "/api/v1", Current: true}},
 			Alias:       "/api → /api/v1",
 			Stations:    []indexStation{},
 		}
-		for _, ep := range h.table.ordered {
+		for _, ep := range t.ordered {
 			if ep.name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
 				continue
 			}
@@ -75,9 +79,9 @@ func newIndexCache(h *Handler) *indexCache {
 	c := &indexCache{
 		all:    render(func(*endpoint) bool { return true }),
 		public: render(func(*endpoint) bool { return false }),
-		scoped: make([][]byte, len(h.scopes)),
+		scoped: make([][]byte, len(scopes)),
 	}
-	for i, s := range h.scopes {
+	for i, s := range scopes {
 		if s.endpoints != nil {
 			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
 		}
@@ -104,7 +108,7 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, decodedPath string) {
+func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint) verdict {
 	data := h.index.list(who, h.hide)
 	b := make([]byte, 0, len(data)+96)
 	b = append(b, apijson.DataHead...)
@@ -118,8 +122,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, de
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.
 			h.logger.Error("filtering the index", zap.Error(err))
-			writeError(w, http.StatusInternalServerError, decodedPath)
-			return
+			return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
 		}
 		ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
 		ep.metrics.FieldsRemoved(hidden)
@@ -127,4 +130,5 @@ func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint, de
 	}
 	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
+	return verdict{outcome: metrics.Index}
 }

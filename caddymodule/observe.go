@@ -9,7 +9,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
@@ -75,51 +74,15 @@ func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, 
 	repl.Set(placeholderClient, key)
 }
 
-// settle records the request's outcome: the placeholder, which the access
-// log reads after the response, and the endpoint's counter (requests that
-// match no endpoint count under metrics.OtherEndpoint).
+// settle records the request's outcome, once, from conclude: the
+// placeholder, which the access log reads after the response, and the
+// endpoint's counter (requests that match no endpoint count under
+// metrics.OtherEndpoint).
 func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) {
-	if repl == nil {
-		return // a background refresh of the cache: no caller, nothing to count
-	}
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
 		ep.metrics.Count(o)
 	} else {
 		h.metrics.Other().Count(o)
 	}
-}
-
-// decided is identify and settle for a request the gateway answers itself.
-func (h *Handler) decided(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller, o metrics.Outcome) {
-	h.identify(repl, r, ep, who)
-	h.settle(repl, ep, o)
-}
-
-// provisionMetrics creates the series of every enabled endpoint, its
-// protected fields and every key name, in reg (Caddy's registry of the config
-// being loaded; nil in some tests), gives each endpoint its counters, and
-// has the handler's guard exported with the config's other guards.
-func (h *Handler) provisionMetrics(reg *prometheus.Registry) error {
-	g := h.guard.guardState
-	cfg := metrics.Config{Keys: h.keys.Names(), Fields: map[string][]string{}, Guard: metrics.Guard{
-		Name: h.Backend.Guard, All: g.all, Main: g.main, Flights: g.flights, Cache: g.cache, Held: g.held,
-	}}
-	for _, ep := range h.table.ordered {
-		if ep.enabled {
-			cfg.Endpoints = append(cfg.Endpoints, ep.name)
-			if len(ep.fieldList) > 0 {
-				cfg.Fields[ep.name] = ep.fieldList
-			}
-		}
-	}
-	m, err := metrics.New(reg, cfg)
-	if err != nil {
-		return err
-	}
-	h.metrics = m
-	for _, ep := range h.table.ordered {
-		ep.metrics = m.Endpoint(ep.name) // nil, counting nothing, for a disabled one
-	}
-	return nil
 }

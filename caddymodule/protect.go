@@ -362,16 +362,13 @@ func newGuardState(l guardLimits) *guardState {
 	return s
 }
 
-// provisionGuard takes this handler's guard from the pool, making it if it
-// is new: the named one, or the handler's own. A handler's own guard is
-// named by its place among the handlers of its config with the same limits,
-// so that a reload of the same config finds it again.
-func (h *Handler) provisionGuard(ctx caddy.Context) error {
+// provisionGuard takes this handler's guard, with the limits l resolved from
+// h.Backend, from the pool, making it if it is new: the named one, or the
+// handler's own. A handler's own guard is named by its place among the
+// handlers of its config with the same limits, so that a reload of the same
+// config finds it again.
+func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
 	c := h.Backend
-	l, err := resolveLimits(c)
-	if err != nil {
-		return err
-	}
 	sig, _ := json.Marshal(l)
 	name := c.Guard
 	if name == "" {
@@ -402,7 +399,8 @@ func (h *Handler) provisionGuard(ctx caddy.Context) error {
 	default:
 		h.guard.writeTimeout = time.Duration(c.WriteTimeout)
 	}
-	h.guard.cacheTTLs(c, h.table)
+	g := h.guard.guardState
+	h.metrics.ExportGuard(metrics.Guard{Name: c.Guard, All: g.all, Main: g.main, Flights: g.flights, Cache: g.cache, Held: g.held})
 	return nil
 }
 
@@ -470,21 +468,6 @@ func policyOf(authOn bool, t *endpointTable) string {
 	return strconv.FormatUint(f.Sum64(), 36)
 }
 
-// cacheTTLs applies the config's cache times to the endpoint table.
-func (g *backendGuard) cacheTTLs(c BackendConfig, t *endpointTable) {
-	for _, ep := range t.ordered {
-		if ttl, ok := c.Cache[ep.name]; ok {
-			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
-		}
-		if c.CacheSize == off {
-			ep.cacheTTL = 0 // no micro-cache at all
-		}
-		if every, ok := c.Snapshot[ep.name]; ok {
-			ep.snapshot = max(time.Duration(every), 0)
-		}
-	}
-}
-
 func orDefault(v, def int) int {
 	if v == 0 {
 		return def
@@ -537,20 +520,16 @@ func hostOnly(host string) string {
 }
 
 // refusal is a request the gateway answers with its own envelope instead of
-// the backend's answer: what the backend step found, for ServeHTTP's caller
-// to write once.
-type refusal struct {
-	status     int
-	outcome    metrics.Outcome
-	retryAfter string // for 429 and 503
-	cause      error
-}
+// the backend's answer: what the backend step found, carried as an error
+// through the paths that speak errors (coalesce.Do) for conclude to write.
+type refusal struct{ verdict }
 
 func (r *refusal) Error() string { return r.cause.Error() }
 
-// streamed is the outcome of an answer too large to hold, which went to the
-// client as it came: nothing is left to write.
-type streamed struct{ outcome metrics.Outcome }
+// streamed is the verdict on an answer too large to hold, which went to the
+// client as it came: nothing is left to write, or, when it broke off, the
+// connection to cut.
+type streamed struct{ verdict }
 
 func (s *streamed) Error() string { return "streamed to the client: " + s.outcome.String() }
 
@@ -592,74 +571,75 @@ func clientAddress(r *http.Request, prefix6 int) string {
 // trip, or from a trip of the caller's own through admission; then, with
 // every slot given back, it is written to the client at the client's pace,
 // under the progress deadline, and held against the client's share of the
-// held bytes until it is taken.
-func (h *Handler) forward(x exchange, next caddyhttp.Handler) error {
+// held bytes until it is taken. It returns how the request ended; a refusal
+// is conclude's to write, through the same progress deadline.
+func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 	g := &h.guard
 	pw := progress.New(x.w, g.writeTimeout)
 	defer pw.Done()
-	x.w = pw
+	x.w, x.forwarded = pw, true
 	if err := g.held.Check(x.who.holder); err != nil {
-		h.answer(x, nil, heldRefusal(err))
-		return nil
+		return heldRefusal(err).verdict
 	}
+	own := *x // what the steps below take: the budget is theirs, not conclude's
 	if g.timeout > 0 {
-		ctx, cancel := context.WithTimeout(x.r.Context(), g.timeout)
+		ctx, cancel := context.WithTimeout(own.r.Context(), g.timeout)
 		defer cancel()
-		x.r = x.r.WithContext(ctx)
+		own.r = own.r.WithContext(ctx)
 	}
-	if !g.shared(x.ep) {
-		res, err := h.trip(x, next)
-		h.answer(x, res, err)
+	if !g.shared(own.ep) {
+		res, err := h.trip(own, next)
+		v := h.answer(own, res, err)
 		if res != nil {
 			buffers.put(res.Body) // the caller's alone
 		}
-		return nil
+		return v
 	}
-	key := g.shareKey(x.r, x.filtered())
+	key := g.shareKey(own.r, own.filtered())
 	if e, fresh, ok := g.cache.GetStale(key); ok {
-		h.deliver(x, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
+		v := h.deliver(own, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
 		if !fresh {
-			h.refresh(x, key, next)
+			h.refresh(own, key, next)
 		}
-		return nil
+		return v
 	}
-	res, how, err := g.flights.Do(x.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
-		own := x
-		own.r = x.r.WithContext(ctx)
-		res, err := h.trip(own, next)
+	res, how, err := g.flights.Do(own.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
+		lead := own
+		lead.r = own.r.WithContext(ctx)
+		res, err := h.trip(lead, next)
 		if err == nil {
-			g.store(key, x.ep, res)
+			g.store(key, own.ep, res)
 		}
 		return res, err
 	})
 	switch how {
 	case coalesce.Shared:
-		h.deliver(x, res, true, metrics.Coalesced)
+		return h.deliver(own, res, true, metrics.Coalesced)
 	case coalesce.Abandoned:
-		h.answer(x, nil, contextRefusal(err))
-	default: // the caller's own trip
-		h.answer(x, res, err)
-		if res != nil && res.Followers == 0 && x.ep.cacheTTL <= 0 {
-			buffers.put(res.Body) // nobody else has it
-		}
+		return contextRefusal(err).verdict
 	}
-	return nil
+	// The caller's own trip.
+	v := h.answer(own, res, err)
+	if res != nil && res.Followers == 0 && own.ep.cacheTTL <= 0 {
+		buffers.put(res.Body) // nobody else has it
+	}
+	return v
 }
 
-// answer writes what the caller's own trip came to: the answer, or the
-// gateway's refusal; a streamed answer is written already.
-func (h *Handler) answer(x exchange, res *coalesce.Result, err error) {
+// answer is what the caller's own trip came to: the answer, delivered, or
+// the gateway's refusal; a streamed answer is written already.
+func (h *Handler) answer(x exchange, res *coalesce.Result, err error) verdict {
 	switch err := err.(type) {
 	case nil:
 		outcome := metrics.Served
 		if x.filtered() {
 			outcome = metrics.Filtered
 		}
-		h.deliver(x, res, h.guard.shared(x.ep), outcome)
+		return h.deliver(x, res, h.guard.shared(x.ep), outcome)
 	case *streamed:
-		h.settle(x.repl, x.ep, err.outcome)
+		return err.verdict
 	case *refusal:
-		h.refuse(x, err)
+		return err.verdict
 	default:
 		panic(fmt.Sprintf("statusgate: backend step ended in %v", err))
 	}
@@ -669,32 +649,30 @@ func (h *Handler) answer(x exchange, res *coalesce.Result, err error) {
 // the held bytes, which it holds until the client has taken the answer or the
 // progress deadline cut it off. shared says other callers may get the same
 // bytes: the client is then told not to store it.
-func (h *Handler) deliver(x exchange, res *coalesce.Result, shared bool, outcome metrics.Outcome) {
+func (h *Handler) deliver(x exchange, res *coalesce.Result, shared bool, outcome metrics.Outcome) verdict {
 	if err := h.guard.held.Hold(x.who.holder, res.Body); err != nil {
-		h.refuse(x, heldRefusal(err))
-		return
+		return heldRefusal(err).verdict
 	}
 	defer h.guard.held.Release(x.who.holder, res.Body)
 	writeHeld(x.w, res.Status, res.Header, res.Body, shared)
 	_ = x.w.(*progress.Writer).Done()
-	h.settle(x.repl, x.ep, outcome)
+	return verdict{outcome: outcome}
 }
 
 // heldRefusal answers a caller the held-bytes budget turned away.
 func heldRefusal(err error) *refusal {
 	if errors.Is(err, hold.ErrClientFull) {
-		return &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: err}
+		return &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: err}}
 	}
-	return &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: err}
+	return &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: err}}
 }
 
 // contextRefusal answers a caller whose request context ended while it
-// waited: its budget (504) or its client, who reads nothing any more.
+// waited: its budget is spent (504). A context also ends when its client
+// leaves; conclude, which knows the client's own context, makes that
+// client_gone.
 func contextRefusal(err error) *refusal {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return &refusal{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}
-	}
-	return &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, cause: err}
+	return &refusal{verdict{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}}
 }
 
 // trip is one request's way to the backend and back, under the caller's
@@ -707,7 +685,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	g := &h.guard
 	if !x.who.counts && g.quota != nil {
 		if !g.quota.Take(x.who.holder) {
-			return nil, &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errQuota}
+			return nil, &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errQuota}}
 		}
 		defer g.quota.Give(x.who.holder)
 	}
@@ -715,7 +693,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 		// The key's own cap, before the queue: past it only this key's
 		// caller is turned away, and nobody waits for it.
 		if !q.Take(x.who.holder) {
-			return nil, &refusal{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errKeyQuota}
+			return nil, &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errKeyQuota}}
 		}
 		defer q.Give(x.who.holder)
 	}
@@ -724,8 +702,8 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	if err != nil {
 		var busy *admission.BusyError
 		if errors.As(err, &busy) {
-			return nil, &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy,
-				retryAfter: strconv.Itoa(int(busy.RetryAfter / time.Second)), cause: err}
+			return nil, &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy,
+				retryAfter: strconv.Itoa(int(busy.RetryAfter / time.Second)), cause: err}}
 		}
 		return nil, contextRefusal(err)
 	}
@@ -758,15 +736,15 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	outcome, err := h.proxy(own, sp, next)
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
-		return nil, &refusal{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: sp.err}
+		return nil, &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: sp.err}}
 	case err != nil:
 		return nil, err
 	case sp.spilled:
-		return nil, &streamed{outcome: outcome}
+		return nil, &streamed{verdict{outcome: outcome}}
 	}
 	res := sp.result()
 	if res == nil {
-		return nil, &refusal{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: errNoBody}
+		return nil, &refusal{verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: errNoBody}}
 	}
 	return res, nil
 }

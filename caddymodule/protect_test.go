@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -736,5 +737,104 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 	}
 	if n := h.guard.streams.Load(); n != 0 {
 		t.Errorf("%d stream places left taken", n)
+	}
+}
+
+// reverseProxyGone is a next handler that waits at the backend until the
+// request's context ends, and then does what Caddy's reverse_proxy does for
+// a request whose client left: a bare 499 and no error.
+type reverseProxyGone struct{ entered chan struct{} }
+
+func (b reverseProxyGone) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	b.entered <- struct{}{}
+	<-r.Context().Done()
+	w.WriteHeader(statusClientClosed)
+	return nil
+}
+
+// TestClientGone: a client that leaves while its request waits, wherever it
+// waits (in the admission queue, behind an identical request, at the
+// backend, keyed or through the field layer), ends the same way: 499 in the
+// access log, nothing written, outcome client_gone, nothing logged as a
+// backend failure.
+func TestClientGone(t *testing.T) {
+	const server = "/api/v1/server"
+	leave := func(t *testing.T, h *Handler, next caddyhttp.Handler, target string, hdr http.Header, waiting <-chan struct{}) {
+		t.Helper()
+		r, repl := newRequest("GET", target)
+		for k, v := range hdr {
+			r.Header[k] = v
+		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		rec := httptest.NewRecorder()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = h.ServeHTTP(rec, r.WithContext(ctx), next)
+		}()
+		if waiting != nil {
+			<-waiting
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the request did not end when its client left")
+		}
+		o, _ := repl.GetString(placeholderOutcome)
+		if rec.Code != statusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
+			t.Errorf("got %d, %d body bytes, outcome %q; want 499, nothing, client_gone", rec.Code, rec.Body.Len(), o)
+		}
+	}
+	noFailures := func(t *testing.T, logs *observer.ObservedLogs) {
+		t.Helper()
+		if n := logs.FilterMessage("backend response refused").Len(); n != 0 {
+			t.Errorf("a client that left was logged as a backend failure %d times", n)
+		}
+	}
+
+	t.Run("queued", func(t *testing.T) {
+		h, logs := newTestHandler(t, "key "+testKey+"\nmax_in_flight 1\nqueue 4 5s\ncoalesce off")
+		g := newGate()
+		first := make(chan reply, 1)
+		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
+		<-g.entered
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), nil)
+		g.release <- struct{}{}
+		if r := <-first; r.Code != 200 {
+			t.Errorf("the caller at the backend got %d", r.Code)
+		}
+		noFailures(t, logs)
+	})
+	t.Run("following", func(t *testing.T) {
+		h, logs := newTestHandler(t, "key "+testKey)
+		g := newGate()
+		first := make(chan reply, 1)
+		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
+		<-g.entered
+		leave(t, h, g, server, keyHeader(testKey), nil)
+		g.release <- struct{}{}
+		if r := <-first; r.Code != 200 {
+			t.Errorf("the leader got %d", r.Code)
+		}
+		noFailures(t, logs)
+	})
+	for _, tc := range []struct {
+		name   string
+		target string
+		hdr    http.Header
+	}{
+		{"at the backend, keyed", server, keyHeader(testKey)},
+		{"at the backend, filtered", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, logs := newTestHandler(t, "key "+testKey)
+			be := reverseProxyGone{entered: make(chan struct{}, 1)}
+			leave(t, h, be, tc.target, tc.hdr, be.entered)
+			noFailures(t, logs)
+		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -34,20 +33,6 @@ var (
 	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
 )
 
-// exchange is one forwarded request: what the backend step and its failure
-// paths need to know about it.
-type exchange struct {
-	w           http.ResponseWriter // the client's writer
-	r           *http.Request       // already rewritten for the backend
-	repl        *caddy.Replacer     // the request's, for the outcome; nil for a background refresh
-	ep          *endpoint
-	who         caller // who the caller is for this endpoint
-	decodedPath string // what the gateway's error envelopes show
-}
-
-// filtered reports whether the response goes through the field layer.
-func (x exchange) filtered() bool { return x.who.filtered() }
-
 // errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
 var errBrokeOff = errors.New("backend response broke off")
 
@@ -57,11 +42,16 @@ var errBrokeOff = errors.New("backend response broke off")
 // 429 of a rate limiter after the gateway) for a backend failure while
 // nothing has reached the client. When the answer was already streaming to
 // the client, only a cut connection tells the client that the rest is
-// missing: proxy then panics with http.ErrAbortHandler, the standard way,
-// which net/http does not log.
+// missing: proxy then returns a *streamed that says so.
 func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.Outcome, error) {
 	pw := writers.get(sp, x.filtered(), x.ep.fields)
 	err := forward(pw, x.r, next)
+	if ctxErr := x.r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
+		// reverse_proxy answers a request whose context was cancelled with a
+		// bare 499 and no error: no answer from the backend, but the wait's end.
+		writers.put(pw)
+		return 0, contextRefusal(ctxErr)
+	}
 	if x.filtered() && err == nil {
 		x.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
 		x.ep.metrics.FieldsRemoved(pw.filter.Hidden())
@@ -74,11 +64,9 @@ func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.
 		return metrics.Served, nil
 	}
 	if sp.spilled {
-		h.logFailure(http.StatusBadGateway, x.ep, err)
-		h.settle(x.repl, x.ep, metrics.BackendError)
-		panic(http.ErrAbortHandler)
+		return 0, &streamed{verdict{outcome: metrics.BackendError, cause: err, cut: true}}
 	}
-	ref := &refusal{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: err}
+	ref := &refusal{verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: err}}
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
@@ -149,25 +137,6 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	if identity {
 		hdr.Set("Accept-Encoding", "identity")
 	}
-}
-
-// refuse answers the caller with the gateway's own envelope instead of
-// whatever the backend's headers put into the client's writer, keeping the
-// Retry-After of a 429 or 503, logs a backend failure, and settles the
-// outcome.
-func (h *Handler) refuse(x exchange, ref *refusal) {
-	hdr := x.w.Header()
-	clear(hdr)
-	switch ref.status {
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		if ref.retryAfter != "" {
-			hdr.Set("Retry-After", ref.retryAfter)
-		}
-	default:
-		h.logFailure(ref.status, x.ep, ref.cause)
-	}
-	writeError(x.w, ref.status, x.decodedPath)
-	h.settle(x.repl, x.ep, ref.outcome)
 }
 
 // logFailure logs a backend failure without the request: its headers and query

@@ -123,21 +123,29 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
 
-	table, err := buildTable(h.authOn, h.Endpoints, auth.RequireKey, auth.ProtectedFields)
-	if err != nil {
-		return err
-	}
-	h.table = table
 	if err := h.provisionKeys(); err != nil {
 		return err
 	}
-	if err := h.provisionGuard(ctx); err != nil {
+	limits, err := resolveLimits(h.Backend)
+	if err != nil {
 		return err
 	}
-	h.index = newIndexCache(h)
-	if err := h.provisionMetrics(ctx.GetMetricsRegistry()); err != nil {
+	h.table, h.metrics, err = buildTable(tableConfig{
+		authOn:     h.authOn,
+		enabled:    h.Endpoints,
+		requireKey: auth.RequireKey,
+		fields:     auth.ProtectedFields,
+		cache:      h.Backend.Cache,
+		snapshot:   h.Backend.Snapshot,
+		noCache:    h.Backend.CacheSize == off,
+	}, ctx.GetMetricsRegistry(), h.keys.Names())
+	if err != nil {
 		return err
 	}
+	if err := h.provisionGuard(ctx, limits); err != nil {
+		return err
+	}
+	h.index = newIndexCache(h.authOn, h.table, h.scopes)
 
 	switch {
 	case !h.authOn:
@@ -155,9 +163,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 // of decisions"): path, preflight, a target the access log could not filter,
 // endpoint, key (which counts only within its scope: callerFor), method;
 // then answers the index itself or forwards the canonical request to next
-// and filters the response on its way back. Each answer sets the
-// placeholders and counts the outcome (see observe.go); a forwarded request
-// is identified before next runs and settled when it returns.
+// and filters the response on its way back. Each step that ends the request
+// says how (exchange.end); conclude, deferred, writes the refusal and counts
+// the outcome, once, for every way a request can end.
 //
 // It never returns an error, on purpose: Caddy's error log prints the original
 // request, headers and URI included, so any error would write the caller's key
@@ -165,28 +173,33 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 // backend's {ok,error,meta} envelope, which also keeps a disguised 404
 // byte-for-byte the same as a genuine one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	decodedPath := r.URL.Path // what error envelopes show, like the backend's
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}
+	x := &exchange{
+		w:           w,
+		r:           r,
+		repl:        r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer),
+		who:         anonymous,
+		decodedPath: r.URL.Path, // what error envelopes show, like the backend's
+	}
+	defer h.conclude(x)
+
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
-		h.decided(repl, r, nil, anonymous, metrics.NotFound)
-		writeError(w, http.StatusNotFound, decodedPath)
+		x.end(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 	if r.Method == http.MethodOptions {
-		h.decided(repl, r, nil, anonymous, metrics.Preflight)
 		writePreflight(w)
+		x.end(verdict{outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
 		// The access log would write the target as it came, key and all: the
 		// gateway cannot change what Caddy logs, only leave the entry out.
 		caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
-		h.decided(repl, r, nil, anonymous, metrics.BadRequest)
-		writeError(w, http.StatusBadRequest, decodedPath)
+		x.end(refused(metrics.BadRequest, http.StatusBadRequest))
 		return nil
 	}
 	// The key is read before the route decides, for every path, and at a
@@ -196,30 +209,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	key := h.authenticate(r)
 	rt, ok := h.table.route(rest)
 	if !ok {
-		h.decided(repl, r, nil, anonymous, metrics.NotFound)
-		writeError(w, http.StatusNotFound, decodedPath)
+		x.end(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 
 	// Who the caller is for this endpoint: a key outside its scope makes
 	// it a caller without a key from here on, byte for byte.
-	who := h.callerFor(r, key, rt.ep)
-	if rt.ep.requireKey && !who.authenticated {
-		h.decided(repl, r, rt.ep, who, metrics.Refused)
-		if who.key != noKey {
-			h.metrics.KeyRefused(who.key) // an accepted key, outside its scope
+	x.ep, x.who = rt.ep, h.callerFor(r, key, rt.ep)
+	if rt.ep.requireKey && !x.who.authenticated {
+		if x.who.key != noKey {
+			h.metrics.KeyRefused(x.who.key) // an accepted key, outside its scope
 		}
 		status := http.StatusUnauthorized
 		if h.hide {
 			status = http.StatusNotFound
 		}
-		writeError(w, status, decodedPath)
+		x.end(refused(metrics.Refused, status))
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.decided(repl, r, rt.ep, who, metrics.Method)
 		w.Header().Set("Allow", allowedMethods)
-		writeError(w, http.StatusMethodNotAllowed, decodedPath)
+		x.end(refused(metrics.Method, http.StatusMethodNotAllowed))
 		return nil
 	}
 
@@ -227,13 +237,115 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
 	if rt.ep.name == "index" {
-		h.decided(repl, r, rt.ep, who, metrics.Index)
-		h.serveIndex(w, who, rt.ep, decodedPath)
+		x.end(h.serveIndex(w, x.who, rt.ep))
 		return nil
 	}
-	h.identify(repl, r, rt.ep, who)
-	h.prepareUpstream(r, rt, who.filtered() || h.guard.shared(rt.ep))
-	return h.forward(exchange{w: w, r: r, repl: repl, ep: rt.ep, who: h.withAddress(who, r), decodedPath: decodedPath}, next)
+	h.identify(x.repl, r, rt.ep, x.who)
+	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shared(rt.ep))
+	x.who = h.withAddress(x.who, r)
+	x.end(h.forward(x, next))
+	return nil
+}
+
+// exchange is one request on its way through the gateway: what the steps
+// after routing and conclude need to know about it.
+type exchange struct {
+	w           http.ResponseWriter // the client's writer
+	r           *http.Request       // rewritten for the backend once forwarded
+	repl        *caddy.Replacer     // the request's, for the placeholders; nil for a background refresh
+	ep          *endpoint           // nil until routed
+	who         caller              // who the caller is for ep
+	decodedPath string              // what the gateway's error envelopes show
+
+	forwarded bool    // the request went to the backend step
+	ended     bool    // a step said how the request ended: verdict holds it
+	verdict   verdict // how it ended
+}
+
+// filtered reports whether the response goes through the field layer.
+func (x *exchange) filtered() bool { return x.who.filtered() }
+
+// end records how the request ended, for conclude.
+func (x *exchange) end(v verdict) { x.verdict, x.ended = v, true }
+
+// verdict is how a request ended, as the step that ended it reports it: the
+// outcome, and, unless the step answered the client itself, what conclude
+// answers with.
+type verdict struct {
+	outcome metrics.Outcome
+	// status is the gateway's envelope to answer with; 0: the step answered.
+	status     int
+	retryAfter string // of a 429 or 503
+	cause      error  // a backend failure, logged
+	// cut says the answer was under way when it broke off: only a cut
+	// connection tells the client the rest is missing.
+	cut bool
+}
+
+// statusClientClosed is what the access log shows for a request whose client
+// left before its answer: nginx's 499, which Caddy's reverse_proxy records
+// too.
+const statusClientClosed = 499
+
+// refused is the verdict of a refusal the gateway decides before the
+// backend step.
+func refused(o metrics.Outcome, status int) verdict { return verdict{outcome: o, status: status} }
+
+// conclude ends every request, deferred by ServeHTTP: it answers a refusal in
+// the gateway's envelope, and sets the placeholders and counts the outcome
+// (observe.go), once. A request whose step panicked, as reverse_proxy does
+// when an answer under way breaks off, is counted too, and the panic goes on
+// unrecovered, with its stack.
+//
+// A client that left while its request was in the backend step (queued,
+// following an identical request, at the backend) ends the same way
+// wherever it waited: client_gone, and nothing written but the status for
+// the access log; not the busy queue, the timeout or the broken answer its
+// leaving caused, and nothing logged as a backend failure.
+func (h *Handler) conclude(x *exchange) {
+	if !x.forwarded {
+		h.identify(x.repl, x.r, x.ep, x.who)
+	}
+	v := x.verdict
+	if !x.ended {
+		// Panicking: the answer, if any, broke off.
+		v = verdict{outcome: metrics.BackendError}
+	}
+	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
+		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
+	}
+	h.settle(x.repl, x.ep, v.outcome)
+	switch {
+	case !x.ended:
+		return // the panic goes on
+	case v.cut:
+		if v.cause != nil {
+			h.logFailure(http.StatusBadGateway, x.ep, v.cause)
+		}
+		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
+	case v.status == 0:
+		return
+	}
+	hdr := x.w.Header()
+	if x.forwarded {
+		// The backend step's refusal replaces whatever its answer had put
+		// into the header.
+		clear(hdr)
+	}
+	switch v.status {
+	case statusClientClosed:
+		x.w.WriteHeader(v.status) // for the access log; nobody reads it
+		return
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		if v.retryAfter != "" {
+			hdr.Set("Retry-After", v.retryAfter)
+		}
+	default:
+		if v.cause != nil {
+			h.logFailure(v.status, x.ep, v.cause)
+		}
+	}
+	writeError(x.w, v.status, x.decodedPath)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.

@@ -756,3 +756,34 @@ func TestFilteredNosniff(t *testing.T) {
 		t.Errorf("filtered: %d, X-Content-Type-Options %q", got.Code, got.Header().Values("X-Content-Type-Options"))
 	}
 }
+
+// TestBrokeOffMidStreamCounted: an answer too large to hold that breaks off
+// while it streams ends in reverse_proxy's http.ErrAbortHandler panic, which
+// must cut the connection and still be counted as backend_error, like an
+// answer the field layer refuses mid-stream.
+func TestBrokeOffMidStreamCounted(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		h, _ := newTestHandler(t, "key "+testKey)
+		next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, `{"ok":true,"data":{"pad":"`+strings.Repeat("x", defaultMaxResponse+1))
+			panic(http.ErrAbortHandler)
+		})
+		r, repl := newRequest("GET", "/api/v1/status")
+		if keyed {
+			r.Header.Set("X-Api-Key", testKey)
+		}
+		var rec any
+		func() {
+			defer func() { rec = recover() }()
+			_ = h.ServeHTTP(httptest.NewRecorder(), r, next)
+		}()
+		if rec != http.ErrAbortHandler {
+			t.Errorf("keyed %v: panic %v, want the connection cut", keyed, rec)
+		}
+		if o, _ := repl.GetString(placeholderOutcome); o != "backend_error" {
+			t.Errorf("keyed %v: outcome %q, want backend_error", keyed, o)
+		}
+	}
+}

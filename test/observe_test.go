@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -277,8 +278,8 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("%v requests counted, want the 20 sent", requests)
 	}
 	// 15 built-ins enabled by default, custom/votes and _other.
-	if len(outcomes) != 13 || len(endpoints) != 17 {
-		t.Errorf("series for %d outcomes and %d endpoints (%v), want 13 and 17", len(outcomes), len(endpoints), endpoints)
+	if len(outcomes) != 14 || len(endpoints) != 17 {
+		t.Errorf("series for %d outcomes and %d endpoints (%v), want 14 and 17", len(outcomes), len(endpoints), endpoints)
 	}
 	for _, line := range strings.Split(text.String(), "\n") {
 		if !strings.Contains(line, "statusgate") {
@@ -382,4 +383,69 @@ func TestGuardMetricsScrape(t *testing.T) {
 	g.statusgate = append(g.statusgate, "key "+keyB)
 	g.start(t)
 	check("reloaded")
+}
+
+// TestClientGoneLogged: clients that hang up while their request waits, at
+// the backend (whole, or through the field layer) or in the admission queue,
+// are each logged once with the same status, 499 as reverse_proxy logs it,
+// and the outcome client_gone.
+func TestClientGoneLogged(t *testing.T) {
+	be := newBackend(t)
+	accessLog := filepath.Join(t.TempDir(), "access.log")
+	gateway{
+		upstream:   be.addr(),
+		statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 4 5s"},
+		site: []string{
+			"log {\n\t\toutput file " + accessLog + "\n\t}",
+			"log_append statusgate_outcome {http.statusgate.outcome}",
+		},
+	}.start(t)
+	leave := func(target string, headers ...string) {
+		t.Helper()
+		conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, gatewayAddr, strings.Join(append(headers, ""), "\r\n"))
+		time.Sleep(300 * time.Millisecond)
+		conn.Close()
+	}
+	be.misbehave(sendSlow)
+	leave("/api/v1/server?n=1", withKey(keyA))
+	leave("/api/v1/player/" + alex + "?n=2")
+	first := make(chan response, 1)
+	go func() { first <- send(t, "GET", "/api/v1/server?n=3", withKey(keyA)) }()
+	time.Sleep(100 * time.Millisecond) // n=3 holds the one slot
+	leave("/api/v1/server?n=4", withKey(keyA))
+	if r := <-first; r.Status != http.StatusOK {
+		t.Errorf("the caller that stayed got %d", r.Status)
+	}
+	be.misbehave(behave)
+	be.take()
+
+	want := map[string]logEntry{}
+	for _, n := range []string{"1", "2", "4"} {
+		want[n] = logEntry{Status: 499, Outcome: "client_gone"}
+	}
+	want["3"] = logEntry{Status: 200, Outcome: "served"}
+	got := map[string]logEntry{}
+	nRE := regexp.MustCompile(`[?&]n=(\d+)`)
+	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		access, _ := os.ReadFile(accessLog)
+		clear(got)
+		for _, line := range bytes.Split(bytes.TrimSpace(access), []byte("\n")) {
+			var e logEntry
+			if json.Unmarshal(line, &e) != nil {
+				continue
+			}
+			if m := nRE.FindStringSubmatch(e.Request.URI); m != nil {
+				got[m[1]] = logEntry{Status: e.Status, Outcome: e.Outcome}
+			}
+		}
+	}
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("n=%s: logged status %d, outcome %q; want %d, %q", n, got[n].Status, got[n].Outcome, w.Status, w.Outcome)
+		}
+	}
 }

@@ -70,6 +70,15 @@ var (
 		"Backend trips that identical requests can join now, by guard.")
 )
 
+// ExportGuard has g's counters exported with those of the other guards of
+// the config load m belongs to; a guard that several handlers share is
+// exported once. A nil *Metrics exports nothing.
+func (m *Metrics) ExportGuard(g Guard) {
+	if m != nil && g != (Guard{}) {
+		m.guards.add(g)
+	}
+}
+
 // add makes g one of the guards exported, unless it is already.
 func (c *guardCollector) add(g Guard) {
 	c.mu.Lock()

@@ -104,9 +104,7 @@ func guardOnly(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // promlint.
 func TestGuardSeries(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	if _, err := New(reg, Config{Guard: busyGuard(t, "")}); err != nil {
-		t.Fatal(err)
-	}
+	exportGuard(t, reg, busyGuard(t, ""))
 	checkSeries(t, guardOnly(t, reg), guardSeries("", 1), nil)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
@@ -122,9 +120,7 @@ func TestGuardSeries(t *testing.T) {
 func TestGuardUnitsOff(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19)}
-	if _, err := New(reg, Config{Guard: g}); err != nil {
-		t.Fatal(err)
-	}
+	exportGuard(t, reg, g)
 	want := map[string]float64{}
 	for k := range guardSeries("lean", 0) {
 		if strings.Contains(k, "_cache_") || strings.Contains(k, "_held_") {
@@ -143,9 +139,7 @@ func TestGuardsOfOneLoad(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	shared, own, named := busyGuard(t, ""), busyGuard(t, ""), busyGuard(t, "mc")
 	for _, g := range []Guard{shared, shared, own, named, named} {
-		if _, err := New(reg, Config{Guard: g}); err != nil {
-			t.Fatal(err)
-		}
+		exportGuard(t, reg, g)
 	}
 	want := guardSeries("", 2)
 	for k, v := range guardSeries("mc", 1) {
@@ -154,11 +148,19 @@ func TestGuardsOfOneLoad(t *testing.T) {
 	checkSeries(t, guardOnly(t, reg), want, nil)
 
 	reloaded := prometheus.NewPedanticRegistry()
-	if _, err := New(reloaded, Config{Guard: named}); err != nil {
-		t.Fatal(err)
-	}
+	exportGuard(t, reloaded, named)
 	named.Cache.GetStale("k")
 	want = guardSeries("mc", 1)
 	want[`caddy_http_statusgate_cache_lookups_total{guard="mc",result="hit"}`] = 2
 	checkSeries(t, guardOnly(t, reloaded), want, nil)
+}
+
+// exportGuard makes a config load's metrics in reg, exporting g.
+func exportGuard(t *testing.T, reg *prometheus.Registry, g Guard) {
+	t.Helper()
+	m, err := New(reg, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ExportGuard(g)
 }

@@ -86,10 +86,6 @@ type Config struct {
 	// position the keyring matches selects the counter (KeyUsed). Default:
 	// none.
 	Keys []string
-
-	// Guard is the handler's backend guard, whose counters are exported
-	// with those of the other handlers' guards. Default: none.
-	Guard Guard
 }
 
 // Metrics is one handler's set of counters. A nil *Metrics counts nothing,
@@ -100,6 +96,7 @@ type Metrics struct {
 	keys       []prometheus.Counter
 	keyRefused []prometheus.Counter
 	unknownKey prometheus.Counter
+	guards     *guardCollector
 }
 
 // Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
@@ -212,12 +209,10 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 			return nil, err
 		}
 	}
-	if cfg.Guard != (Guard{}) {
-		c.guards.add(cfg.Guard)
-	}
 	m := &Metrics{
 		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
 		unknownKey: c.unknownKey,
+		guards:     c.guards,
 	}
 	for _, name := range cfg.Endpoints {
 		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])

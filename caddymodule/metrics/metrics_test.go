@@ -60,7 +60,7 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64, 
 
 func TestOutcomes(t *testing.T) {
 	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error",
-		"busy", "rate_limited", "cached", "coalesced", "bad_request"}
+		"busy", "rate_limited", "cached", "coalesced", "bad_request", "client_gone"}
 	var got []string
 	for _, o := range Outcomes() {
 		got = append(got, o.String())
@@ -153,10 +153,10 @@ func TestScrapeExact(t *testing.T) {
 	}
 	zero = append(zero, `caddy_http_statusgate_key_refused_total{key="discord-bot"}`)
 	checkSeries(t, scrape(t, reg), want, zero)
-	// requests: 4 endpoints × 13 outcomes; fields: 2; filter bytes: 3 × 2;
+	// requests: 4 endpoints × 14 outcomes; fields: 2; filter bytes: 3 × 2;
 	// keys: 2, and 2 of refusals; the unknown-key counter. No guard: no
 	// guard series.
-	if n, want := len(scrape(t, reg)), 4*13+2+3*2+2+2+1; n != want {
+	if n, want := len(scrape(t, reg)), 4*14+2+3*2+2+2+1; n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
 }

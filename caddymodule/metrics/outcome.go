@@ -50,6 +50,11 @@ const (
 	// read differently from the gateway (a '#', a ';' or a bad %-escape in
 	// the query), answered 400 before the key is read.
 	BadRequest
+	// ClientGone: the client left while its request waited in the backend
+	// step (queued, following an identical request, or at the backend);
+	// nothing is written, and the access log shows 499 as for Caddy's
+	// reverse_proxy.
+	ClientGone
 
 	numOutcomes
 )
@@ -68,6 +73,7 @@ var outcomeNames = [numOutcomes]string{
 	Cached:       "cached",
 	Coalesced:    "coalesced",
 	BadRequest:   "bad_request",
+	ClientGone:   "client_gone",
 }
 
 // String is the outcome's label value, e.g. "not_found"; the empty string for
