@@ -596,12 +596,17 @@ func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 		return v
 	}
 	key := g.shareKey(own.r, own.filtered())
-	if e, fresh, ok := g.cache.GetStale(key); ok {
-		v := h.deliver(own, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
-		if !fresh {
-			h.refresh(own, key, next)
+	// Only an endpoint with a time to live looks: a guard outlives a reload
+	// that turns an endpoint's cache off, and what the old config stored
+	// must not be served under the new one.
+	if own.ep.cacheTTL > 0 {
+		if e, fresh, ok := g.cache.GetStale(key); ok {
+			v := h.deliver(own, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
+			if !fresh {
+				h.refresh(own, key, next)
+			}
+			return v
 		}
-		return v
 	}
 	res, how, err := g.flights.Do(own.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
 		lead := own

@@ -353,6 +353,24 @@ func TestMicroCache(t *testing.T) {
 	}
 }
 
+// TestCacheOffAfterReload: a reload that turns an endpoint's cache off keeps
+// the guard, and with it the old config's entries, which the new config must
+// not serve.
+func TestCacheOffAfterReload(t *testing.T) {
+	before, _ := newTestHandler(t, "guard cached\ncache status 1m")
+	after, _ := newTestHandler(t, "guard cached\ncache status off")
+	if before.guard.guardState != after.guard.guardState {
+		t.Fatal("the reload did not keep the guard")
+	}
+	be := &counter{body: `{"ok":true,"data":{"online":[]},"meta":{"authenticated":false}}`}
+	serve(t, before, be, "GET", "/api/v1/status", nil)
+	be.body = `{"ok":true,"data":{"online":["new"]},"meta":{"authenticated":false}}`
+	r := serve(t, after, be, "GET", "/api/v1/status", nil)
+	if be.n() != 2 || !strings.Contains(r.Body.String(), `"new"`) {
+		t.Errorf("with its cache off, status reached the backend %d times (want 2) and answered %s", be.n(), r.Body)
+	}
+}
+
 // TestCoalescing checks that concurrent identical requests share one backend
 // request and the same bytes, per class, and that what must not be shared is
 // not.
