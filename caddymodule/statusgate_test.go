@@ -599,6 +599,7 @@ func TestStartupWarnings(t *testing.T) {
 	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
 		t.Fatal(err)
 	}
+	defer h.Cleanup()
 	if logs.FilterMessageSnippet("auth is off").FilterLevelExact(zap.WarnLevel).Len() != 1 {
 		t.Errorf("no warn-level auth-off line: %v", logs.All())
 	}
