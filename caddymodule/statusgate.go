@@ -10,6 +10,7 @@
 package caddymodule
 
 import (
+	"maps"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -257,9 +258,10 @@ type exchange struct {
 	who         caller              // who the caller is for ep
 	decodedPath string              // what the gateway's error envelopes show
 
-	forwarded bool    // the request went to the backend step
-	ended     bool    // a step said how the request ended: verdict holds it
-	verdict   verdict // how it ended
+	forwarded bool        // the request went to the backend step
+	site      http.Header // the client's header as the backend step found it
+	ended     bool        // a step said how the request ended: verdict holds it
+	verdict   verdict     // how it ended
 }
 
 // filtered reports whether the response goes through the field layer.
@@ -329,8 +331,10 @@ func (h *Handler) conclude(x *exchange) {
 	hdr := x.w.Header()
 	if x.forwarded {
 		// The backend step's refusal replaces whatever its answer had put
-		// into the header.
+		// into the header, and keeps what the site's handlers before the
+		// gateway had (HSTS, Alt-Svc, Server), as every other refusal does.
 		clear(hdr)
+		maps.Copy(hdr, x.site)
 	}
 	switch v.status {
 	case statusClientClosed:

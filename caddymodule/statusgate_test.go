@@ -429,6 +429,8 @@ func TestFailClosed(t *testing.T) {
 			r, repl := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df?key="+testKey)
 			r.Header.Set("X-Api-Key", "wrong-key-value-0000")
 			rec := httptest.NewRecorder()
+			// What a header directive before the gateway sets.
+			rec.Header().Set("Strict-Transport-Security", "max-age=63072000")
 			var rec2 any
 			func() {
 				defer func() { rec2 = recover() }()
@@ -464,6 +466,9 @@ func TestFailClosed(t *testing.T) {
 			}
 			if rec.Header().Get("Content-Encoding") != "" || rec.Header().Get("Content-Type") != "application/json; charset=utf-8" {
 				t.Errorf("backend headers leaked into the refusal: %v", rec.Header())
+			}
+			if rec.Header().Get("Strict-Transport-Security") != "max-age=63072000" {
+				t.Errorf("the refusal lost the site's headers: %v", rec.Header())
 			}
 			if logs.FilterMessage("backend response refused").Len() != 1 {
 				t.Errorf("the failure was not logged: %v", logs.All())

@@ -36,7 +36,10 @@ func closedPort(t *testing.T) string {
 // parsed, gets instead.
 func TestFailClosed(t *testing.T) {
 	be := newBackend(t)
-	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA}, transport: slowBackendTimeout}.start(t)
+	gateway{
+		upstream: be.addr(), statusgate: []string{"key " + keyA}, transport: slowBackendTimeout,
+		site: []string{"header Strict-Transport-Security max-age=63072000"},
+	}.start(t)
 	anon := "/api/v1/player/" + alex
 	keyed := "/api/v1/server"
 
@@ -79,7 +82,11 @@ func TestFailClosed(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			be.misbehave(c.mode)
 			defer be.misbehave(behave)
-			wantError(t, send(t, "GET", anon, "Accept-Encoding: gzip"), c.status, anon)
+			r := send(t, "GET", anon, "Accept-Encoding: gzip")
+			wantError(t, r, c.status, anon)
+			if r.Header.Get("Strict-Transport-Security") != "max-age=63072000" {
+				t.Errorf("the gateway's %d lost the site's header: %v", r.Status, r.Header)
+			}
 			if seen := be.wantSeen(t, c.name+" anonymous", anon); len(seen) == 1 && seen[0].Header.Get("Accept-Encoding") != "identity" {
 				t.Errorf("filtered call asked for Accept-Encoding %q", seen[0].Header.Get("Accept-Encoding"))
 			}
