@@ -94,9 +94,9 @@ type keyObject struct {
 	MaxInFlight *int     `json:"max_in_flight,omitempty"`
 }
 
-// Scoped reports whether the key has a scope or a cap of its own: whether it
+// scoped reports whether the key has a scope or a cap of its own: whether it
 // needs the object form in JSON.
-func (k Key) Scoped() bool {
+func (k Key) scoped() bool {
 	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven
 }
 
@@ -104,7 +104,7 @@ func (k Key) Scoped() bool {
 // so that `caddy adapt` keeps giving a list of strings for unnamed keys, and
 // the object {"name","key","endpoints","max_in_flight"} otherwise.
 func (k Key) MarshalJSON() ([]byte, error) {
-	if k.Name == "" && !k.Scoped() {
+	if k.Name == "" && !k.scoped() {
 		return json.Marshal(k.Secret)
 	}
 	o := keyObject{Name: k.Name, Secret: &k.Secret, Endpoints: k.Endpoints}
