@@ -81,8 +81,11 @@ func (h *Handler) provisionKeys() error {
 
 // keyScope is what one key opens and how much of the backend it may take.
 type keyScope struct {
-	endpoints map[string]bool  // the endpoints it opens besides the index; nil: every endpoint
-	quota     *admission.Quota // its cap on open requests; nil: none of its own
+	endpoints map[string]bool // the endpoints it opens besides the index; nil: every endpoint
+	// maxInFlight is its cap on open requests, quota the guard's count of
+	// them (provisionGuard); 0 and nil: no cap of its own.
+	maxInFlight int
+	quota       *admission.Quota
 }
 
 func newKeyScope(k apikey.Key) keyScope {
@@ -93,9 +96,7 @@ func newKeyScope(k apikey.Key) keyScope {
 			s.endpoints[name] = true
 		}
 	}
-	if k.MaxInFlight > 0 {
-		s.quota = admission.NewQuota(k.MaxInFlight)
-	}
+	s.maxInFlight = k.MaxInFlight
 	return s
 }
 

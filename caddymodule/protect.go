@@ -196,6 +196,32 @@ type guardState struct {
 	maxStreams int32
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
+
+	// keyQuotas are the keys' own caps (a key's max_in_flight), one Quota
+	// per cap, counting each key by its name: a reload, or another handler
+	// in front of the same backend, finds the key's open requests where the
+	// last one left them.
+	keyQuotasMu sync.Mutex
+	keyQuotas   map[int]*admission.Quota
+}
+
+// keyQuota is the guard's Quota for keys capped at max open requests; nil
+// for no cap.
+func (s *guardState) keyQuota(max int) *admission.Quota {
+	if max <= 0 {
+		return nil
+	}
+	s.keyQuotasMu.Lock()
+	defer s.keyQuotasMu.Unlock()
+	q := s.keyQuotas[max]
+	if q == nil {
+		q = admission.NewQuota(max)
+		if s.keyQuotas == nil {
+			s.keyQuotas = map[int]*admission.Quota{}
+		}
+		s.keyQuotas[max] = q
+	}
+	return q
 }
 
 // Destruct implements caddy.Destructor: a guard holds nothing to close.
@@ -398,6 +424,9 @@ func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
 		h.guard.writeTimeout = 0
 	default:
 		h.guard.writeTimeout = time.Duration(c.WriteTimeout)
+	}
+	for i := range h.scopes {
+		h.scopes[i].quota = h.guard.keyQuota(h.scopes[i].maxInFlight)
 	}
 	g := h.guard.guardState
 	h.metrics.ExportGuard(metrics.Guard{Name: c.Guard, All: g.all, Main: g.main, Flights: g.flights, Cache: g.cache, Held: g.held})

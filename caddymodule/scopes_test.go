@@ -246,6 +246,30 @@ func TestKeyCap(t *testing.T) {
 	}
 }
 
+// TestKeyCapAcrossReload: a key's max_in_flight belongs to the guard, like
+// every count of the backend's use: after a reload (a handler of the new
+// config on the same guard) the key's requests still under way count, and
+// its caller does not get the cap anew.
+func TestKeyCapAcrossReload(t *testing.T) {
+	const block = "key bot " + scopeBotSecret + " {\n\tmax_in_flight 1\n}\ncoalesce off"
+	before, _ := newTestHandler(t, block)
+	after, _ := newTestHandler(t, block+"\nkey web "+scopeWebSecret)
+	if before.guard.guardState != after.guard.guardState {
+		t.Fatal("the reload did not keep the guard")
+	}
+	g := newGate()
+	done := make(chan int, 1)
+	go func() { done <- serve(t, before, g, "GET", "/api/v1/status?n=1", keyHeader(scopeBotSecret)).Code }()
+	<-g.entered
+	if r := serve(t, after, &backend{body: `{"ok":true,"meta":{}}`}, "GET", "/api/v1/status?n=2", keyHeader(scopeBotSecret)); r.Code != 429 {
+		t.Errorf("the key's second request, after the reload: %d, want 429", r.Code)
+	}
+	g.release <- struct{}{}
+	if c := <-done; c != 200 {
+		t.Errorf("the request under way: %d", c)
+	}
+}
+
 // TestScopeOutsideCountsByAddress checks that a key outside its scope is held
 // to the anonymous callers' per-client limit, by its address, like them.
 func TestScopeOutsideCountsByAddress(t *testing.T) {
