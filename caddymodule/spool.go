@@ -130,12 +130,26 @@ func (s *spool) grow(need int) bool {
 	if cap(s.body) == 0 && s.hint >= need {
 		size = min(s.hint, s.max)
 	}
+	// Charged as the memory it takes: the pool rounds up to its class, and
+	// past max the last growth is to max exactly, outside the pool.
+	pooled := buffers.capacity(size) <= s.max
+	if pooled {
+		size = buffers.capacity(size)
+	} else {
+		size = s.max
+	}
 	more := int64(size - cap(s.body))
 	if s.held.Take(more) != nil {
 		return false
 	}
 	s.charged += more
-	grown := append(buffers.get(size), s.body...)
+	var grown []byte
+	if pooled {
+		grown = buffers.get(size)
+	} else {
+		grown = make([]byte, 0, size)
+	}
+	grown = append(grown, s.body...)
 	buffers.put(s.body)
 	s.body = grown
 	return true
@@ -179,10 +193,24 @@ type bufferPool struct {
 // buffers is shared by every spool: a buffer holds no config.
 var buffers bufferPool
 
-// get returns an empty buffer of at least n bytes' capacity.
+// class is the class of the buffers get(n) returns; len(classes): none, a
+// buffer of n bytes' capacity made for the occasion.
+func (bp *bufferPool) class(n int) int {
+	return min(bits.Len(uint(max(n, spoolStart)-1)), len(bp.classes))
+}
+
+// capacity is the capacity of the buffer get(n) returns.
+func (bp *bufferPool) capacity(n int) int {
+	if c := bp.class(n); c < len(bp.classes) {
+		return 1 << c
+	}
+	return n
+}
+
+// get returns an empty buffer of capacity(n).
 func (bp *bufferPool) get(n int) []byte {
-	c := bits.Len(uint(max(n, spoolStart) - 1))
-	if c >= len(bp.classes) {
+	c := bp.class(n)
+	if c == len(bp.classes) {
 		return make([]byte, 0, n)
 	}
 	if b, ok := bp.classes[c].Get().(*[]byte); ok {
