@@ -372,12 +372,11 @@ func (c caller) filtered() bool { return !c.authenticated }
 
 // callerFor is the caller of a request to ep that presented key (a keyring
 // position, or noKey).
-func (h *Handler) callerFor(r *http.Request, key int, ep *endpoint) caller {
+func (h *Handler) callerFor(key int, ep *endpoint) caller {
 	c := caller{key: key, authenticated: !h.authOn}
 	if key != noKey && h.scopes[key].opens(ep.name) {
 		c.counts, c.authenticated = true, true
 		c.holder, c.quota = h.holders[key], h.scopes[key].quota
-		return c
 	}
 	return c
 }

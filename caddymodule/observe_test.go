@@ -244,7 +244,7 @@ func TestRequestPathAllocations(t *testing.T) {
 	ep := h.table.lookup("server")
 	w := httptest.NewRecorder()
 	served := func(key int) {
-		x := &exchange{w: w, r: r, repl: repl, ep: ep, who: h.callerFor(r, key, ep)}
+		x := &exchange{w: w, r: r, repl: repl, ep: ep, who: h.callerFor(key, ep)}
 		x.end(verdict{outcome: metrics.Served})
 		h.conclude(x)
 	}
@@ -285,7 +285,7 @@ func BenchmarkObserve(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			repl := caddy.NewReplacer()
-			h.identify(repl, r, ep, h.callerFor(r, 0, ep))
+			h.identify(repl, r, ep, h.callerFor(0, ep))
 			h.metrics.KeyUsed(0)
 			h.settle(repl, ep, metrics.Served)
 		}

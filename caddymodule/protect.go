@@ -345,13 +345,7 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	if l.Queue > 0 {
 		l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
 	}
-	switch c.Timeout {
-	case 0:
-		l.Timeout = defaultTimeout
-	case off:
-	default:
-		l.Timeout = time.Duration(c.Timeout)
-	}
+	l.Timeout = durationOr(c.Timeout, defaultTimeout)
 	l.Coalesce = c.Coalesce == nil || *c.Coalesce
 	if c.CacheSize != off {
 		l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
@@ -413,17 +407,10 @@ func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
 		guardState:   v.(*guardState),
 		key:          key,
 		timeout:      l.Timeout,
-		writeTimeout: defaultWriteTimeout,
+		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
 		maxResponse:  int(l.MaxResponse),
 		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
 		policy:       policyOf(h.authOn, h.table),
-	}
-	switch c.WriteTimeout {
-	case 0:
-	case -1:
-		h.guard.writeTimeout = 0
-	default:
-		h.guard.writeTimeout = time.Duration(c.WriteTimeout)
 	}
 	for i := range h.scopes {
 		h.scopes[i].quota = h.guard.keyQuota(h.scopes[i].maxInFlight)
@@ -495,6 +482,18 @@ func policyOf(authOn bool, t *endpointTable) string {
 		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
 	}
 	return strconv.FormatUint(f.Sum64(), 36)
+}
+
+// durationOr resolves a duration option that can be off: 0 is def, and off
+// is none (0).
+func durationOr(d caddy.Duration, def time.Duration) time.Duration {
+	switch d {
+	case 0:
+		return def
+	case off:
+		return 0
+	}
+	return time.Duration(d)
 }
 
 func orDefault(v, def int) int {
@@ -697,9 +696,26 @@ func (h *Handler) deliver(x exchange, res *coalesce.Result, shared bool, outcome
 // heldRefusal answers a caller the held-bytes budget turned away.
 func heldRefusal(err error) *refusal {
 	if errors.Is(err, hold.ErrClientFull) {
-		return &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: err}}
+		return tooMany(err)
 	}
-	return &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: err}}
+	return busy(err, "1")
+}
+
+// tooMany answers a caller over a limit of its own (its share, its place, its
+// key's cap): 429, to ask again in a second.
+func tooMany(cause error) *refusal {
+	return &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: cause}}
+}
+
+// busy answers a caller the backend has no room for: 503, to ask again after
+// retryAfter seconds.
+func busy(cause error, retryAfter string) *refusal {
+	return &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: retryAfter, cause: cause}}
+}
+
+// badGateway answers a caller whose backend answer failed.
+func badGateway(cause error) *refusal {
+	return &refusal{verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: cause}}
 }
 
 // contextRefusal answers a caller whose request context ended while it
@@ -720,7 +736,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	g := &h.guard
 	if !x.who.counts && g.quota != nil {
 		if !g.quota.Take(x.who.holder) {
-			return nil, &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errQuota}}
+			return nil, tooMany(errQuota)
 		}
 		defer g.quota.Give(x.who.holder)
 	}
@@ -728,17 +744,16 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 		// The key's own cap, before the queue: past it only this key's
 		// caller is turned away, and nobody waits for it.
 		if !q.Take(x.who.holder) {
-			return nil, &refusal{verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: errKeyQuota}}
+			return nil, tooMany(errKeyQuota)
 		}
 		defer q.Give(x.who.holder)
 	}
 	ctx := x.r.Context()
 	permits, err := g.admit(ctx, x.ep, x.who.counts)
 	if err != nil {
-		var busy *admission.BusyError
-		if errors.As(err, &busy) {
-			return nil, &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy,
-				retryAfter: strconv.Itoa(int(busy.RetryAfter / time.Second)), cause: err}}
+		var be *admission.BusyError
+		if errors.As(err, &be) {
+			return nil, busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
 		}
 		return nil, contextRefusal(err)
 	}
@@ -771,7 +786,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	outcome, err := h.proxy(own, sp, next)
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
-		return nil, &refusal{verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: "1", cause: sp.err}}
+		return nil, busy(sp.err, "1")
 	case err != nil:
 		return nil, err
 	case sp.spilled:
@@ -779,7 +794,7 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 	}
 	res := sp.result()
 	if res == nil {
-		return nil, &refusal{verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: errNoBody}}
+		return nil, badGateway(errNoBody)
 	}
 	return res, nil
 }

@@ -66,7 +66,7 @@ func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.
 	if sp.spilled {
 		return 0, &streamed{verdict{outcome: metrics.BackendError, cause: err, cut: true}}
 	}
-	ref := &refusal{verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: err}}
+	ref := badGateway(err)
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {

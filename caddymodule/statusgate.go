@@ -216,7 +216,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	// Who the caller is for this endpoint: a key outside its scope makes
 	// it a caller without a key from here on, byte for byte.
-	x.ep, x.who = rt.ep, h.callerFor(r, key, rt.ep)
+	x.ep, x.who = rt.ep, h.callerFor(key, rt.ep)
 	if rt.ep.requireKey && !x.who.authenticated {
 		if x.who.key != noKey {
 			h.metrics.KeyRefused(x.who.key) // an accepted key, outside its scope

@@ -108,17 +108,18 @@ type guardSums struct {
 	flights                                coalesce.Stats
 }
 
-func (s *guardSums) addLimiter(l *admission.Limiter) {
+// addLimiter adds l's queue and returns how many hold its slots.
+func (s *guardSums) addLimiter(l *admission.Limiter) (inFlight int) {
 	st := l.Stats()
 	s.queuedAnonymous += st.QueuedAnonymous
 	s.queuedKeyed += st.QueuedKeyed
+	return st.InFlight
 }
 
 func (s *guardSums) add(g Guard) {
 	if g.All != nil {
 		s.hasAdmission = true
-		s.inFlight += g.All.Stats().InFlight
-		s.addLimiter(g.All)
+		s.inFlight += s.addLimiter(g.All)
 	}
 	if g.Main != nil {
 		s.hasMain = true
