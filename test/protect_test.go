@@ -22,24 +22,19 @@ func concurrently(t *testing.T, n int, req func(i int) response) []response {
 	return out
 }
 
-// TestSharingIsolation runs anonymous and keyed callers of one slow player
-// record at once with the defaults (coalescing and the micro-cache on): each
-// class makes one trip to the backend, every anonymous caller gets the
-// filtered document and every keyed caller the backend's bytes. After a reload
-// that revokes key A, a key-A caller is anonymous again and never gets what was
-// shared or cached for keyed callers before.
-func TestSharingIsolation(t *testing.T) {
-	be := newBackend(t)
-	g := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA}, shared: true}
-	g.start(t)
-	target := "/api/v1/player/" + alex
+// sharedByClass sends 2×each callers of one player record at once to a slow
+// backend, every other one with the headers of the filtered class and the
+// rest with those of the whole class, and checks that each got its class's
+// answer (the filtered document, or the backend's bytes) and that each class
+// made one trip to the backend.
+func sharedByClass(t *testing.T, be *backend, target string, each int, filtered, whole []string) {
+	t.Helper()
 	be.misbehave(sendSlow)
-	const each = 12
 	out := concurrently(t, 2*each, func(i int) response {
 		if i%2 == 0 {
-			return send(t, "GET", target)
+			return send(t, "GET", target, filtered...)
 		}
-		return send(t, "GET", target, withKey(keyA))
+		return send(t, "GET", target, whole...)
 	})
 	be.misbehave(behave)
 	for i, r := range out {
@@ -52,6 +47,20 @@ func TestSharingIsolation(t *testing.T) {
 	if seen := be.take(); len(seen) != 2 {
 		t.Errorf("%d callers in two classes made %d trips to the backend, want 2", 2*each, len(seen))
 	}
+}
+
+// TestSharingIsolation runs anonymous and keyed callers of one slow player
+// record at once with the defaults (coalescing and the micro-cache on): each
+// class makes one trip to the backend, every anonymous caller gets the
+// filtered document and every keyed caller the backend's bytes. After a reload
+// that revokes key A, a key-A caller is anonymous again and never gets what was
+// shared or cached for keyed callers before.
+func TestSharingIsolation(t *testing.T) {
+	be := newBackend(t)
+	g := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA}, shared: true}
+	g.start(t)
+	target := "/api/v1/player/" + alex
+	sharedByClass(t, be, target, 12, nil, []string{withKey(keyA)})
 
 	// status is cached for a second by default, per class.
 	status := "/api/v1/status"

@@ -170,24 +170,7 @@ func TestScopesShareByClass(t *testing.T) {
 		"max_per_client off",
 	}}.start(t)
 	target := "/api/v1/player/" + alex
-	be.misbehave(sendSlow)
-	out := concurrently(t, 8, func(i int) response {
-		if i%2 == 0 {
-			return send(t, "GET", target, withKey(keyA))
-		}
-		return send(t, "GET", target, withKey(keyB))
-	})
-	be.misbehave(behave)
-	for i, r := range out {
-		if i%2 == 0 {
-			wantFiltered(t, r, target, playerFields...)
-		} else {
-			wantBackendBytes(t, r, target)
-		}
-	}
-	if seen := be.take(); len(seen) != 2 {
-		t.Errorf("8 callers of two classes made %d trips, want 2", len(seen))
-	}
+	sharedByClass(t, be, target, 4, []string{withKey(keyA)}, []string{withKey(keyB)})
 	// status is cached per class: the bot (in scope) and web share the
 	// whole answer, an anonymous caller gets its own, filtered.
 	status := "/api/v1/status"
