@@ -605,7 +605,6 @@ func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 	g := &h.guard
 	pw := progress.New(x.w, g.writeTimeout)
 	defer pw.Done()
-	x.site = x.w.Header().Clone()
 	x.w, x.forwarded = pw, true
 	if err := g.held.Check(x.who.holder); err != nil {
 		return heldRefusal(err).verdict

@@ -10,7 +10,6 @@
 package caddymodule
 
 import (
-	"maps"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -258,10 +257,9 @@ type exchange struct {
 	who         caller              // who the caller is for ep
 	decodedPath string              // what the gateway's error envelopes show
 
-	forwarded bool        // the request went to the backend step
-	site      http.Header // the client's header as the backend step found it
-	ended     bool        // a step said how the request ended: verdict holds it
-	verdict   verdict     // how it ended
+	forwarded bool    // the request went to the backend step
+	ended     bool    // a step said how the request ended: verdict holds it
+	verdict   verdict // how it ended
 }
 
 // filtered reports whether the response goes through the field layer.
@@ -328,14 +326,11 @@ func (h *Handler) conclude(x *exchange) {
 	case v.status == 0:
 		return
 	}
+	// The header holds what the site's handlers before the gateway set (HSTS,
+	// Alt-Svc, Server), which every refusal keeps, and nothing of a backend
+	// answer: that stays in the spool's own header until the answer is
+	// written, after which nothing is refused any more, only cut.
 	hdr := x.w.Header()
-	if x.forwarded {
-		// The backend step's refusal replaces whatever its answer had put
-		// into the header, and keeps what the site's handlers before the
-		// gateway had (HSTS, Alt-Svc, Server), as every other refusal does.
-		clear(hdr)
-		maps.Copy(hdr, x.site)
-	}
 	switch v.status {
 	case statusClientClosed:
 		x.w.WriteHeader(v.status) // for the access log; nobody reads it
