@@ -2,9 +2,10 @@
 // in-process by caddytest, with statusgate in front of reverse_proxy and a
 // recording stand-in for the ServerAPI plugin behind it (backend_test.go).
 //
-// All tests share one Caddy (admin on localhost:2999, HTTP on :9080, and
-// 127.0.0.1:9082 for the widget's page in widget_test.go); each loads its own
-// config, so none of them runs in parallel.
+// All tests share one Caddy, on free loopback ports taken when the test binary
+// starts (caddy_test.go: adminPort, httpPort, and widgetPort for the widget's
+// page in widget_test.go); each loads its own config, so none of them runs in
+// parallel. Two runs at once, in two checkouts, do not meet.
 package test
 
 import (
@@ -25,15 +26,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	_ "github.com/statusgate/statusgate/caddymodule"
 	"github.com/statusgate/statusgate/internal/fixture"
-)
-
-const (
-	httpPort    = 9080
-	gatewayAddr = "localhost:9080"
 )
 
 // Keys. Every string here is a secret: the backend checks that none of them
@@ -53,7 +50,8 @@ var secrets = []string{keyA, keyB, keyC, keyEnv, keyFil, badKey}
 // withKey is the header line that sends k.
 func withKey(k string) string { return "X-API-Key: " + k }
 
-// gateway is one Caddy config: statusgate in front of reverse_proxy, on :9080.
+// gateway is one Caddy config: statusgate in front of reverse_proxy, on
+// httpPort of loopback.
 // It is the only config builder of the package.
 type gateway struct {
 	statusgate []string // lines of the statusgate block
@@ -97,9 +95,10 @@ func (g gateway) caddyfile() string {
 	}
 	return fmt.Sprintf(`{
 	skip_install_trust
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
-	https_port 9443
+	https_port %d
+	default_bind 127.0.0.1
 	auto_https %s
 	grace_period 5s
 	%s
@@ -112,20 +111,35 @@ func (g gateway) caddyfile() string {
 	}
 	reverse_proxy %s%s
 }
-%s`, httpPort, autoHTTPS, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
+%s`, adminPort, httpPort, httpsPort, autoHTTPS, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
 		strings.Join(lines, "\n\t\t"), g.upstream, proxy, strings.Join(g.sites, "\n"))
 }
 
-// start loads the config into the in-process Caddy (caddytest starts it on
-// first use) and waits until it is the running one.
+// start loads the config into the in-process Caddy (caddy_test.go) and
+// waits until it is the running one, alone on its ports.
 func (g gateway) start(t *testing.T) *caddytest.Tester {
+	t.Helper()
+	return loadCaddyfile(t, g.caddyfile())
+}
+
+// loadCaddyfile loads a whole Caddyfile into the in-process Caddy as a
+// reload would, and returns once it is the running config and the previous
+// config's listeners are closed (awaitOldListeners): from then on, every
+// new connection reaches this config. Every config a test loads goes
+// through here.
+func loadCaddyfile(t *testing.T, caddyfile string) *caddytest.Tester {
 	t.Helper()
 	failed := t.Failed()
 	tc := caddytest.NewTester(t)
-	tc.InitServer(g.caddyfile(), "caddyfile")
+	tc.InitServer(caddyfile, "caddyfile")
 	if t.Failed() && !failed {
-		t.Fatalf("config not loaded:\n%s", g.caddyfile())
+		t.Fatalf("config not loaded:\n%s", caddyfile)
 	}
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
+	if err != nil {
+		t.Fatalf("adapting the config: %v", err)
+	}
+	awaitOldListeners(t, adapted)
 	return tc
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -42,7 +43,7 @@ func TestKeysKeptOutOfConfig(t *testing.T) {
 		// has automatic HTTPS: a site on the HTTPS port, without a host (no
 		// certificate to get), and auto_https not off.
 		autoHTTPS: "disable_redirects",
-		sites:     []string{":9443 {\n\trespond 204\n}"},
+		sites:     []string{fmt.Sprintf(":%d {\n\trespond 204\n}", httpsPort)},
 	}.start(t)
 
 	const server = "/api/v1/server"
@@ -56,7 +57,7 @@ func TestKeysKeptOutOfConfig(t *testing.T) {
 	}
 	be.wantSeen(t, "no key, wrong keys")
 
-	res, err := http.Get("http://localhost:2999/config/")
+	res, err := http.Get(adminURL + "/config/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func TestKeyWithBraces(t *testing.T) {
 // takes the config.
 func loadRefused(t *testing.T, caddyfile string) string {
 	t.Helper()
-	res, err := http.Post("http://localhost:2999/load", "text/caddyfile", strings.NewReader(caddyfile))
+	res, err := http.Post(adminURL+"/load", "text/caddyfile", strings.NewReader(caddyfile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -303,7 +303,7 @@ func TestMetricsScrape(t *testing.T) {
 func scrapeAdmin(t *testing.T) (map[string]float64, bytes.Buffer) {
 	t.Helper()
 	var text bytes.Buffer
-	res, err := http.Get("http://localhost:2999/metrics")
+	res, err := http.Get(adminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +27,16 @@ import (
 )
 
 // The widget's page is served from widgetOrigin, another origin than the
-// gateway's (http://localhost:9080), so every call it makes is cross-origin.
-const (
-	widgetOrigin = "http://127.0.0.1:9082"
+// gateway's (http://localhost:<httpPort>), so every call it makes is
+// cross-origin.
+var (
+	widgetOrigin = "http://127.0.0.1:" + strconv.Itoa(widgetPort)
 	gatewayURL   = "http://" + gatewayAddr
-	// demoAPI is the data-api of examples/widget/index.html; the test pages
-	// are copies with it replaced.
-	demoAPI = `data-api="http://localhost:8080"`
 )
+
+// demoAPI is the data-api of examples/widget/index.html; the test pages are
+// copies with it replaced.
+const demoAPI = `data-api="http://localhost:8080"`
 
 // browser is the one headless Chromium of the test binary, started by the
 // first browser test and stopped by TestMain: it takes seconds to start.
@@ -42,14 +45,6 @@ var browser struct {
 	ctx  context.Context
 	stop func()
 	err  error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if browser.stop != nil {
-		browser.stop()
-	}
-	os.Exit(code)
 }
 
 // needBrowser starts Chromium on first use, and skips the test where it is not

@@ -16,12 +16,30 @@ import (
 
 // FreePort asks the kernel for an unused loopback port.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts asks the kernel for n unused loopback ports, n different ones:
+// it holds each until it has them all. A port is free when it is handed out;
+// another process could take it before the caller listens on it, which
+// the kernel's random choice among tens of thousands of ports makes unlikely,
+// and which shows as an error naming the port (or, for Caddy's reusable
+// listeners, as another process's answers: see test/gateway_test.go).
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("no free loopback port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // Process is one `caddy run` child process.

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Runs the README's test command again and again on a busy machine, to show
+# that no test depends on timing or on a fixed port.
+#
+#   bash scripts/stress-tests.sh                 # 20 runs, each -count=1, beside a one-core CPU hog
+#   bash scripts/stress-tests.sh -runs 5         # fewer runs
+#   bash scripts/stress-tests.sh -no-hog         # without the hog
+#   bash scripts/stress-tests.sh -two-clones     # two copies of the checkout, the command in both at once (with the hog)
+#   bash scripts/stress-tests.sh -runs 0 -two-clones   # only that
+#
+# The hog is a shell loop that keeps one core busy for the whole run. A run
+# that fails keeps its log (the path is printed). Everything listens on
+# loopback ports the tests choose free; the module proxy is used only if the
+# module cache lacks something. Bounded in time: each run is stopped after
+# -run-timeout (default 20m), and no run starts after -budget (default 8h).
+# The whole script holds the repository's port lock, like scripts/flood.sh,
+# so that it never runs beside the harnesses (it would skew their figures,
+# and they its); set STRESS_LOCK to use another lock file.
+# Exit status: 0 when every run passed, 1 when one failed, 2 on bad usage.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+runs=20 hog=1 clones=0 run_timeout=20m budget=8h
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-runs) runs=$2; shift ;;
+	-no-hog) hog=0 ;;
+	-two-clones) clones=1 ;;
+	-run-timeout) run_timeout=$2; shift ;;
+	-budget) budget=$2; shift ;;
+	-h | -help | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	*) echo "unknown flag $1 (-h for help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+lock=${STRESS_LOCK:-/tmp/statusgate-ports.lock}
+if [ -z "${STRESS_LOCKED:-}" ]; then
+	echo "waiting for $lock"
+	STRESS_LOCKED=1 exec flock "$lock" bash "$0" "$@"
+fi
+
+packages=(./... ./test/... ./cmd/statusgate-build/...)
+logs=$(mktemp -d -t statusgate-stress.XXXXXX)
+hog_pid=
+work=
+cleanup() {
+	if [ -n "$hog_pid" ]; then kill "$hog_pid" 2>/dev/null || true; fi
+	if [ -n "$work" ]; then rm -rf "$work"; fi
+	rmdir "$logs" 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "$hog" = 1 ]; then
+	bash -c 'while :; do :; done' &
+	hog_pid=$!
+	echo "CPU hog: pid $hog_pid (one core)"
+fi
+
+seconds() { # a duration such as 90s, 20m or 8h in seconds
+	case "$1" in
+	*h) echo $((${1%h} * 3600)) ;; *m) echo $((${1%m} * 60)) ;; *s) echo "${1%s}" ;; *) echo "$1" ;;
+	esac
+}
+deadline=$(($(date +%s) + $(seconds "$budget")))
+failed=0 passed=0 durations=()
+
+# one_run DIR NAME: the test command in DIR, its output in $logs/NAME.log.
+one_run() {
+	local dir=$1 name=$2 start rc
+	start=$(date +%s)
+	rc=0
+	(cd "$dir" && timeout "$run_timeout" go test -count=1 "${packages[@]}") >"$logs/$name.log" 2>&1 || rc=$?
+	echo "$rc $(($(date +%s) - start))"
+}
+
+report() { # NAME RC SECONDS
+	if [ "$2" = 0 ]; then
+		echo "$1: ok in $3 s"
+		rm -f "$logs/$1.log"
+	else
+		echo "$1: FAILED (exit $2) after $3 s; log: $logs/$1.log"
+		grep -E -- '^(--- FAIL|FAIL|panic:)|_test\.go:[0-9]+:' "$logs/$1.log" | head -20 | sed 's/^/    /'
+	fi
+}
+
+for ((i = 1; i <= runs; i++)); do
+	if [ "$(date +%s)" -ge "$deadline" ]; then
+		echo "budget $budget spent: $((i - 1)) of $runs runs done"
+		break
+	fi
+	read -r rc secs < <(one_run "$root" "run-$i")
+	report "run $i" "$rc" "$secs"
+	durations+=("$secs")
+	if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+if [ "${#durations[@]}" -gt 0 ]; then
+	sorted=$(printf '%s\n' "${durations[@]}" | sort -n)
+	echo "runs: $passed passed, $failed failed; seconds a run: min $(head -1 <<<"$sorted"), median $(sed -n "$(((${#durations[@]} + 1) / 2))p" <<<"$sorted"), max $(tail -1 <<<"$sorted")"
+fi
+
+if [ "$clones" = 1 ]; then
+	# Two copies of the working tree as it is (uncommitted changes too),
+	# without .git and built binaries.
+	work=$(mktemp -d -t statusgate-clones.XXXXXX)
+	for c in a b; do
+		mkdir "$work/$c"
+		tar -C "$root" --exclude=./.git --exclude=./caddy --exclude='*.test' -cf - . | tar -C "$work/$c" -xf -
+	done
+	echo "two clones at once: $work/a and $work/b"
+	one_run "$work/a" clone-a >"$work/a.rc" &
+	pa=$!
+	one_run "$work/b" clone-b >"$work/b.rc" &
+	pb=$!
+	wait "$pa" "$pb" || true
+	for c in a b; do
+		read -r rc secs <"$work/$c.rc"
+		report "clone $c" "$rc" "$secs"
+		if [ "$rc" != 0 ]; then failed=$((failed + 1)); fi
+	done
+fi
+
+[ "$failed" = 0 ]

@@ -1,0 +1,126 @@
+package test
+
+// The one in-process Caddy that every test of the package shares: the ports
+// it listens on, its start, and the wait that makes a config load complete.
+//
+// The ports are free ones, taken when the test binary starts, so that two
+// runs at once (two checkouts, or two helpers on one machine) never meet:
+// Caddy on Linux listens with SO_REUSEPORT, so a second Caddy on the same
+// fixed port would not even fail, it would take half of the first one's
+// connections. Tests use the names below, never a number.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+var (
+	// adminPort is the admin API's (on localhost, as caddytest expects).
+	// httpPort is the gateway's (gateway.caddyfile), httpsPort Caddy's
+	// https_port, and widgetPort the widget page's (widget_test.go).
+	adminPort, httpPort, httpsPort, widgetPort = freePorts()
+
+	// gatewayAddr is the gateway's host:port, the Host of every request.
+	gatewayAddr = "localhost:" + strconv.Itoa(httpPort)
+	// adminURL is the admin API's base URL, without a trailing slash.
+	adminURL = "http://localhost:" + strconv.Itoa(adminPort)
+)
+
+func freePorts() (admin, http, https, widget int) {
+	p, err := harness.FreePorts(4)
+	if err != nil {
+		panic(fmt.Sprintf("the integration tests need four free loopback ports: %v", err))
+	}
+	return p[0], p[1], p[2], p[3]
+}
+
+func TestMain(m *testing.M) {
+	if err := startCaddy(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if browser.stop != nil {
+		browser.stop()
+	}
+	_ = caddy.Stop()
+	os.Exit(code)
+}
+
+// startCaddy starts the in-process Caddy with only its admin API, on
+// adminPort, before caddytest would: caddytest takes any server that
+// answers on its admin port for its own, and skips every test when none
+// starts; here a port that is taken is an error that names it.
+func startCaddy() error {
+	caddytest.Default.AdminPort = adminPort
+	addr := net.JoinHostPort("localhost", strconv.Itoa(adminPort))
+	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("port %d (the tests' admin API, %s) is taken by another process", adminPort, addr)
+	}
+	cfg, _ := json.Marshal(map[string]any{"admin": map[string]any{"listen": addr}})
+	if err := caddy.Load(cfg, true); err != nil {
+		return fmt.Errorf("starting the tests' Caddy with its admin API on %s: %w", addr, err)
+	}
+	return nil
+}
+
+// awaitOldListeners returns once the listeners of the config before the one
+// just loaded are closed. A config load returns when the new servers listen
+// and the old ones have been told to stop; on Linux both listen on the same
+// port at once for a moment (SO_REUSEPORT), and until the old socket is
+// closed the kernel can hand it a new connection, which the old config then
+// answers, or which is reset when that socket closes. So the next request
+// would be the previous test's. Caddy counts the configs that use each
+// listener address; the old one is gone when the count is back to one.
+func awaitOldListeners(t testing.TB, adapted []byte) {
+	t.Helper()
+	var cfg struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Listen []string `json:"listen"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatalf("reading the adapted config's listeners: %v", err)
+	}
+	var keys [][2]string
+	for _, srv := range cfg.Apps.HTTP.Servers {
+		for _, l := range srv.Listen {
+			na, err := caddy.ParseNetworkAddress(l)
+			if err != nil {
+				t.Fatalf("listen address %q: %v", l, err)
+			}
+			for _, a := range na.Expand() {
+				keys = append(keys, [2]string{a.Network, a.JoinHostPort(0)})
+			}
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		open := ""
+		for _, k := range keys {
+			if caddy.ListenerUsage(k[0], k[1]) > 1 {
+				open = k[1]
+			}
+		}
+		if open == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the previous config's listener on %s is still open 30 s after the reload", open)
+		}
+	}
+}
