@@ -82,7 +82,7 @@ report() { # NAME RC SECONDS
 		rm -f "$logs/$1.log"
 	else
 		echo "$1: FAILED (exit $2) after $3 s; log: $logs/$1.log"
-		grep -E -- '^(--- FAIL|FAIL|panic:)|_test\.go:[0-9]+:' "$logs/$1.log" | head -20 | sed 's/^/    /'
+		grep -E -- '^(--- FAIL|FAIL|panic:)|_test\.go:[0-9]+:' "$logs/$1.log" | head -20 | sed 's/^/    /' || true
 	fi
 }
 
@@ -92,7 +92,7 @@ for ((i = 1; i <= runs; i++)); do
 		break
 	fi
 	read -r rc secs < <(one_run "$root" "run-$i")
-	report "run $i" "$rc" "$secs"
+	report "run-$i" "$rc" "$secs"
 	durations+=("$secs")
 	if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
@@ -117,7 +117,7 @@ if [ "$clones" = 1 ]; then
 	wait "$pa" "$pb" || true
 	for c in a b; do
 		read -r rc secs <"$work/$c.rc"
-		report "clone $c" "$rc" "$secs"
+		report "clone-$c" "$rc" "$secs"
 		if [ "$rc" != 0 ]; then failed=$((failed + 1)); fi
 	done
 fi

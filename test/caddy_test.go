@@ -24,6 +24,12 @@ import (
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
 
+// patience is how long a test waits for what must happen (an answer, a
+// request at the backend, a line in a log) before it fails. Only a failing
+// test waits that long, so it is generous: a busy machine must not make a
+// correct gateway fail.
+const patience = 60 * time.Second
+
 var (
 	// adminPort is the admin API's (on localhost, as caddytest expects).
 	// httpPort is the gateway's (gateway.caddyfile), httpsPort Caddy's

@@ -6,7 +6,9 @@ package test
 // valid config whose metrics stay on loopback.
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	_ "github.com/statusgate/statusgate/internal/sim"
@@ -134,8 +137,8 @@ func TestReadme(t *testing.T) {
 }
 
 // TestCaddyfileExample adapts and validates the demo's config (the README's
-// first command runs it) without starting it, and checks that its metrics
-// site listens on loopback only.
+// first command runs it) without starting it, and checks that every site of
+// it listens on loopback only, the metrics' among them.
 func TestCaddyfileExample(t *testing.T) {
 	body, err := os.ReadFile(filepath.Join(repoRoot, "Caddyfile.example"))
 	if err != nil {
@@ -153,7 +156,8 @@ func TestCaddyfileExample(t *testing.T) {
 	if err := json.Unmarshal(adapted, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	// The site with the metrics handler binds 127.0.0.1 only.
+	// Every site binds 127.0.0.1 only: the demo's keys are published, and
+	// its metrics name every key. The metrics have a site of their own.
 	var http struct {
 		Servers map[string]struct {
 			Listen []string `json:"listen"`
@@ -165,16 +169,13 @@ func TestCaddyfileExample(t *testing.T) {
 	}
 	found := false
 	for name, srv := range http.Servers {
-		routes, _ := json.Marshal(srv.Routes)
-		if !strings.Contains(string(routes), `"handler":"metrics"`) {
-			continue
-		}
-		found = true
 		for _, l := range srv.Listen {
 			if !strings.HasPrefix(l, "127.0.0.1:") {
-				t.Errorf("server %s serves the metrics on %q, want 127.0.0.1 only", name, l)
+				t.Errorf("server %s listens on %q, want 127.0.0.1 only", name, l)
 			}
 		}
+		routes, _ := json.Marshal(srv.Routes)
+		found = found || strings.Contains(string(routes), `"handler":"metrics"`)
 	}
 	if !found {
 		t.Error("Caddyfile.example serves no metrics (the tour in docs/demo.md curls them)")
@@ -191,5 +192,70 @@ func TestCaddyfileExample(t *testing.T) {
 	defer os.Chdir(wd)
 	if err := caddy.Validate(&cfg); err != nil {
 		t.Fatalf("Caddyfile.example does not validate: %v", err)
+	}
+}
+
+var (
+	caddyfileBlock = regexp.MustCompile("(?ms)^```caddyfile\n(.*?)^```")
+	envPlaceholder = regexp.MustCompile(`\{(?:env\.|\$)([A-Za-z_][A-Za-z0-9_]*)(?::[^}]*)?\}`)
+)
+
+// TestDocCaddyfiles checks every ```caddyfile block of README.md and
+// docs/*.md: `caddy fmt` leaves it as it is, and it adapts without a
+// warning, as a whole Caddyfile or, for a part of a site (a directive and
+// its block), inside one. Blocks that show a syntax, with <…> and |, are
+// fenced as text. With the environment variables it names set (as the
+// page says they must be), a block without {file.*} placeholders also
+// validates: every module provisions, as `caddy validate` would.
+func TestDocCaddyfiles(t *testing.T) {
+	n := 0
+	for _, file := range docFiles(t) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range caddyfileBlock.FindAllSubmatchIndex(b, -1) {
+			n++
+			block := b[m[2]:m[3]]
+			where := fmt.Sprintf("%s:%d", filepath.Base(file), bytes.Count(b[:m[0]], []byte("\n"))+1)
+			t.Run(where, func(t *testing.T) { checkDocCaddyfile(t, where, block) })
+		}
+	}
+	if n < 10 {
+		t.Errorf("found %d caddyfile blocks in README.md and docs/, want at least 10", n)
+	}
+}
+
+func checkDocCaddyfile(t *testing.T, where string, block []byte) {
+	if formatted := caddyfile.Format(block); !bytes.Equal(formatted, block) {
+		t.Errorf("%s: not as `caddy fmt` writes it:\n%s\nwant:\n%s", where, block, formatted)
+	}
+	for _, m := range envPlaceholder.FindAllSubmatch(block, -1) {
+		t.Setenv(string(m[1]), "doc-test-key-"+strings.ToLower(string(m[1])))
+	}
+	adapter := caddyconfig.GetAdapter("caddyfile")
+	adapted, warnings, err := adapter.Adapt(block, map[string]any{"filename": where})
+	if err != nil {
+		// A part of a site: the same lines inside a site block.
+		site := "example.com {\n\t" + strings.ReplaceAll(strings.TrimSpace(string(block)), "\n", "\n\t") + "\n}\n"
+		var errSite error
+		adapted, warnings, errSite = adapter.Adapt([]byte(site), map[string]any{"filename": where})
+		if errSite != nil {
+			t.Fatalf("%s: does not adapt as a Caddyfile (%v) nor inside a site (%v):\n%s", where, err, errSite, block)
+		}
+	}
+	for _, w := range warnings {
+		t.Errorf("%s: warning at line %d: %s", where, w.Line, w.Message)
+	}
+	if bytes.Contains(block, []byte("{file.")) {
+		t.Logf("%s: not validated: its key is read from a file", where)
+		return
+	}
+	var cfg caddy.Config
+	if err := json.Unmarshal(adapted, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Validate(&cfg); err != nil {
+		t.Errorf("%s: does not validate: %v\n%s", where, err, block)
 	}
 }

@@ -43,7 +43,7 @@ func sendHTTP10(t *testing.T, target string) response {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(patience))
 	fmt.Fprintf(conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", target, gatewayAddr)
 	res, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: "GET"})
 	if err != nil {

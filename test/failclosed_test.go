@@ -197,7 +197,7 @@ func TestLogsKeepKeysOut(t *testing.T) {
 
 	// Access log entries are written after the response; wait for all of them.
 	var debug, access []byte
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(patience); ; {
 		debug, _ = os.ReadFile(debugLog)
 		access, _ = os.ReadFile(accessLog)
 		if bytes.Count(access, []byte(`"msg":"handled request"`)) >= requests || time.Now().After(deadline) {

@@ -194,7 +194,7 @@ func sendRaw(t testing.TB, method, raw string) response {
 		return fail("dial", err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	_ = conn.SetDeadline(time.Now().Add(patience))
 	if _, err := io.WriteString(conn, raw); err != nil {
 		return fail("writing the request", err)
 	}

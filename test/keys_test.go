@@ -73,7 +73,7 @@ func TestKeysKeptOutOfConfig(t *testing.T) {
 		t.Fatalf("autosave: %v", err)
 	}
 	var debug []byte
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(patience); ; {
 		debug, _ = os.ReadFile(debugLog)
 		if bytes.Contains(debug, []byte(`"adjusted config"`)) || time.Now().After(deadline) {
 			break

@@ -130,7 +130,7 @@ func TestAccessLogPlaceholders(t *testing.T) {
 
 	var entries []logEntry
 	var access, debug []byte
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	for deadline := time.Now().Add(patience); ; {
 		access, _ = os.ReadFile(accessLog)
 		if bytes.Count(access, []byte(`"msg":"handled request"`)) >= len(cases) || time.Now().After(deadline) {
 			break
@@ -430,7 +430,7 @@ func TestClientGoneLogged(t *testing.T) {
 	want["3"] = logEntry{Status: 200, Outcome: "served"}
 	got := map[string]logEntry{}
 	nRE := regexp.MustCompile(`[?&]n=(\d+)`)
-	for deadline := time.Now().Add(5 * time.Second); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); len(got) < len(want) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		access, _ := os.ReadFile(accessLog)
 		clear(got)
 		for _, line := range bytes.Split(bytes.TrimSpace(access), []byte("\n")) {

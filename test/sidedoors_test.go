@@ -98,7 +98,7 @@ func TestQueryKeyNeverLogged(t *testing.T) {
 			// would they be.
 			n := len(served)
 			var log []byte
-			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(patience); ; time.Sleep(50 * time.Millisecond) {
 				log, _ = os.ReadFile(accessLog)
 				if bytes.Count(log, []byte(`"msg":"handled request"`)) >= n || time.Now().After(deadline) {
 					break
