@@ -23,12 +23,10 @@ func FreePort() (int, error) {
 	return ports[0], nil
 }
 
-// FreePorts asks the kernel for n unused loopback ports, n different ones:
-// it holds each until it has them all. A port is free when it is handed out;
-// another process could take it before the caller listens on it, which
-// the kernel's random choice among tens of thousands of ports makes unlikely,
-// and which shows as an error naming the port (or, for Caddy's reusable
-// listeners, as another process's answers: see test/gateway_test.go).
+// FreePorts asks the kernel for n different unused loopback ports: it holds
+// each until it has them all. A port is free when it is handed out; another
+// process could take it before the caller listens on it, which the kernel's
+// random choice among tens of thousands of ports makes unlikely.
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
