@@ -151,34 +151,41 @@ func TestAdmission(t *testing.T) {
 		outcome, _ := r.repl.GetString(placeholderOutcome)
 		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, outcome}
 	}
-	// Two fill the backend; two anonymous callers queue, then a keyed one.
+	// Two fill the backend; two anonymous callers queue, then a keyed one,
+	// each once the one before is in the queue.
+	stats := h.guard.all.Stats
 	for _, who := range []string{"first0", "first1"} {
 		go call(who, nil)
 		<-g.entered
 	}
-	for _, who := range []string{"anon0", "anon1"} {
+	for i, who := range []string{"anon0", "anon1"} {
 		go call(who, nil)
-		time.Sleep(30 * time.Millisecond)
+		fixture.WaitFor(t, who+" in the queue", func() bool { return stats().QueuedAnonymous == i+1 })
 	}
 	go call("keyed", keyHeader(testKey))
-	time.Sleep(30 * time.Millisecond)
+	fixture.WaitFor(t, "the keyed caller in the queue", func() bool { return stats().QueuedKeyed == 1 })
 
 	g.release <- struct{}{} // one slot frees: it goes to the keyed caller
-	if who := <-g.entered; who != "/api/v1/server?who=keyed" {
+	if who := fixture.Recv(t, g.entered, "the freed slot"); who != "/api/v1/server?who=keyed" {
 		t.Errorf("the freed slot went to %s, not to the keyed caller", who)
 	}
-	// Both slots stay taken past the wait bound: the anonymous callers get 503.
-	time.Sleep(400 * time.Millisecond)
-	g.release <- struct{}{}
-	g.release <- struct{}{}
+	// Both slots stay taken past the wait bound: the anonymous callers get
+	// their 503 while they are.
 	got := map[string]result{}
-	for range 5 {
-		select {
-		case r := <-results:
-			got[r.who] = r
-		case <-time.After(3 * time.Second):
-			t.Fatalf("callers still waiting; finished: %v", got)
-		}
+	for range 3 {
+		r := fixture.Recv(t, results, "the callers' answers")
+		got[r.who] = r
+	}
+	_, anon0 := got["anon0"]
+	_, anon1 := got["anon1"]
+	if _, keyed := got["keyed"]; keyed || !anon0 || !anon1 {
+		t.Fatalf("answered while both slots were taken: %v; want a first caller and the two anonymous ones", got)
+	}
+	g.release <- struct{}{}
+	g.release <- struct{}{}
+	for range 2 {
+		r := fixture.Recv(t, results, "the callers' answers")
+		got[r.who] = r
 	}
 	for who, r := range got {
 		switch {
@@ -210,12 +217,15 @@ func TestMainThreadLimit(t *testing.T) {
 	if p := <-g.entered; p != "/api/v1/status" {
 		t.Fatalf("a second placeholders request reached the backend while one was in flight")
 	}
-	time.Sleep(300 * time.Millisecond) // the waiting placeholders request is refused at 200 ms
+	// The waiting placeholders request is refused at 200 ms, while the
+	// other two are still at the backend.
+	if c := fixture.Recv(t, codes, "the waiting placeholders request"); c != 503 {
+		t.Errorf("the waiting placeholders request got %d, want 503", c)
+	}
 	g.release <- struct{}{}
 	g.release <- struct{}{}
-	a, b := <-codes, <-codes
-	if c := <-codes; a+b+c != 200+200+503 {
-		t.Errorf("codes %d %d %d, want two 200 and one 503", a, b, c)
+	if a, b := fixture.Recv(t, codes, "a released request"), fixture.Recv(t, codes, "a released request"); a != 200 || b != 200 {
+		t.Errorf("codes %d %d after the release, want 200 and 200", a, b)
 	}
 }
 

@@ -21,14 +21,13 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
 
 // patience is how long a test waits for what must happen (an answer, a
-// request at the backend, a line in a log) before it fails. Only a failing
-// test waits that long, so it is generous: a busy machine must not make a
-// correct gateway fail.
-const patience = 60 * time.Second
+// request at the backend, a line in a log) before it fails.
+const patience = fixture.Patience
 
 var (
 	// adminPort is the admin API's (on localhost, as caddytest expects).

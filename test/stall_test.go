@@ -144,8 +144,9 @@ func TestFollowersBehindStalledLeader(t *testing.T) {
 	be := newBackend(t)
 	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, bigPlayerBody() }
 	// write_timeout off: the stalled client never lets go, so a follower
-	// that waited for it would never be answered.
-	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off", "write_timeout off"}, shared: true}.start(t)
+	// that waited for it would never be answered. timeout off: how long
+	// the trip takes on a busy machine is not the question.
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off", "write_timeout off", "timeout off"}, shared: true}.start(t)
 	be.misbehave(sendSlow) // 1.5 s a trip: the followers join it
 	defer be.misbehave(behave)
 	player := "/api/v1/player/" + alex
@@ -172,7 +173,7 @@ func TestFollowersBehindStalledLeader(t *testing.T) {
 func TestFollowersReleasedWhenTooLarge(t *testing.T) {
 	be := newBackend(t)
 	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, bigPlayerBody() }
-	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off", "max_response 64KiB", "write_timeout off"}, shared: true}.start(t)
+	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_per_client off", "max_response 64KiB", "write_timeout off", "timeout off"}, shared: true}.start(t)
 	be.misbehave(sendSlow)
 	defer be.misbehave(behave)
 	player := "/api/v1/player/" + alex
@@ -196,7 +197,9 @@ func TestStalledH2Streams(t *testing.T) {
 	be := newBackend(t)
 	gateway{
 		upstream:   be.addr(),
-		statusgate: []string{"key " + keyA, "write_timeout 3s"},
+		// A queue that waits as long as the test would: every stream
+		// reaches the backend, however slowly a busy machine spools them.
+		statusgate: []string{"key " + keyA, "write_timeout 3s", "queue 64 1m", "timeout off"},
 		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\tprotocols h1 h2c\n\t}"},
 	}.start(t)
 	be.misbehave(sendBig)
