@@ -196,7 +196,7 @@ func TestFollowersReleasedWhenTooLarge(t *testing.T) {
 func TestStalledH2Streams(t *testing.T) {
 	be := newBackend(t)
 	gateway{
-		upstream:   be.addr(),
+		upstream: be.addr(),
 		// A queue that waits as long as the test would: every stream
 		// reaches the backend, however slowly a busy machine spools them.
 		statusgate: []string{"key " + keyA, "write_timeout 3s", "queue 64 1m", "timeout off"},
