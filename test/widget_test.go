@@ -230,7 +230,7 @@ func (p *page) body(c call) []byte {
 // run runs actions in the tab, with a deadline.
 func (p *page) run(what string, actions ...chromedp.Action) {
 	p.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
 	if err := chromedp.Run(ctx, actions...); err != nil {
 		p.t.Fatalf("%s: %v", what, err)
@@ -243,7 +243,7 @@ func (p *page) waitState(line, state, text string) {
 	p.t.Helper()
 	js := fmt.Sprintf(`(() => { const e = document.querySelector('[data-sg=%s]');
 		return !!e && e.dataset.state === %q && e.textContent.includes(%q); })()`, line, state, text)
-	ctx, cancel := context.WithTimeout(p.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
 	if err := chromedp.Run(ctx, chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		p.t.Fatalf("waiting for %s %s with %q: %v; the widget shows %+v", line, state, text, err, p.view())
@@ -290,7 +290,7 @@ func (p *page) view() widgetView {
 		};
 	})()`
 	var v widgetView
-	ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, patience)
 	defer cancel()
 	if err := chromedp.Run(ctx, chromedp.Evaluate(js, &v)); err != nil {
 		p.t.Fatalf("reading the widget: %v", err)
