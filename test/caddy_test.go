@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +88,10 @@ func startCaddy() error {
 // closed the kernel can hand it a new connection, which the old config then
 // answers, or which is reset when that socket closes. So the next request
 // would be the previous test's. Caddy counts the configs that use each
-// listener address; the old one is gone when the count is back to one.
+// listener address, and the count is back to one a moment before the old
+// socket is closed; on Linux, where that moment was seen to matter (one
+// load in a few hundred on a busy machine), the kernel's list of listening
+// sockets shows when it is.
 func awaitOldListeners(t testing.TB, adapted []byte) {
 	t.Helper()
 	var cfg struct {
@@ -103,6 +107,7 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 		t.Fatalf("reading the adapted config's listeners: %v", err)
 	}
 	var keys [][2]string
+	sockets := map[uint]int{} // port: the config's listening sockets on it
 	for _, srv := range cfg.Apps.HTTP.Servers {
 		for _, l := range srv.Listen {
 			na, err := caddy.ParseNetworkAddress(l)
@@ -111,10 +116,13 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 			}
 			for _, a := range na.Expand() {
 				keys = append(keys, [2]string{a.Network, a.JoinHostPort(0)})
+				if a.Network == "tcp" {
+					sockets[a.StartPort]++
+				}
 			}
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(patience); ; time.Sleep(2 * time.Millisecond) {
 		open := ""
 		for _, k := range keys {
 			if caddy.ListenerUsage(k[0], k[1]) > 1 {
@@ -122,10 +130,44 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 			}
 		}
 		if open == "" {
+			listening, known := listeningTCP()
+			for port, n := range sockets {
+				if known && listening[port] > n {
+					open = fmt.Sprintf("port %d (%d sockets)", port, listening[port])
+				}
+			}
+		}
+		if open == "" {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the previous config's listener on %s is still open 30 s after the reload", open)
+			t.Fatalf("the previous config's listener on %s is still open %v after the reload", open, patience)
 		}
 	}
+}
+
+// listeningTCP counts the listening TCP sockets by local port, from Linux's
+// /proc/net/tcp and tcp6; known is false where they cannot be read.
+func listeningTCP() (byPort map[uint]int, known bool) {
+	byPort = map[uint]int{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		known = true
+		lines := strings.Split(string(b), "\n")
+		for _, line := range lines[1:] {
+			// sl local_address rem_address st ...; st 0A is LISTEN
+			fields := strings.Fields(line)
+			if len(fields) < 4 || fields[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if port, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil {
+				byPort[uint(port)]++
+			}
+		}
+	}
+	return byPort, known
 }
