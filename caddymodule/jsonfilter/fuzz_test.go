@@ -242,8 +242,9 @@ var docScalars = []string{
 }
 
 // docBlanks are the runs of whitespace buildDoc puts between tokens; the last
-// is longer than the filter holds before a key (maxHeldSpace).
-var docBlanks = []string{"", "", "", "", " ", "\n\t", "\r\n  ", strings.Repeat(" ", maxHeldSpace+1)}
+// two are as long as the filter holds before a key (maxHeldSpace), and one
+// byte longer.
+var docBlanks = []string{"", "", "", "", " ", "\n\t", "\r\n  ", strings.Repeat(" ", maxHeldSpace), strings.Repeat("\t", maxHeldSpace+1)}
 
 // docBuilder reads a recipe one byte per decision; past its end every
 // decision is 0, which ends every container.

@@ -99,6 +99,7 @@ func TestInexpressible(t *testing.T) {
 	for _, tc := range []struct{ name, in, why string }{
 		{"protected under a second member of one name", `{"x":{"k":1},"x":{"op":1}}`, "duplicated name"},
 		{"deeper under it", `{"x":1,"y":[{"x":{"op":1}}],"x":[{"z":{"banned":2}}]}`, "duplicated name"},
+		{"under a duplicate inside a duplicate", `{"x":1,"x":{"y":1,"y":{"op":1}}}`, "duplicated name"},
 		{"under a name gjson unescapes alike", `{"\ud800":1,"\udfff":{"op":1}}`, "duplicated name"},
 		{"a path that begins with two empty names: gjson's JSON Lines", `{"":{"":{"op":1}}}`, "gjson resolves the path"},
 	} {
