@@ -58,7 +58,7 @@ func FuzzFilter(f *testing.F) {
 	f.Fuzz(checkFilter)
 }
 
-// fuzzOptions are the options FuzzFilter uses for data: both values of
+// fuzzOptions are the options checkFilter uses for data: both values of
 // Authenticated, and a small nesting limit for a quarter of the inputs so
 // that the depth refusal is fuzzed too; meta is never too large.
 func fuzzOptions(data []byte) Options {
