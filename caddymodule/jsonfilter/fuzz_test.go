@@ -303,24 +303,13 @@ func buildDoc(recipe []byte) []byte {
 }
 
 func (b *docBuilder) object(depth int) {
-	b.out = append(b.out, '{')
-	n := b.next() % 6
-	for i := range n {
-		if i > 0 {
-			b.out = append(b.out, ',')
-		}
-		b.blank()
+	b.list('{', '}', 6, func() {
 		b.out = append(b.out, docKeys[b.next()%len(docKeys)]...)
 		b.blank()
 		b.out = append(b.out, ':')
 		b.blank()
 		b.value(depth)
-		b.blank()
-	}
-	if n == 0 {
-		b.blank()
-	}
-	b.out = append(b.out, '}')
+	})
 }
 
 func (b *docBuilder) value(depth int) {
@@ -329,18 +318,28 @@ func (b *docBuilder) value(depth int) {
 	case depth < 8 && c%4 == 1:
 		b.object(depth + 1)
 	case depth < 8 && c%4 == 2:
-		b.out = append(b.out, '[')
-		n := b.next() % 4
-		for i := range n {
-			if i > 0 {
-				b.out = append(b.out, ',')
-			}
-			b.blank()
-			b.value(depth + 1)
-			b.blank()
-		}
-		b.out = append(b.out, ']')
+		b.list('[', ']', 4, func() { b.value(depth + 1) })
 	default:
 		b.out = append(b.out, docScalars[(c/4)%len(docScalars)]...)
 	}
+}
+
+// list writes a container: open, fewer than most elements (as many as the
+// recipe says), each written by elem between blanks and after a comma, and
+// close.
+func (b *docBuilder) list(open, close byte, most int, elem func()) {
+	b.out = append(b.out, open)
+	n := b.next() % most
+	for i := range n {
+		if i > 0 {
+			b.out = append(b.out, ',')
+		}
+		b.blank()
+		elem()
+		b.blank()
+	}
+	if n == 0 {
+		b.blank()
+	}
+	b.out = append(b.out, close)
 }
