@@ -130,3 +130,21 @@ func BenchmarkSnapshotTime(b *testing.B) {
 		}
 	}
 }
+
+// TestSnapshotTimeDeep: a body nested as deep as max_response allows is read
+// in one pass without recursion (gjson.Get skips what is off the path;
+// gjson.Valid would recurse once per level, and a stack overflow is fatal to
+// the whole process), also when the nesting is on the path to cachedAt.
+func TestSnapshotTimeDeep(t *testing.T) {
+	const size = 4 << 20 // max_response's default
+	for _, body := range []string{
+		strings.Repeat("[", size),
+		`{"data":` + strings.Repeat(`{"a":`, size/5),
+		`{"meta":{"cachedAt":` + strings.Repeat("[", size),
+		strings.Repeat(`{"meta":`, size/8),
+	} {
+		if _, ok := snapshotTime([]byte(body)); ok {
+			t.Errorf("a snapshot time in %.20s…", body)
+		}
+	}
+}
