@@ -69,7 +69,9 @@ func TestPerClientByIPv6Prefix(t *testing.T) {
 	target := "/api/v1/player/" + alex
 	codes := make([]int, 3)
 	from := []string{"2001:db8:1:2::1", "2001:db8:1:2:dead:beef:0:2", "2001:db8:1:3::1"}
-	get := func(i int) { codes[i] = send(t, "GET", fmt.Sprintf("%s?n=%d", target, i), "X-Forwarded-For: "+from[i]).Status }
+	get := func(i int) {
+		codes[i] = send(t, "GET", fmt.Sprintf("%s?n=%d", target, i), "X-Forwarded-For: "+from[i]).Status
+	}
 	// The first holds its client's one place at the backend (1.5 s a
 	// trip) while the other two ask.
 	var wg sync.WaitGroup
