@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
+args=("$@")
 runs=20 hog=1 clones=0 run_timeout=20m budget=8h
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -38,7 +39,7 @@ done
 lock=${STRESS_LOCK:-/tmp/statusgate-ports.lock}
 if [ -z "${STRESS_LOCKED:-}" ]; then
 	echo "waiting for $lock"
-	STRESS_LOCKED=1 exec flock "$lock" bash "$0" "$@"
+	STRESS_LOCKED=1 exec flock "$lock" bash "$0" "${args[@]}"
 fi
 
 packages=(./... ./test/... ./cmd/statusgate-build/...)
