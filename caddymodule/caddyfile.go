@@ -59,6 +59,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		write_timeout    <duration>|off
 //		client_prefix_v6 <bits>
 //		guard            <name>
+//		instances        <k>
 //	}
 //
 // A key with two arguments is a name and a secret, with one a secret alone
@@ -81,8 +82,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // default. queue off means no queue at all: a request that finds every slot
 // busy gets 503 at once, on the main-thread stations too.
 // cache_size off means no micro-cache, and cache <endpoint> <ttl> is then an
-// error. queue's wait, max_response, max_held, client_prefix_v6 and guard
-// cannot be off, and off there is an error that says why.
+// error. queue's wait, max_response, max_held, client_prefix_v6, guard and
+// instances cannot be off, and off there is an error that says why.
+// instances <k> says this gateway is one of k in front of the backend and
+// divides max_in_flight, the queue's length and max_held by k.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -366,6 +369,25 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
 			}
 			h.Backend.Guard = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+
+		case "instances":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if d.Val() == "off" {
+				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 {
+				return d.Errf("%s: '%s' is not a count of gateways: write a whole number of at least 1", opt, d.Val())
+			}
+			h.Backend.Instances = n
 			if d.NextArg() {
 				return d.ArgErr()
 			}

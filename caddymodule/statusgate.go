@@ -145,6 +145,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err := h.provisionGuard(ctx, limits); err != nil {
 		return err
 	}
+	h.logShare(limits)
 	h.index = newIndexCache(h.authOn, h.table, h.scopes)
 
 	switch {
