@@ -65,10 +65,10 @@ func caddyfile(c gatewayConfig, port, admin, redisPort, simPort int) string {
 	order rate_limit after statusgate
 	storage redis {
 		address 127.0.0.1:%d
-		timeout 1
 	}
 	servers {
 		trusted_proxies static 127.0.0.0/8
+		trusted_proxies_strict
 		client_ip_headers X-Forwarded-For
 	}
 	log default {

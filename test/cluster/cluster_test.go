@@ -349,11 +349,13 @@ func TestTwoGateways(t *testing.T) {
 		if c := dist[6]; c < n*90/100 || c > n*110/100 {
 			t.Errorf("second window after the kill let %d through, want %d to %d", c, n*90/100, n*110/100)
 		}
-		for _, c := range ctl {
-			if c < n*3/2 {
-				t.Errorf("control: a window let %d through; without distributed each gateway should let about %d", c, n)
-			}
+		// Without distributed each gateway lets N through: about 2 N. A
+		// window of it can come out lower when the bursts of the two
+		// gateways' sliding logs drift apart, so the check is on the mean.
+		if total(ctl) < len(ctl)*n*3/2 {
+			t.Errorf("control: %v let through; without distributed each gateway should let about %d a window", ctl, n)
 		}
+		t.Logf("let through each second: distributed %s; control %s", perSecond(limited), perSecond(control))
 		for _, r := range slices.Concat(limited, players) {
 			if r.gateway == "a" && r.status != http.StatusOK && r.status != http.StatusNotFound && r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable {
 				t.Errorf("the survivor answered %d (err %v) at %v", r.status, r.err, r.at)
@@ -395,6 +397,7 @@ func TestTwoGateways(t *testing.T) {
 		if len(ws) < 2 {
 			t.Errorf("only %d whole windows", len(ws))
 		}
+		t.Logf("let through each second: %s", perSecond(rs))
 		// What the outage put in the logs: a line for each failed sync
 		// would be 8 a second per gateway; a line per request, 25.
 		for _, g := range []*gateway{a, b} {
@@ -427,6 +430,15 @@ func TestTwoGateways(t *testing.T) {
 			t.Errorf("after a reload with Redis down the gateway answers %d", code)
 		}
 	})
+}
+
+// total adds the counts up.
+func total(xs []int) int {
+	s := 0
+	for _, x := range xs {
+		s += x
+	}
+	return s
 }
 
 // ratios gives each window's count as a multiple of n.

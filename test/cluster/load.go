@@ -165,3 +165,29 @@ func firstErrors(rs []result, n int) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// perSecond is the requests let through in each second of the load, by
+// gateway, from the first let through: what a window's count is made of,
+// for the log of a failed check.
+func perSecond(rs []result) string {
+	var first time.Duration = -1
+	counts := map[string][]int{}
+	for _, r := range rs {
+		if r.status != http.StatusOK {
+			continue
+		}
+		if first < 0 {
+			first = r.done
+		}
+		i := int((r.done - first) / time.Second)
+		for len(counts[r.gateway]) <= i {
+			counts[r.gateway] = append(counts[r.gateway], 0)
+		}
+		counts[r.gateway][i]++
+	}
+	var out []string
+	for _, g := range []string{"a", "b"} {
+		out = append(out, fmt.Sprintf("%s %v", g, counts[g]))
+	}
+	return strings.Join(out, "; ")
+}
