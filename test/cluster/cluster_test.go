@@ -332,30 +332,39 @@ func TestTwoGateways(t *testing.T) {
 		if len(stateKeys) != 2 {
 			t.Errorf("rate-limit state entries in Redis: %v, want one per gateway", stateKeys)
 		}
-		dist := windows(limited, killAt+30*time.Second)
-		ctl := windows(control, 41*time.Second)
-		t.Logf("N=%d per %v, distributed at %v, 50 req/s across both: windows %v (%s); after the kill at %v: survivor %v",
-			n, zoneWindow, syncInterval, dist, ratios(dist, n), killAt, tally(limited)["a"])
-		t.Logf("control without distributed: windows %v (%s)", ctl, ratios(ctl, n))
+		dist := windows(limited, 50, killAt+30*time.Second)
+		ctl := windows(control, 50, 41*time.Second)
+		t.Logf("N=%d per %v, distributed at %v, 50 req/s across both: windows %s (%s); after the kill at %v: survivor %v",
+			n, zoneWindow, syncInterval, counts(dist), ratios(dist, n), killAt, tally(limited)["a"])
+		t.Logf("control without distributed: windows %s (%s)", counts(ctl), ratios(ctl, n))
+		t.Logf("let through each second: distributed %s; control %s", perSecond(limited), perSecond(control))
 		if len(dist) < 7 {
 			t.Fatalf("only %d whole windows: %v", len(dist), dist)
 		}
-		for i, c := range dist[:4] {
-			if c < n*95/100 || c > n*115/100 {
-				t.Errorf("window %d let %d through, want %d to %d", i, c, n*95/100, n*115/100)
+		// The limit is never exceeded by more than the sync allows, paced
+		// or not; it is reached in every window the clients paced.
+		for i, w := range dist[:4] {
+			if w.passed > n*115/100 || (w.paced && w.passed < n*95/100) {
+				t.Errorf("window %d let %d through, want %d to %d", i, w.passed, n*95/100, n*115/100)
 			}
 		}
 		// Window 4 holds the kill; 5 is the first after it, 6 the second.
-		if c := dist[6]; c < n*90/100 || c > n*110/100 {
-			t.Errorf("second window after the kill let %d through, want %d to %d", c, n*90/100, n*110/100)
+		if w := dist[6]; w.passed > n*110/100 || (w.paced && w.passed < n*90/100) {
+			t.Errorf("second window after the kill let %d through, want %d to %d", w.passed, n*90/100, n*110/100)
 		}
-		// Without distributed each gateway lets N through: about 2 N. A
-		// window of it can come out lower when the bursts of the two
-		// gateways' sliding logs drift apart, so the check is on the mean.
-		if total(ctl) < len(ctl)*n*3/2 {
-			t.Errorf("control: %v let through; without distributed each gateway should let about %d a window", ctl, n)
+		// Without distributed each gateway lets N through: about 2 N.
+		paced := 0
+		for _, w := range ctl {
+			if w.paced {
+				paced++
+				if w.passed < n*3/2 {
+					t.Errorf("control: a window let %d through; without distributed each gateway lets about %d", w.passed, n)
+				}
+			}
 		}
-		t.Logf("let through each second: distributed %s; control %s", perSecond(limited), perSecond(control))
+		if paced == 0 {
+			t.Errorf("control: no window the clients could pace (%s): the machine is too busy for this test", counts(ctl))
+		}
 		for _, r := range slices.Concat(limited, players) {
 			if r.gateway == "a" && r.status != http.StatusOK && r.status != http.StatusNotFound && r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable {
 				t.Errorf("the survivor answered %d (err %v) at %v", r.status, r.err, r.at)
@@ -381,23 +390,23 @@ func TestTwoGateways(t *testing.T) {
 		d := 31 * time.Second
 		both[1] = b
 		rs := paced(ctx, 50, d, func(seq int) *gateway { return both[seq%2] }, "/api/v1/status", "198.51.100.3", nil)
-		ws := windows(rs, d)
-		t.Logf("Redis down: windows %v (%s); %v", ws, ratios(ws, n), tally(rs))
+		ws := windows(rs, 50, d)
+		t.Logf("Redis down: windows %s (%s); %v", counts(ws), ratios(ws, n), tally(rs))
+		t.Logf("let through each second: %s", perSecond(rs))
 		for _, r := range rs {
 			if r.status != http.StatusOK && r.status != http.StatusTooManyRequests {
 				t.Errorf("with Redis down %s answered %d (err %v) at %v", r.gateway, r.status, r.err, r.at)
 				break
 			}
 		}
-		for i, c := range ws {
-			if c > n*215/100 {
-				t.Errorf("with Redis down window %d let %d through, want at most about 2N (%d)", i, c, 2*n)
+		for i, w := range ws {
+			if w.passed > n*215/100 {
+				t.Errorf("with Redis down window %d let %d through, want at most about 2N (%d)", i, w.passed, 2*n)
 			}
 		}
 		if len(ws) < 2 {
 			t.Errorf("only %d whole windows", len(ws))
 		}
-		t.Logf("let through each second: %s", perSecond(rs))
 		// What the outage put in the logs: a line for each failed sync
 		// would be 8 a second per gateway; a line per request, 25.
 		for _, g := range []*gateway{a, b} {
@@ -432,20 +441,11 @@ func TestTwoGateways(t *testing.T) {
 	})
 }
 
-// total adds the counts up.
-func total(xs []int) int {
-	s := 0
-	for _, x := range xs {
-		s += x
-	}
-	return s
-}
-
 // ratios gives each window's count as a multiple of n.
-func ratios(counts []int, n int) string {
+func ratios(ws []window, n int) string {
 	var s []string
-	for _, c := range counts {
-		s = append(s, strconv.FormatFloat(float64(c)/float64(n), 'f', 2, 64)+"N")
+	for _, w := range ws {
+		s = append(s, strconv.FormatFloat(float64(w.passed)/float64(n), 'f', 2, 64)+"N")
 	}
 	return strings.Join(s, " ")
 }

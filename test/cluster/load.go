@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,16 +111,28 @@ func paced(ctx context.Context, rate int, d time.Duration, pick func(seq int) *g
 	return all
 }
 
-// windows counts the requests let through (200) in consecutive windows of
-// the zone, from the first one let through, which is where the limiter's
-// own window starts (caddy-ratelimit's is a sliding log: under a steady
-// flood it lets a burst through, then one for each that leaves the
-// window). A request counts when it was answered: the limiter decides
-// after the gateway's admission, a millisecond or so before the answer of
-// a trip to /status, which may be long after it was sent if it queued.
-// rs are in the order they were answered (paced). Only whole windows
-// before end are counted.
-func windows(rs []result, end time.Duration) []int {
+// window is one of a zone's windows under a paced load: how many requests
+// it let through, and whether the clients kept their pace in it.
+type window struct {
+	passed int
+	// paced: the clients sent at least 90% of the window's requests on
+	// time, and every answer in it came within a second. On a machine too
+	// busy for that (a stalled client or gateway process), the window
+	// measures the machine, not the limiter, and only its upper bound
+	// means anything.
+	paced bool
+}
+
+// windows cuts a paced load of rate requests a second into the zone's
+// windows, from the first request let through (200), which is where the
+// limiter's own window starts: caddy-ratelimit's is a sliding log, which
+// under a steady flood lets a burst through, then one for each that
+// leaves the window, so its bursts repeat every window from there. A
+// request counts when it was answered: the limiter decides after the
+// gateway's admission, a millisecond or so before the answer of a trip to
+// /status, which may be long after it was sent if it queued. rs are in the
+// order they were answered (paced). Only whole windows before end count.
+func windows(rs []result, rate int, end time.Duration) []window {
 	var first time.Duration = -1
 	for _, r := range rs {
 		if r.status == http.StatusOK {
@@ -131,16 +144,42 @@ func windows(rs []result, end time.Duration) []int {
 		return nil
 	}
 	n := int((end - first) / zoneWindow)
-	counts := make([]int, n)
+	ws := make([]window, n)
+	sent := make([]int, n)
+	slow := make([]bool, n)
 	for _, r := range rs {
-		if r.status != http.StatusOK {
+		if i := int((r.at - first) / zoneWindow); r.at >= first && i < n {
+			sent[i]++
+		}
+		i := int((r.done - first) / zoneWindow)
+		if i >= n {
 			continue
 		}
-		if i := int((r.done - first) / zoneWindow); i < n {
-			counts[i]++
+		if r.status == http.StatusOK {
+			ws[i].passed++
+		}
+		if r.done-r.at > time.Second {
+			slow[i] = true
 		}
 	}
-	return counts
+	for i := range ws {
+		ws[i].paced = !slow[i] && sent[i] >= rate*int(zoneWindow/time.Second)*9/10
+	}
+	return ws
+}
+
+// counts are the windows' counts, a window the clients could not pace
+// marked with a star.
+func counts(ws []window) string {
+	var s []string
+	for _, w := range ws {
+		c := strconv.Itoa(w.passed)
+		if !w.paced {
+			c += "*"
+		}
+		s = append(s, c)
+	}
+	return "[" + strings.Join(s, " ") + "]"
 }
 
 // tally counts statuses (and errors, as 0) by gateway.
