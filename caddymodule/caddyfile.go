@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -336,7 +337,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.Backend.MaxHeld = n
 			}
 
-		case "client_prefix_v6":
+		case "client_prefix_v6", "instances":
 			if err := once(opt); err != nil {
 				return err
 			}
@@ -346,11 +347,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.Val() == "off" {
 				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
 			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 || n > 128 {
-				return d.Errf("%s: '%s' is not a prefix length from 1 to 128", opt, d.Val())
+			most, want := 128, "a prefix length from 1 to 128"
+			if opt == "instances" {
+				most, want = math.MaxInt, "a count of gateways: write a whole number of at least 1"
 			}
-			h.Backend.ClientPrefix6 = n
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 || n > most {
+				return d.Errf("%s: '%s' is not %s", opt, d.Val(), want)
+			}
+			if opt == "instances" {
+				h.Backend.Instances = n
+			} else {
+				h.Backend.ClientPrefix6 = n
+			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}
@@ -369,25 +378,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
 			}
 			h.Backend.Guard = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
-		case "instances":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if d.Val() == "off" {
-				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("%s: '%s' is not a count of gateways: write a whole number of at least 1", opt, d.Val())
-			}
-			h.Backend.Instances = n
 			if d.NextArg() {
 				return d.ArgErr()
 			}
