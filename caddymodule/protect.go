@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/admission"
@@ -884,18 +885,23 @@ func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
 }
 
 // snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
-// it carries was taken. It decodes the whole body, but only on a trip to the
-// backend of a cached snapshot station, about once per snapshot.
+// it carries was taken. gjson finds that one member without decoding the body
+// (the station's data is skipped, not built); the value counts only when it
+// is a JSON integer literal in int64's range, as encoding/json would accept it
+// into an int64: an absent or null cachedAt, a fraction, an exponent or a
+// string is no snapshot time. The body is not validated: the filter refuses a
+// broken body to every caller without a key, and a time read from one keeps
+// the entry at most one snapshot interval.
 func snapshotTime(body []byte) (time.Time, bool) {
-	var doc struct {
-		Meta struct {
-			CachedAt *int64 `json:"cachedAt"`
-		} `json:"meta"`
-	}
-	if json.Unmarshal(body, &doc) != nil || doc.Meta.CachedAt == nil {
+	v := gjson.GetBytes(body, "meta.cachedAt")
+	if v.Type != gjson.Number || !gjson.Valid(v.Raw) {
 		return time.Time{}, false
 	}
-	return time.UnixMilli(*doc.Meta.CachedAt), true
+	ms, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
 }
 
 // refresh fetches a stale cache entry anew in the background, unless a refresh

@@ -20,7 +20,8 @@ type Quota struct {
 
 // DefaultQuota is four requests per client: a web page polls a few endpoints
 // at once, and several users behind one address (a school, a carrier's NAT)
-// still get through; a fifth request waits for one of the four to end.
+// still get through; a fifth request while the four are open is refused at
+// once (the gateway answers 429), it does not wait for one of them to end.
 const DefaultQuota = 4
 
 // NewQuota returns a Quota of max open requests per client. It panics if max

@@ -58,27 +58,29 @@ const digestShown = 8
 //
 // In JSON a key without a name is a plain string, "secret" or "sha256:…",
 // which is also how configs written before keys had names look; a named key
-// is an object {"name": "discord-bot", "key": "sha256:…"}.
+// is an object {"name": "discord-bot", "key": "sha256:…"}. MarshalJSON and
+// UnmarshalJSON read and write both forms; the fields' json tags give the
+// object's member names, for Caddy's documentation.
 type Key struct {
 	// Name identifies the key in logs, placeholders and metrics: letters,
 	// digits, '_' and '-', at most MaxNameLength characters. Default: empty,
 	// which gives the key the name "key-<n>" by its position.
-	Name string
+	Name string `json:"name,omitempty"`
 
 	// Secret is the key's secret, a placeholder that expands to it, or its
 	// digest "sha256:<64 hex digits>". Required.
-	Secret string
+	Secret string `json:"key"`
 
 	// Endpoints is the key's scope: the names of the endpoints it opens.
 	// For any other endpoint its caller is a caller without a key. The
 	// handler checks the names. Default: nil, every endpoint; an empty
 	// list is an error.
-	Endpoints []string
+	Endpoints []string `json:"endpoints,omitempty"`
 
 	// MaxInFlight is the most requests of this key open at once (at the
 	// backend or waiting for it). Default: 0, no cap of its own; when
 	// given it must be at least 1.
-	MaxInFlight int
+	MaxInFlight int `json:"max_in_flight,omitempty"`
 
 	// limitGiven records that the JSON had max_in_flight, so that an
 	// explicit 0 is refused with the key's position instead of read as
@@ -86,7 +88,8 @@ type Key struct {
 	limitGiven bool
 }
 
-// keyObject is the JSON object form of a named key.
+// keyObject is the JSON object form of a named key; its members are those of
+// Key's json tags (TestKeyJSONTags).
 type keyObject struct {
 	Name        string   `json:"name,omitempty"`
 	Secret      *string  `json:"key"`

@@ -232,3 +232,28 @@ func TestValidateScope(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyJSONTags: Key's json tags, which Caddy's documentation shows, name
+// the members its object form really has (keyObject, what MarshalJSON and
+// UnmarshalJSON use), so that the docs cannot show Name and Secret where the
+// config says "name" and "key".
+func TestKeyJSONTags(t *testing.T) {
+	tags := func(typ reflect.Type) map[string]string {
+		m := map[string]string{}
+		for f := range typ.Fields() {
+			if f.IsExported() {
+				m[f.Name] = f.Tag.Get("json")
+			}
+		}
+		return m
+	}
+	got, want := tags(reflect.TypeFor[Key]()), tags(reflect.TypeFor[keyObject]())
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Key's json tags %v, the object form's %v", got, want)
+	}
+	// And the tags do not change what the methods write.
+	b, err := json.Marshal(Key{Name: "bot", Secret: "s", MaxInFlight: 2})
+	if err != nil || string(b) != `{"name":"bot","key":"s","max_in_flight":2}` {
+		t.Errorf("Marshal = %s %v", b, err)
+	}
+}

@@ -6,10 +6,11 @@
 // the callers that ask for the same key while it runs, the followers, wait
 // for it and get the very same response bytes. A key names what the response
 // depends on, and must therefore include everything that makes two responses
-// differ for two callers: for the gateway, the caller's class (anonymous or
-// keyed, because the two see different fields) plus the canonical upstream
-// path and query. A caller's key, the secret, is never part of it: every
-// accepted key sees the same response.
+// differ for two callers: for the gateway, the field lists in force (the
+// policy), the class (filtered by the field layer, for a caller without a key
+// while auth is on, or whole, the backend's bytes, for everyone else), the
+// Host, and the canonical upstream path and query. A caller's key, the
+// secret, is never part of it: every accepted key sees the same response.
 //
 // Only complete, reusable responses are shared (see Group.Do): an error, a 429
 // or 5xx, or a body over the size limit is the leader's alone, and each

@@ -10,9 +10,11 @@
 // entries make room for new ones.
 //
 // Keys are the caller's, and must name everything a response depends on: for
-// the gateway, the caller's class (anonymous or keyed, because the two see
-// different fields) plus the canonical upstream path and query, so that
-// anonymous and keyed responses never mix.
+// the gateway, the field lists in force (the policy), the class (filtered by
+// the field layer, for a caller without a key while auth is on, or whole, the
+// backend's bytes, for everyone else), the Host, and the canonical upstream
+// path and query, so that filtered and whole responses never mix. Never the
+// caller's key itself.
 //
 // Entries are immutable: Put stores its own copy of the body, and GetStale
 // returns the stored slices and header, which no one may modify.
@@ -26,8 +28,10 @@ import (
 )
 
 // DefaultMaxBytes bounds a Cache's memory when Config.MaxBytes is 0: 16 MiB,
-// some thousands of typical responses (a player's stats are a few KiB) and
-// still at least 64 of the largest ones the gateway holds whole (256 KiB).
+// some thousands of typical responses (a player's stats are a few KiB). An
+// entry may take an eighth of it, 2 MiB; the gateway holds answers whole up
+// to max_response (4 MiB by default), and one between the two is served but
+// not cached.
 const DefaultMaxBytes = 16 << 20
 
 // entryOverhead is what an entry costs beyond its key, header and body: the

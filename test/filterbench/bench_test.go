@@ -1,7 +1,7 @@
 // Package filterbench measures the field filter against the alternatives
 // it replaces: gjson.ValidBytes (validation alone, the reference) and an
 // encoding/json decode-delete-encode round trip. It lives in the test module
-// so that gjson stays out of the gateway's own requirements.
+// beside the other harnesses.
 //
 //	go test -run=^$ -bench=. -benchmem -count=5 ./test/filterbench/
 package filterbench
