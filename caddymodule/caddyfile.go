@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -59,6 +60,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		write_timeout    <duration>|off
 //		client_prefix_v6 <bits>
 //		guard            <name>
+//		instances        <k>
 //	}
 //
 // A key with two arguments is a name and a secret, with one a secret alone
@@ -81,8 +83,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // default. queue off means no queue at all: a request that finds every slot
 // busy gets 503 at once, on the main-thread stations too.
 // cache_size off means no micro-cache, and cache <endpoint> <ttl> is then an
-// error. queue's wait, max_response, max_held, client_prefix_v6 and guard
-// cannot be off, and off there is an error that says why.
+// error. queue's wait, max_response, max_held, client_prefix_v6, guard and
+// instances cannot be off, and off there is an error that says why.
+// instances <k> says this gateway is one of k in front of the backend and
+// divides max_in_flight, the queue's length and max_held by k.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	if d.NextArg() {
@@ -333,7 +337,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				h.Backend.MaxHeld = n
 			}
 
-		case "client_prefix_v6":
+		case "client_prefix_v6", "instances":
 			if err := once(opt); err != nil {
 				return err
 			}
@@ -343,11 +347,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.Val() == "off" {
 				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
 			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 || n > 128 {
-				return d.Errf("%s: '%s' is not a prefix length from 1 to 128", opt, d.Val())
+			most, want := 128, "a prefix length from 1 to 128"
+			if opt == "instances" {
+				most, want = math.MaxInt, "a count of gateways: write a whole number of at least 1"
 			}
-			h.Backend.ClientPrefix6 = n
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 || n > most {
+				return d.Errf("%s: '%s' is not %s", opt, d.Val(), want)
+			}
+			if opt == "instances" {
+				h.Backend.Instances = n
+			} else {
+				h.Backend.ClientPrefix6 = n
+			}
 			if d.NextArg() {
 				return d.ArgErr()
 			}

@@ -155,6 +155,14 @@ type BackendConfig struct {
 	// Default: a guard of this handler's own. Cannot be off (every handler
 	// has a guard), and so "off" is not a name.
 	Guard string `json:"guard,omitempty"`
+
+	// Instances says this gateway is one of k in front of the same backend
+	// (docs/cluster.md): MaxInFlight, QueueLength and MaxHeld are divided by
+	// k, rounded down and at least 1, so that k gateways together give the
+	// backend no more than one would. The main-thread lane is not divided:
+	// it belongs to one instance, and the others disable placeholders.
+	// Default: 1. Cannot be off: every gateway is one of at least one.
+	Instances int `json:"instances,omitempty"`
 }
 
 // Defaults of BackendConfig.
@@ -179,6 +187,9 @@ type guardLimits struct {
 	Wait, Timeout                          time.Duration
 	Coalesce                               bool
 	CacheSize, MaxResponse, MaxHeld        int64
+	// Instances is how many gateways share the backend; the limits above
+	// are this one's share (perInstance).
+	Instances int
 }
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
@@ -258,6 +269,7 @@ var whyNotOff = map[string]string{
 	"max_held":         "it bounds the memory slow clients can make the gateway hold",
 	"client_prefix_v6": "every address belongs to some client; 128 counts each IPv6 address as its own",
 	"guard":            "every handler has one; leave guard out for a guard of this handler's own",
+	"instances":        "every gateway is one of at least one; leave instances out (or write 1) for a gateway alone",
 }
 
 // resolveLimits checks c and applies the defaults. Each error names the
@@ -311,6 +323,12 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	if c.Guard == "off" {
 		return l, fmt.Errorf("backend.guard cannot be off ('off' is not a guard name): %s", whyNotOff["guard"])
 	}
+	switch {
+	case c.Instances == off:
+		return l, fmt.Errorf("backend.instances cannot be off (-1): %s", whyNotOff["instances"])
+	case c.Instances < 0:
+		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (0 or nothing: 1)", c.Instances)
+	}
 	for _, section := range []struct {
 		name string
 		m    map[string]caddy.Duration
@@ -353,10 +371,59 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	}
 	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
 	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
+	l = l.perInstance(max(1, c.Instances))
 	if l.MaxResponse > l.MaxHeld {
+		if l.Instances > 1 {
+			return l, fmt.Errorf("backend.max_response: %d is more than this gateway's share of max_held, %d (%d / instances %d): no answer that large could be held", l.MaxResponse, l.MaxHeld, cmp.Or(c.MaxHeld, defaultMaxHeld), l.Instances)
+		}
 		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
 	}
 	return l, nil
+}
+
+// perInstance is this gateway's share of the limits when it is one of k in
+// front of the backend: the backend's slots, the queue in front of it and
+// the held bytes divided by k, rounded down and at least 1 (off stays off).
+// What bounds one client or one station is left whole: the per-client
+// limits follow the client to one gateway (docs/cluster.md), and the
+// main-thread lane belongs to one gateway alone.
+func (l guardLimits) perInstance(k int) guardLimits {
+	share := func(v int64) int64 {
+		if v <= 0 {
+			return v
+		}
+		return max(1, v/int64(k))
+	}
+	l.Instances = k
+	l.InFlight = int(share(int64(l.InFlight)))
+	l.Queue = int(share(int64(l.Queue)))
+	l.MaxHeld = share(l.MaxHeld)
+	return l
+}
+
+// logShare says at startup what this gateway, one of several, admits: the
+// operator checks there that the shares add up to the backend's capacity,
+// and that the main-thread lane is open on one gateway only.
+func (h *Handler) logShare(l guardLimits) {
+	if l.Instances <= 1 {
+		return
+	}
+	lane := "open here: route every gateway's /placeholders to this one, and disable placeholders on the others"
+	switch {
+	case h.table.lookup("placeholders") == nil:
+		lane = "placeholders disabled here: another gateway owns the main-thread lane"
+	case l.MainThread == 0:
+		lane = "open here without a limit of its own (max_main_thread off)"
+	}
+	limit := func(key string, v int) zap.Field {
+		if v == 0 {
+			return zap.String(key, "off")
+		}
+		return zap.Int(key, v)
+	}
+	h.logger.Info("one of several gateways in front of the backend: this one admits its share",
+		zap.Int("instances", l.Instances), limit("max_in_flight", l.InFlight), limit("queue_length", l.Queue), zap.Int64("max_held", l.MaxHeld),
+		zap.Int("max_main_thread", l.MainThread), zap.String("main_thread_lane", lane))
 }
 
 // newGuardState builds a guard's shared state for l.

@@ -48,6 +48,7 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"write_timeout off", `{"backend":{"write_timeout":-1}}`},
 		{"client_prefix_v6 56", `{"backend":{"client_prefix_v6":56}}`},
 		{"guard survival", `{"backend":{"guard":"survival"}}`},
+		{"instances 2", `{"backend":{"instances":2}}`},
 	} {
 		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
 		if err != nil {
@@ -83,6 +84,12 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"client_prefix_v6 129", "client_prefix_v6: '129' is not a prefix length"},
 		{"guard a.b", "guard: 'a.b' is not a name"},
 		{"guard a b", "wrong argument count"},
+		{"instances", "wrong argument count"},
+		{"instances off", "instances cannot be off: every gateway is one of at least one"},
+		{"instances 0", "instances: '0' is not a count of gateways"},
+		{"instances -2", "instances: '-2' is not a count of gateways"},
+		{"instances two", "instances: 'two' is not a count of gateways"},
+		{"instances 2 3", "wrong argument count"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
@@ -92,6 +99,96 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 	twice, err := parseTestCaddyfile("statusgate {\n\ttimeout 1s\n\ttimeout 2s\n}")
 	if err == nil || !strings.Contains(err.Error(), "'timeout' given twice") {
 		t.Errorf("timeout twice: %v %v", twice, err)
+	}
+}
+
+// TestInstancesShare checks each gateway's share of the backend: the
+// backend's slots, the queue and the held bytes divided by instances,
+// rounded down and at least 1, off left off, and everything that bounds one
+// client or the main-thread lane left whole.
+func TestInstancesShare(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    BackendConfig
+		want guardLimits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
+	}{
+		{"alone", BackendConfig{}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"one of one", BackendConfig{Instances: 1}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"two", BackendConfig{Instances: 2}, guardLimits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
+		{"three round down", BackendConfig{Instances: 3}, guardLimits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
+		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, guardLimits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
+		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, guardLimits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
+	} {
+		l, err := resolveLimits(tc.c)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		got := guardLimits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
+		if got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		c     BackendConfig
+		words string
+	}{
+		{BackendConfig{Instances: off}, "backend.instances cannot be off (-1): every gateway is one of at least one"},
+		{BackendConfig{Instances: -3}, "backend.instances: -3 is not a count of gateways"},
+		// 64 MiB / 32 is 2 MiB, less than the 4 MiB answer it must hold.
+		{BackendConfig{Instances: 32}, "backend.max_response: 4194304 is more than this gateway's share of max_held, 2097152 (67108864 / instances 32)"},
+	} {
+		if _, err := resolveLimits(tc.c); err == nil || !strings.Contains(err.Error(), tc.words) {
+			t.Errorf("%+v: error %v, want %q", tc.c, err, tc.words)
+		}
+	}
+}
+
+// TestInstancesAdmission checks that the share is what a guard admits: with
+// max_in_flight 4 and instances 2 the backend sees 2 at once and the queue
+// holds 1 (3 / 2), so the fourth caller gets 503 at once; and that startup
+// says so.
+func TestInstancesAdmission(t *testing.T) {
+	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders")
+	g := newGate()
+	codes := make(chan int, 4)
+	for i := range 3 {
+		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf("/api/v1/status?n=%d", i), nil).Code }()
+		if i < 2 {
+			<-g.entered
+		}
+	}
+	// The third waits in the queue of 1; the fourth finds it full.
+	for h.guard.all.Stats().QueuedAnonymous != 1 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code := serve(t, h, g, "GET", "/api/v1/status?n=3", nil).Code; code != 503 {
+		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
+	}
+	for range 3 {
+		g.release <- struct{}{}
+	}
+	for range 3 {
+		if code := <-codes; code != 200 {
+			t.Errorf("admitted caller: %d", code)
+		}
+	}
+	if g.peak != 2 {
+		t.Errorf("backend saw %d at once, want this gateway's share, 2", g.peak)
+	}
+	said := logs.FilterMessageSnippet("one of several gateways").All()
+	if len(said) != 1 {
+		t.Fatalf("startup logged %d share lines, want 1", len(said))
+	}
+	f := said[0].ContextMap()
+	if f["instances"] != int64(2) || f["max_in_flight"] != int64(2) || f["queue_length"] != int64(1) || f["max_held"] != int64(32<<20) ||
+		!strings.Contains(fmt.Sprint(f["main_thread_lane"]), "another gateway owns") {
+		t.Errorf("share logged as %v", f)
+	}
+	// A gateway alone says nothing of shares.
+	_, logs = newTestHandler(t, "max_in_flight 4")
+	if n := logs.FilterMessageSnippet("one of several").Len(); n != 0 {
+		t.Errorf("a gateway alone logged %d share lines", n)
 	}
 }
 

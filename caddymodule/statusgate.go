@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
@@ -112,7 +113,29 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 // Provision resolves the config into the tables every request uses: the endpoint
 // table, the keyring, the compiled protected-field sets and the metrics.
 func (h *Handler) Provision(ctx caddy.Context) error {
-	return h.provisionWith(ctx, ctx.Logger())
+	if err := h.provisionWith(ctx, ctx.Logger()); err != nil {
+		return err
+	}
+	if h.Backend.Instances > 1 {
+		h.watchPeers(ctx)
+	}
+	return nil
+}
+
+// watchPeers writes, for a gateway that is one of several, a heartbeat to
+// the config's storage under this process's instance ID, and warns when
+// another process writes under the same one (internal/peers): two gateways
+// from one data directory, whose distributed rate limit silently counts
+// them as one. Once per config load.
+func (h *Handler) watchPeers(ctx caddy.Context) {
+	id, err := caddy.InstanceID()
+	if err != nil {
+		h.logger.Warn("no instance ID: cannot check that no other gateway shares it", zap.Error(err))
+		return
+	}
+	peers.Start(ctx, ctx.GetMetricsRegistry(), peers.Config{
+		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
+	})
 }
 
 // provisionWith is Provision with the logger given, so tests can read what it logs.
@@ -145,6 +168,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err := h.provisionGuard(ctx, limits); err != nil {
 		return err
 	}
+	h.logShare(limits)
 	h.index = newIndexCache(h.authOn, h.table, h.scopes)
 
 	switch {

@@ -1,7 +1,9 @@
 // Command caddy is Caddy with the statusgate gateway, its demo backend
-// (statusgate_sim) and github.com/mholt/caddy-ratelimit (the rate_limit
-// handler statusgate is composed with; xcaddy.json lists it too) compiled
-// in: `go build -o caddy ./cmd/caddy`.
+// (statusgate_sim), github.com/mholt/caddy-ratelimit (the rate_limit
+// handler statusgate is composed with) and
+// github.com/pberkel/caddy-storage-redis (storage redis, the store several
+// gateways share: docs/cluster.md) compiled in; xcaddy.json lists the two
+// plugins too. `go build -o caddy ./cmd/caddy`.
 package main
 
 import (
@@ -10,6 +12,7 @@ import (
 	// plug in Caddy modules here
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 	_ "github.com/mholt/caddy-ratelimit"
+	_ "github.com/pberkel/caddy-storage-redis"
 	_ "github.com/statusgate/statusgate/caddymodule"
 	_ "github.com/statusgate/statusgate/internal/sim"
 )

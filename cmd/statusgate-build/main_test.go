@@ -35,6 +35,7 @@ func TestRepositoryManifest(t *testing.T) {
 	want := []xcaddy.Dependency{
 		{PackagePath: "github.com/statusgate/statusgate/caddymodule"},
 		{PackagePath: "github.com/mholt/caddy-ratelimit", Version: "v0.1.0"},
+		{PackagePath: "github.com/pberkel/caddy-storage-redis", Version: "v1.8.1"},
 	}
 	if len(b.Plugins) != len(want) {
 		t.Fatalf("plugins %v", b.Plugins)

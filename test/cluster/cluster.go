@@ -1,0 +1,370 @@
+// Package cluster runs statusgate the way docs/cluster.md sets it up: two
+// gateway processes in front of one game server, sharing a Redis through
+// Caddy's storage. Its test (cluster_test.go) starts every part as a real
+// process, because caddy-ratelimit's zones live in a process-wide pool and
+// its instance ID comes from the data directory: two gateways in one
+// process would prove nothing.
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/statusgate/statusgate/internal/sim"
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+// Limits of the rate-limit zone every gateway has: events per window.
+const (
+	zoneEvents = 100
+	zoneWindow = 10 * time.Second
+	// syncInterval is the distributed limiter's read and write interval:
+	// a fortieth of the window (docs/cluster.md).
+	syncInterval = 250 * time.Millisecond
+)
+
+// gatewayConfig is what differs between the gateways and between the
+// phases of the test.
+type gatewayConfig struct {
+	instances int    // statusgate's instances; 1 leaves the line out
+	key       string // the key statusgate accepts
+	// placeholdersTo is the gateway that owns the main-thread lane, for the
+	// others: they forward /placeholders to it. "": this gateway serves it.
+	placeholdersTo string
+}
+
+// caddyfile is one gateway's config, as docs/cluster.md gives it: the shared
+// Redis storage, the load balancer (here the test's clients, all on
+// loopback) trusted for X-Forwarded-For, statusgate with its share of the
+// backend, a rate_limit zone per client distributed through the storage at
+// syncInterval, and a control zone that is not distributed (asked with the
+// header X-Control). caddy-ratelimit logs each refusal at INFO, and each
+// failed sync at ERROR every interval; the log blocks keep the first and
+// sample the second to once a minute, as docs/cluster.md recommends.
+func caddyfile(c gatewayConfig, port, admin, redisPort, simPort int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{
+	admin 127.0.0.1:%d
+	auto_https off
+	persist_config off
+	grace_period 1s
+	order rate_limit after statusgate
+	storage redis {
+		address 127.0.0.1:%d
+	}
+	servers {
+		trusted_proxies static 127.0.0.0/8
+		trusted_proxies_strict
+		client_ip_headers X-Forwarded-For
+	}
+	log default {
+		level INFO
+		exclude http.handlers.rate_limit
+	}
+	log rate_limit {
+		include http.handlers.rate_limit
+		level ERROR
+		sampling {
+			interval 1m
+			first 1
+			thereafter 1000000
+		}
+	}
+}
+
+http://:%d {
+	bind 127.0.0.1
+`, admin, redisPort, port)
+	if c.placeholdersTo != "" {
+		fmt.Fprintf(&b, `	@placeholders path /api/placeholders /api/placeholders/* /api/v1/placeholders /api/v1/placeholders/*
+	handle @placeholders {
+		reverse_proxy %s
+	}
+`, c.placeholdersTo)
+	}
+	b.WriteString("\thandle {\n\t\tstatusgate {\n\t\t\tkey " + c.key + "\n")
+	if c.instances > 1 {
+		fmt.Fprintf(&b, "\t\t\tinstances %d\n", c.instances)
+	}
+	if c.placeholdersTo != "" {
+		b.WriteString("\t\t\tdisable placeholders\n")
+	}
+	// The rate limit counts trips to the backend (cache hits and
+	// coalesced followers are not: docs/backend-protection.md), so that
+	// every /status the test sends is one, nothing is cached or shared.
+	b.WriteString("\t\t\tcache status off\n\t\t\tcoalesce off\n")
+	fmt.Fprintf(&b, `		}
+		@limited {
+			path /api/v1/status
+			not header X-Control *
+		}
+		rate_limit @limited {
+			distributed {
+				read_interval %s
+				write_interval %s
+			}
+			zone status {
+				key {http.statusgate.client}
+				events %d
+				window %s
+			}
+		}
+		@control {
+			path /api/v1/status
+			header X-Control *
+		}
+		rate_limit @control {
+			zone control {
+				key {http.statusgate.client}
+				events %d
+				window %s
+			}
+		}
+		reverse_proxy 127.0.0.1:%d
+	}
+}
+`, syncInterval, syncInterval, zoneEvents, zoneWindow, zoneEvents, zoneWindow, simPort)
+	return b.String()
+}
+
+// gateway is one gateway process: its folder holds its config, its log and
+// its data directory (XDG_DATA_HOME, where its instance ID lives).
+type gateway struct {
+	name, dir   string
+	port, admin int
+	proc        *harness.Process
+}
+
+func (g *gateway) base() string { return "http://127.0.0.1:" + strconv.Itoa(g.port) }
+
+// startGateway starts caddy run for c in dir.
+func startGateway(ctx context.Context, bin, dir, name string, c gatewayConfig, redisPort, simPort int) (*gateway, error) {
+	port, err := harness.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := harness.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	g := &gateway{name: name, dir: dir, port: port, admin: admin}
+	g.proc, err = harness.Start(ctx, bin, dir, name, port, caddyfile(c, port, admin, redisPort, simPort))
+	return g, err
+}
+
+// reload loads c into the running gateway through its admin endpoint, as
+// `caddy reload --force` does (an unchanged config is loaded anew too), and
+// returns once the new config serves.
+func (g *gateway) reload(c gatewayConfig, redisPort, simPort int) error {
+	body := caddyfile(c, g.port, g.admin, redisPort, simPort)
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(g.admin)+"/load", strings.NewReader(body))
+	req.Header.Set("Content-Type", "text/caddyfile")
+	req.Header.Set("Cache-Control", "must-revalidate")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: reload: %d %s", g.name, resp.StatusCode, msg)
+	}
+	return nil
+}
+
+// logLines are the gateway's log lines since offset bytes, and the offset
+// at their end.
+func (g *gateway) logLines(offset int64) ([]map[string]any, int64) {
+	f, err := os.Open(g.proc.LogPath)
+	if err != nil {
+		return nil, offset
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset
+	}
+	var lines []map[string]any
+	r := bufio.NewReader(f)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			break
+		}
+		offset += int64(len(line))
+		var m map[string]any
+		if json.Unmarshal(line, &m) == nil {
+			lines = append(lines, m)
+		}
+	}
+	return lines, offset
+}
+
+// logSize is the length of the gateway's log, to read what follows.
+func (g *gateway) logSize() int64 {
+	fi, err := os.Stat(g.proc.LogPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// simCaddyfile serves the demo backend with the plugin's capacity model (8
+// threads, an unbounded queue, the main thread) and its counters at
+// /_sim/stats.
+func simCaddyfile(port int) string {
+	return fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+	grace_period 1s
+	log {
+		level ERROR
+	}
+}
+
+http://:%d {
+	bind 127.0.0.1
+	statusgate_sim {
+		seed 1
+		frozen off
+		stats_endpoint
+	}
+}
+`, port)
+}
+
+// simStats reads the backend's counters and starts a new measurement.
+func simStats(simPort int) (sim.Snapshot, error) {
+	var s sim.Snapshot
+	resp, err := http.Post("http://127.0.0.1:"+strconv.Itoa(simPort)+"/_sim/stats", "", nil)
+	if err != nil {
+		return s, err
+	}
+	defer resp.Body.Close()
+	err = json.NewDecoder(resp.Body).Decode(&s)
+	return s, err
+}
+
+// ErrNoRedis is why the test cannot run: no redis-server on the PATH.
+var ErrNoRedis = errors.New("redis-server not found (apt-get install -y redis-server)")
+
+// redisServer is a redis-server on a loopback port with no persistence.
+type redisServer struct {
+	port int
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// startRedis starts redis-server on a free loopback port, with nothing
+// saved to disk, and returns once it accepts connections.
+func startRedis(ctx context.Context, dir string) (*redisServer, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNoRedis
+	}
+	port, err := harness.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(dir, "redis.log"))
+	if err != nil {
+		return nil, err
+	}
+	r := &redisServer{port: port, done: make(chan struct{})}
+	r.cmd = exec.Command(bin, "--save", "", "--appendonly", "no", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir)
+	r.cmd.Stdout, r.cmd.Stderr = logf, logf
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := r.cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	go func() { r.cmd.Wait(); logf.Close(); close(r.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.keys("*"); err == nil {
+			return r, nil
+		}
+		select {
+		case <-r.done:
+			return nil, fmt.Errorf("redis-server exited: %s", harness.Tail(filepath.Join(dir, "redis.log"), 10))
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			r.kill()
+			return nil, errors.New("redis-server did not come up")
+		}
+	}
+}
+
+// kill ends redis-server at once (SIGKILL), as a crash would.
+func (r *redisServer) kill() {
+	if r == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+}
+
+// keys runs KEYS pattern, in Redis's own protocol (RESP), so that the test
+// needs no redis-cli.
+func (r *redisServer) keys(pattern string) ([]string, error) {
+	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(r.port), time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nKEYS\r\n$%d\r\n%s\r\n", len(pattern), pattern); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(c)
+	line, err := br.ReadString('\n')
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(line, "*") {
+		return nil, fmt.Errorf("KEYS: %q", strings.TrimSpace(line))
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
+	keys := make([]string, 0, n)
+	for range n {
+		hdr, err := br.ReadString('\n')
+		if err != nil {
+			return nil, err
+		}
+		size, _ := strconv.Atoi(strings.TrimSpace(hdr[1:]))
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return nil, err
+		}
+		keys = append(keys, string(buf[:size]))
+	}
+	return keys, nil
+}
+
+// randomUUID is a player nobody has seen: /player takes the plugin's slow
+// path (a stats file read and a LuckPerms lookup, 425 ms to 1.4 s), and no
+// two requests can share an answer.
+func randomUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

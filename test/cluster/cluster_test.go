@@ -1,0 +1,451 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/statusgate/statusgate/internal/sim"
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+// The keys the gateways accept: the first, then the one it is rotated to.
+const (
+	oldKey = "cluster-old-key-5d0f2a9c71e4"
+	newKey = "cluster-new-key-b83e6f0d4a12"
+)
+
+// alex is a player who is always online: /placeholders for him reaches the
+// main thread.
+const alex = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+
+// TestTwoGateways runs docs/cluster.md: a sim backend process (8 threads,
+// the plugin's unbounded queue and main thread), a redis-server, and two
+// gateway processes with their own data directories and the shared Redis
+// storage, then checks what the backend and the rate limit see: the
+// backend's concurrency held to one gateway's worth by instances 2 (and
+// doubled without it), the main-thread lane on one gateway, the distributed
+// rate limit within a few percent of its limit across both (and doubled
+// without distributed), a key rotated by reloading each, one gateway
+// killed, and Redis killed. It also starts a third gateway on the second's
+// data directory, which shares its instance ID, and checks that the
+// gateways say so. About three minutes; the figures go to the test log
+// (go test -v) and docs/cluster.md.
+func TestTwoGateways(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs five processes for about three minutes")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One build per checkout, kept between runs: Build reuses it while it
+	// is newer than every source of the binary.
+	sum := sha256.Sum256([]byte(repo))
+	bin := filepath.Join(os.TempDir(), "statusgate-cluster-"+hex.EncodeToString(sum[:6]), "caddy")
+	msg, err := harness.Build(repo, bin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+
+	rds, err := startRedis(ctx, root)
+	if errors.Is(err, ErrNoRedis) && os.Getenv("STATUSGATE_REQUIRE_REDIS") == "" {
+		t.Skip("the cluster test needs Redis: " + err.Error() + "; STATUSGATE_REQUIRE_REDIS=1 makes this a failure")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rds.kill()
+
+	dir := func(name string) string {
+		d := filepath.Join(root, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	simPort, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	simProc, err := harness.Start(ctx, bin, dir("sim"), "sim", simPort, simCaddyfile(simPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer simProc.Stop()
+
+	// The cluster: a owns the main-thread lane, b forwards /placeholders
+	// to it.
+	conf := func(key string, instances int, owner *gateway) gatewayConfig {
+		c := gatewayConfig{instances: instances, key: key}
+		if owner != nil {
+			c.placeholdersTo = "127.0.0.1:" + strconv.Itoa(owner.port)
+		}
+		return c
+	}
+	dirA, dirB := dir("a"), dir("b")
+	a, err := startGateway(ctx, bin, dirA, "a", conf(oldKey, 2, nil), rds.port, simPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.proc.Stop()
+	b, err := startGateway(ctx, bin, dirB, "b", conf(oldKey, 2, a), rds.port, simPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { b.proc.Stop() }()
+	both := []*gateway{a, b}
+
+	t.Run("startup logs the share", func(t *testing.T) {
+		for _, g := range both {
+			lines, _ := g.logLines(0)
+			i := slices.IndexFunc(lines, func(m map[string]any) bool {
+				return strings.HasPrefix(fmt.Sprint(m["msg"]), "one of several gateways")
+			})
+			if i < 0 {
+				t.Errorf("%s logged no share at startup", g.name)
+				continue
+			}
+			m := lines[i]
+			if m["instances"] != 2.0 || m["max_in_flight"] != 4.0 || m["queue_length"] != 32.0 {
+				t.Errorf("%s: share %v", g.name, m)
+			}
+			t.Logf("%s: %v", g.name, m["main_thread_lane"])
+		}
+	})
+
+	t.Run("a shared data directory is warned about", func(t *testing.T) {
+		// c is started from b's data directory: b's instance ID.
+		c, err := startGateway(ctx, bin, dirB, "c", conf(oldKey, 2, a), rds.port, simPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.proc.Stop()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			warned := 0
+			for _, g := range []*gateway{b, c} {
+				lines, _ := g.logLines(0)
+				if slices.ContainsFunc(lines, func(m map[string]any) bool {
+					return strings.HasPrefix(fmt.Sprint(m["msg"]), "another gateway process has this one's instance ID")
+				}) {
+					warned++
+				}
+			}
+			if warned > 0 {
+				t.Logf("%d of the two gateways on one data directory warned", warned)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no warning after 20 s from two gateways with one instance ID")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		for _, g := range []*gateway{a} {
+			lines, _ := g.logLines(0)
+			if slices.ContainsFunc(lines, func(m map[string]any) bool {
+				return strings.HasPrefix(fmt.Sprint(m["msg"]), "another gateway process")
+			}) {
+				t.Errorf("%s, with a data directory of its own, warned of a shared instance ID", g.name)
+			}
+		}
+	})
+
+	currentKey := oldKey // the key the gateways accept at the moment
+	// A slow /player flood from 24 clients and keyed /placeholders from 4,
+	// to both gateways in turn, as a load balancer would send them.
+	backendFlood := func(t *testing.T, gws []*gateway, d time.Duration) (sim.Snapshot, map[string]map[int]int, map[string]map[int]int) {
+		if _, err := simStats(simPort); err != nil {
+			t.Fatal(err)
+		}
+		var players, placeholders []result
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			players = flood(ctx, gws, 24, d, func(w int) (string, string, http.Header) {
+				return "/api/v1/player/" + randomUUID(), fmt.Sprintf("10.0.0.%d", w+1), nil
+			})
+		})
+		wg.Go(func() {
+			placeholders = flood(ctx, gws, 4, d, func(w int) (string, string, http.Header) {
+				return "/api/v1/placeholders?uuid=" + alex + "&p=player_name", fmt.Sprintf("10.0.1.%d", w+1), http.Header{"X-Api-Key": {currentKey}}
+			})
+		})
+		wg.Wait()
+		snap, err := simStats(simPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, rs := range map[string][]result{"player": players, "placeholders": placeholders} {
+			if e := firstErrors(rs, 3); e != "" {
+				t.Errorf("%s: requests without an answer: %s", what, e)
+			}
+		}
+		return snap, tally(players), tally(placeholders)
+	}
+
+	t.Run("instances 2 holds the backend to 8", func(t *testing.T) {
+		snap, players, placeholders := backendFlood(t, both, 10*time.Second)
+		ph := snap.Stations["placeholders"]
+		t.Logf("instances 2: backend peak in flight %d (busy %d, queued %d), %d /player, main-thread peak %d (%d tasks, %d skipped ticks, %d timeouts); /player %v, /placeholders %v",
+			snap.PeakInFlight, snap.PeakBusy, snap.PeakQueued, snap.Stations["player"].Requests, ph.PeakInFlight, snap.MainThread.Tasks, snap.MainThread.SkippedTicks, snap.MainThread.Timeouts, players, placeholders)
+		if snap.PeakInFlight > 8 || snap.PeakQueued != 0 {
+			t.Errorf("backend peak in flight %d, queued %d; want at most 8 and an empty queue", snap.PeakInFlight, snap.PeakQueued)
+		}
+		if ph.PeakInFlight > 1 {
+			t.Errorf("main-thread station peak %d, want 1", ph.PeakInFlight)
+		}
+		if snap.Stations["player"].Requests == 0 || ph.Requests == 0 || placeholders["b"][http.StatusOK] == 0 {
+			t.Errorf("the flood did not reach the backend through both: %v %v", players, placeholders)
+		}
+	})
+
+	t.Run("control: each gateway at 8 doubles it", func(t *testing.T) {
+		for _, g := range both {
+			if err := g.reload(conf(oldKey, 1, nil), rds.port, simPort); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap, players, placeholders := backendFlood(t, both, 10*time.Second)
+		ph := snap.Stations["placeholders"]
+		t.Logf("control: backend peak in flight %d (busy %d, queued %d, longest wait %v), main-thread peak %d (%d skipped ticks, %d timeouts); /player %v, /placeholders %v",
+			snap.PeakInFlight, snap.PeakBusy, snap.PeakQueued, snap.QueueWaitMax.Round(time.Millisecond), ph.PeakInFlight, snap.MainThread.SkippedTicks, snap.MainThread.Timeouts, players, placeholders)
+		if snap.PeakInFlight <= 8 {
+			t.Errorf("control: backend peak %d, want more than 8: the flood does not show what instances prevents", snap.PeakInFlight)
+		}
+		if ph.PeakInFlight <= 1 {
+			t.Errorf("control: main-thread peak %d, want more than 1", ph.PeakInFlight)
+		}
+	})
+
+	t.Run("a key rotated by reloading each gateway", func(t *testing.T) {
+		// Back to the cluster, with the new key instead of the old one,
+		// one gateway after the other, while keyed callers ask with the
+		// new key throughout.
+		var began, reloaded atomic.Int64 // since start: the first reload begins, both are done
+		start := time.Now()
+		errs := make(chan error, 1)
+		go func() {
+			time.Sleep(2 * time.Second)
+			began.Store(int64(time.Since(start)))
+			if err := a.reload(conf(newKey, 2, nil), rds.port, simPort); err != nil {
+				errs <- err
+				return
+			}
+			time.Sleep(time.Second)
+			err := b.reload(conf(newKey, 2, a), rds.port, simPort)
+			reloaded.Store(int64(time.Since(start)))
+			errs <- err
+		}()
+		rs := flood(ctx, both, 6, 7*time.Second, func(w int) (string, string, http.Header) {
+			return "/api/v1/server", fmt.Sprintf("10.0.2.%d", w+1), http.Header{"X-Api-Key": {newKey}}
+		})
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+		after := time.Duration(reloaded.Load())
+		var before, late []result
+		for _, r := range rs {
+			if r.at < time.Duration(began.Load()) {
+				before = append(before, r)
+			} else if r.at > after {
+				late = append(late, r)
+			}
+		}
+		t.Logf("new key before the reloads %v, after both %v", tally(before), tally(late))
+		for _, r := range late {
+			if r.status != http.StatusOK {
+				t.Errorf("new key after both reloads: %s answered %d (err %v) at %v", r.gateway, r.status, r.err, r.at)
+				break
+			}
+		}
+		if len(late) == 0 {
+			t.Error("no request with the new key after both reloads")
+		}
+		for _, g := range both {
+			if code, err := get(ctx, g.base(), "/api/v1/server", "10.0.2.99", http.Header{"X-Api-Key": {oldKey}}); code != http.StatusNotFound {
+				t.Errorf("%s: the old key after the rotation: %d %v, want 404", g.name, code, err)
+			}
+		}
+		currentKey = newKey
+	})
+
+	n := zoneEvents
+	t.Run("distributed rate limit, then one gateway killed", func(t *testing.T) {
+		var killed atomic.Bool
+		killAt := 42 * time.Second
+		pick := func(seq int) *gateway {
+			if killed.Load() || seq%2 == 0 {
+				return a
+			}
+			return b
+		}
+		var limited, control []result
+		var stateKeys []string
+		var backend sim.Snapshot
+		var players []result
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			limited = paced(ctx, 50, killAt+30*time.Second, pick, "/api/v1/status", "198.51.100.1", nil)
+		})
+		wg.Go(func() {
+			control = paced(ctx, 50, 41*time.Second, pick, "/api/v1/status", "198.51.100.2", http.Header{"X-Control": {"1"}})
+		})
+		wg.Go(func() {
+			time.Sleep(20 * time.Second)
+			stateKeys, _ = rds.keys("*.rlstate")
+		})
+		wg.Go(func() {
+			// A slow /player flood through the survivor, from just
+			// before the kill: the backend stays within its share. Three
+			// callers, fewer than its 4 slots: a flood that filled them
+			// would queue the /status trips the rate limit counts behind
+			// 1.4 s lookups, and the windows would measure the queue.
+			time.Sleep(killAt - 2*time.Second)
+			if _, err := simStats(simPort); err != nil {
+				t.Error(err)
+			}
+			players = flood(ctx, []*gateway{a}, 3, 25*time.Second, func(w int) (string, string, http.Header) {
+				return "/api/v1/player/" + randomUUID(), fmt.Sprintf("10.0.3.%d", w+1), nil
+			})
+			backend, _ = simStats(simPort)
+		})
+		time.Sleep(killAt)
+		_ = b.proc.Cmd.Process.Kill() // SIGKILL: no goodbye to the storage
+		killed.Store(true)
+		wg.Wait()
+
+		if len(stateKeys) != 2 {
+			t.Errorf("rate-limit state entries in Redis: %v, want one per gateway", stateKeys)
+		}
+		dist := windows(limited, 50, killAt+30*time.Second)
+		ctl := windows(control, 50, 41*time.Second)
+		t.Logf("N=%d per %v, distributed at %v, 50 req/s across both: windows %s (%s); after the kill at %v: survivor %v",
+			n, zoneWindow, syncInterval, counts(dist), ratios(dist, n), killAt, tally(limited)["a"])
+		t.Logf("control without distributed: windows %s (%s)", counts(ctl), ratios(ctl, n))
+		t.Logf("let through each second: distributed %s; control %s", perSecond(limited), perSecond(control))
+		if len(dist) < 7 {
+			t.Fatalf("only %d whole windows: %v", len(dist), dist)
+		}
+		// The limit is never exceeded by more than the sync allows, paced
+		// or not; it is reached in every window the clients paced.
+		for i, w := range dist[:4] {
+			if w.passed > n*115/100 || (w.paced && w.passed < n*95/100) {
+				t.Errorf("window %d let %d through, want %d to %d", i, w.passed, n*95/100, n*115/100)
+			}
+		}
+		// Window 4 holds the kill; 5 is the first after it, 6 the second.
+		if w := dist[6]; w.passed > n*110/100 || (w.paced && w.passed < n*90/100) {
+			t.Errorf("second window after the kill let %d through, want %d to %d", w.passed, n*90/100, n*110/100)
+		}
+		// Without distributed each gateway lets N through: about 2 N.
+		paced := 0
+		for _, w := range ctl {
+			if w.paced {
+				paced++
+				if w.passed < n*3/2 {
+					t.Errorf("control: a window let %d through; without distributed each gateway lets about %d", w.passed, n)
+				}
+			}
+		}
+		if paced == 0 {
+			t.Errorf("control: no window the clients could pace (%s): the machine is too busy for this test", counts(ctl))
+		}
+		for _, r := range slices.Concat(limited, players) {
+			if r.gateway == "a" && r.status != http.StatusOK && r.status != http.StatusNotFound && r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable {
+				t.Errorf("the survivor answered %d (err %v) at %v", r.status, r.err, r.at)
+				break
+			}
+		}
+		t.Logf("through the survivor: /player %v, backend peak in flight %d, queued %d", tally(players), backend.PeakInFlight, backend.PeakQueued)
+		if backend.PeakInFlight > 8 || backend.PeakInFlight == 0 {
+			t.Errorf("backend peak in flight %d through the survivor, want 1 to 8", backend.PeakInFlight)
+		}
+	})
+
+	t.Run("Redis killed", func(t *testing.T) {
+		// b again, from its data directory: the same instance ID.
+		var err error
+		b, err = startGateway(ctx, bin, dirB, "b", conf(newKey, 2, a), rds.port, simPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		offsets := map[string]int64{a.name: a.logSize(), b.name: b.logSize()}
+		rds.kill()
+		d := 31 * time.Second
+		both[1] = b
+		rs := paced(ctx, 50, d, func(seq int) *gateway { return both[seq%2] }, "/api/v1/status", "198.51.100.3", nil)
+		ws := windows(rs, 50, d)
+		t.Logf("Redis down: windows %s (%s); %v", counts(ws), ratios(ws, n), tally(rs))
+		t.Logf("let through each second: %s", perSecond(rs))
+		for _, r := range rs {
+			if r.status != http.StatusOK && r.status != http.StatusTooManyRequests {
+				t.Errorf("with Redis down %s answered %d (err %v) at %v", r.gateway, r.status, r.err, r.at)
+				break
+			}
+		}
+		for i, w := range ws {
+			if w.passed > n*215/100 {
+				t.Errorf("with Redis down window %d let %d through, want at most about 2N (%d)", i, w.passed, 2*n)
+			}
+		}
+		if len(ws) < 2 {
+			t.Errorf("only %d whole windows", len(ws))
+		}
+		// What the outage put in the logs: a line for each failed sync
+		// would be 8 a second per gateway; a line per request, 25.
+		for _, g := range []*gateway{a, b} {
+			lines, _ := g.logLines(offsets[g.name])
+			msgs := map[string]int{}
+			for _, m := range lines {
+				if m["level"] == "error" || m["level"] == "warn" {
+					msgs[fmt.Sprint(m["logger"], ": ", m["msg"])]++
+				}
+			}
+			total := 0
+			for _, c := range msgs {
+				total += c
+			}
+			t.Logf("%s logged %d warnings and errors in %v of Redis down: %v", g.name, total, d, msgs)
+			if total > 6 {
+				t.Errorf("%s logged %d lines in %v of Redis down: %v; want each message once", g.name, total, d, msgs)
+			}
+		}
+		// A reload needs the storage: caddy-storage-redis pings Redis
+		// when the config loads, so a reload while it is down is refused
+		// and the running config stays.
+		err = a.reload(conf(newKey, 2, nil), rds.port, simPort)
+		code, _ := get(ctx, a.base(), "/api/v1/status", "198.51.100.4", nil)
+		t.Logf("reload with Redis down: %v; the gateway then answers %d", err, code)
+		if err == nil {
+			t.Error("a reload with Redis down was taken")
+		}
+		if code != http.StatusOK {
+			t.Errorf("after a reload with Redis down the gateway answers %d", code)
+		}
+	})
+}
+
+// ratios gives each window's count as a multiple of n.
+func ratios(ws []window, n int) string {
+	var s []string
+	for _, w := range ws {
+		s = append(s, strconv.FormatFloat(float64(w.passed)/float64(n), 'f', 2, 64)+"N")
+	}
+	return strings.Join(s, " ")
+}
