@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/test/internal/harness"
@@ -51,7 +53,11 @@ func freePorts() (admin, http, https, widget int) {
 }
 
 func TestMain(m *testing.M) {
-	if err := startCaddy(); err != nil {
+	home, err := ownCaddyHome()
+	if err == nil {
+		err = startCaddy()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -60,7 +66,22 @@ func TestMain(m *testing.M) {
 		browser.stop()
 	}
 	_ = caddy.Stop()
+	os.RemoveAll(home)
 	os.Exit(code)
+}
+
+// ownCaddyHome gives the in-process Caddy a folder of its own for the
+// config it saves on every load (autosave.json) and for its data, instead
+// of the user's: two runs at once would overwrite each other's (a test
+// reads the autosaved config), and a run would overwrite the developer's.
+func ownCaddyHome() (string, error) {
+	home, err := os.MkdirTemp("", "statusgate-test-caddy-")
+	if err != nil {
+		return "", err
+	}
+	caddy.ConfigAutosavePath = filepath.Join(home, "config", "autosave.json")
+	caddy.DefaultStorage = &certmagic.FileStorage{Path: filepath.Join(home, "data")}
+	return home, nil
 }
 
 // startCaddy starts the in-process Caddy with only its admin API, on

@@ -67,7 +67,7 @@ func TestKeysKeptOutOfConfig(t *testing.T) {
 		t.Fatalf("GET /config/: %d, %v", res.StatusCode, err)
 	}
 	// caddytest loads the config through the admin API's /load, which
-	// autosaves it; the path is Caddy's, read (never set) here.
+	// autosaves it, to the folder TestMain gives this run (caddy_test.go).
 	autosave, err := os.ReadFile(caddy.ConfigAutosavePath)
 	if err != nil {
 		t.Fatalf("autosave: %v", err)
