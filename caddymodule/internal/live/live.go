@@ -1,0 +1,250 @@
+// Package live fans one backend answer out to every viewer of a live stream.
+//
+// Viewers of a live stream (server-sent events on the same URL as the JSON)
+// all want the same thing: the answer a plain GET would get, whenever it
+// changes. Asking the backend once per viewer would make 10,000 open pages
+// 10,000 trips per snapshot interval; a Hub makes it one. Each topic (one
+// answer: the guard, the endpoint and query, and the class of caller that
+// decides its bytes) has one poller, started by its first subscriber and
+// stopped when its last one leaves, so that nothing is polled when nobody
+// listens. The poller's Fetch goes through the gateway's normal path, with
+// its admission, queue, coalescing and micro-cache, and says when to ask
+// again; each answer is published to every subscriber of the topic.
+//
+// Subscribers hold nothing shared: each has at most one pending event, and a
+// newer one replaces it (latest wins), so a viewer that does not read costs
+// one event's worth of memory, however long it stalls; the writer that
+// serves it decides when to cut it off. An event's ID is a digest of the
+// answer that ignores meta.updatedAt (the time the answer was written, which
+// changes every time), so a subscriber is never sent the answer it has, and
+// a client reconnecting with Last-Event-ID skips an unchanged answer.
+//
+// Close ends every subscription (a config reload: the streams of the old
+// policy end, and their clients reconnect under the new one). Seats counts
+// open streams against a total and a per-client bound.
+package live
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// ErrClosed refuses a subscription to a Hub that is closed.
+var ErrClosed = errors.New("live: the hub is closed")
+
+// Event is one answer as subscribers get it.
+type Event struct {
+	ID   string // ID of Data
+	Data []byte // the answer; shared, never modified
+}
+
+// Fetch gets a topic's answer, and says how long until it is worth asking
+// again (at least MinInterval). It is called by the topic's poller alone,
+// with a context that ends when the topic does.
+type Fetch func(ctx context.Context) (answer []byte, next time.Duration)
+
+// MinInterval is the shortest wait between two fetches of a topic, whatever
+// Fetch says: a bound on what one topic can cost.
+const MinInterval = 50 * time.Millisecond
+
+// Hub is a set of topics and their subscribers. The zero Hub is not ready:
+// use New.
+type Hub struct {
+	mu      sync.Mutex
+	topics  map[string]*topic
+	closed  bool
+	wg      sync.WaitGroup // pollers
+	polling atomic.Int32   // pollers running
+}
+
+// New returns an open Hub.
+func New() *Hub { return &Hub{topics: map[string]*topic{}} }
+
+// topic is one answer, its poller and its subscribers.
+type topic struct {
+	key    string
+	cancel context.CancelFunc
+	subs   map[*Sub]struct{}
+	last   *Event // the latest answer; nil before the first
+}
+
+// Sub is one subscription. Ready signals that an event is pending; Take
+// takes it. Done is closed when the subscription ends from the hub's side
+// (Close); the subscriber ends it with Leave.
+type Sub struct {
+	hub   *Hub
+	t     *topic
+	ready chan struct{} // cap 1: an event is pending
+	done  chan struct{}
+
+	// Under hub.mu.
+	pending *Event
+	lastID  string // of the last event taken or skipped
+	left    bool
+}
+
+// Subscribe subscribes to the topic key, starting its poller with fetch if
+// the topic is new. lastID is the ID of the answer the subscriber has
+// already (a reconnect's Last-Event-ID), or empty: the topic's latest answer,
+// if any, is pending at once unless it is that one.
+func (h *Hub) Subscribe(key string, lastID string, fetch Fetch) (*Sub, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	t := h.topics[key]
+	if t == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		t = &topic{key: key, cancel: cancel, subs: map[*Sub]struct{}{}}
+		h.topics[key] = t
+		h.wg.Add(1)
+		go h.poll(ctx, t, fetch)
+	}
+	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID}
+	t.subs[s] = struct{}{}
+	if t.last != nil {
+		s.offer(t.last)
+	}
+	return s, nil
+}
+
+// poll fetches t's answer until t ends, and publishes each.
+func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
+	h.polling.Add(1)
+	defer h.wg.Done()
+	defer h.polling.Add(-1)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		answer, next := fetch(ctx)
+		if ctx.Err() != nil {
+			return // what a cancelled fetch answers is nobody's
+		}
+		h.publish(t, &Event{ID: ID(answer), Data: answer})
+		timer.Reset(max(next, MinInterval))
+	}
+}
+
+// publish makes ev t's latest answer and offers it to every subscriber.
+func (h *Hub) publish(t *topic, ev *Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t.last = ev
+	for s := range t.subs {
+		s.offer(ev)
+	}
+}
+
+// offer makes ev pending unless the subscriber has it; a pending event not
+// yet taken is replaced. Under hub.mu.
+func (s *Sub) offer(ev *Event) {
+	if ev.ID == s.lastID {
+		return
+	}
+	s.lastID = ev.ID
+	s.pending = ev
+	select {
+	case s.ready <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// Ready is signalled when an event is pending.
+func (s *Sub) Ready() <-chan struct{} { return s.ready }
+
+// Done is closed when the hub ends the subscription (Close).
+func (s *Sub) Done() <-chan struct{} { return s.done }
+
+// Take returns the pending event, if any, and clears it.
+func (s *Sub) Take() (Event, bool) {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	ev := s.pending
+	s.pending = nil
+	if ev == nil {
+		return Event{}, false
+	}
+	return *ev, true
+}
+
+// Leave ends the subscription; the topic's last subscriber to leave stops
+// its poller. Leave may be called more than once.
+func (s *Sub) Leave() {
+	h := s.hub
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.left {
+		return
+	}
+	s.left = true
+	s.pending = nil
+	t := s.t
+	delete(t.subs, s)
+	if len(t.subs) == 0 && h.topics[t.key] == t {
+		delete(h.topics, t.key)
+		t.cancel()
+	}
+}
+
+// Topics is how many topics are polled now.
+func (h *Hub) Topics() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.topics)
+}
+
+// Polling is how many pollers are running: a topic's goes on for a moment
+// after its last subscriber leaves, until it sees that it has ended.
+func (h *Hub) Polling() int { return int(h.polling.Load()) }
+
+// Close ends every subscription (each Done is closed), stops every poller
+// and refuses new subscriptions; it returns when the pollers have returned.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	for key, t := range h.topics {
+		t.cancel()
+		for s := range t.subs {
+			close(s.done)
+			s.left = true
+			s.pending = nil
+		}
+		t.subs = nil
+		delete(h.topics, key)
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// ID is an answer's event ID: a digest of the answer without the value of
+// its meta.updatedAt, which says when the answer was written and so differs
+// between two answers that say the same. 128 bits: a viewer who could make
+// two answers collide would only keep a viewer from seeing one of them.
+func ID(answer []byte) string {
+	d := sha256.New()
+	if v := gjson.GetBytes(answer, "meta.updatedAt"); v.Index > 0 {
+		d.Write(answer[:v.Index])
+		d.Write(answer[v.Index+len(v.Raw):])
+	} else {
+		d.Write(answer)
+	}
+	var sum [sha256.Size]byte
+	return base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:16])
+}
