@@ -61,6 +61,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		client_prefix_v6 <bits>
 //		guard            <name>
 //		instances        <k>
+//
+//		max_streams            <n>|off
+//		max_streams_per_client <n>|off
+//		stream_lifetime        <duration>|off
+//		stream_heartbeat       <duration>
 //	}
 //
 // A key with two arguments is a name and a secret, with one a secret alone
@@ -85,6 +90,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // cache_size off means no micro-cache, and cache <endpoint> <ttl> is then an
 // error. queue's wait, max_response, max_held, client_prefix_v6, guard and
 // instances cannot be off, and off there is an error that says why.
+// stream_heartbeat cannot be off (docs/live.md has the live streams).
 // instances <k> says this gateway is one of k in front of the backend and
 // divides max_in_flight, the queue's length and max_held by k.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -206,6 +212,46 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				if !d.NextArg() {
 					break
 				}
+			}
+
+		case "max_streams", "max_streams_per_client":
+			if err := once(opt); err != nil {
+				return err
+			}
+			n, err := limitArg(d, true)
+			if err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if opt == "max_streams" {
+				h.Backend.MaxStreams = n
+			} else {
+				h.Backend.MaxStreamsPerClient = n
+			}
+
+		case "stream_lifetime", "stream_heartbeat":
+			if err := once(opt); err != nil {
+				return err
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			if opt == "stream_heartbeat" && d.Val() == "off" {
+				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
+			}
+			t, err := durationArg(d, opt, true)
+			if err != nil {
+				return err
+			}
+			if opt == "stream_lifetime" {
+				h.Backend.StreamLifetime = t
+			} else {
+				h.Backend.StreamHeartbeat = t
+			}
+			if d.NextArg() {
+				return d.ArgErr()
 			}
 
 		case "max_in_flight", "max_main_thread", "max_per_client":

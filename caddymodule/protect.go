@@ -163,6 +163,10 @@ type BackendConfig struct {
 	// it belongs to one instance, and the others disable placeholders.
 	// Default: 1. Cannot be off: every gateway is one of at least one.
 	Instances int `json:"instances,omitempty"`
+
+	// LiveConfig bounds the live streams (stream.go): max_streams,
+	// max_streams_per_client, stream_lifetime, stream_heartbeat.
+	LiveConfig
 }
 
 // Defaults of BackendConfig.
@@ -491,6 +495,7 @@ func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
 // Cleanup gives the handler's guard back to the pool: the last handler using
 // it removes it.
 func (h *Handler) Cleanup() error {
+	h.cleanupLive()
 	if h.guard.key != "" {
 		_, _ = guards.Delete(h.guard.key)
 		h.guard.key = "" // once: the pool counts each handler once
@@ -916,18 +921,10 @@ func (h *Handler) refresh(x exchange, key string, next caddyhttp.Handler) {
 	if _, busy := g.refreshing.LoadOrStore(key, struct{}{}); busy {
 		return
 	}
-	srv, _ := x.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	// The budget of its own: the caller's ends with the caller, and without
 	// one a hung backend would hold this key's refreshes for ever.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(x.r.Context()), cmp.Or(g.timeout, staleGrace))
-	r := x.r.Clone(ctx)
-	r.Body = http.NoBody
-	repl := caddy.NewReplacer()
-	for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
-		v, _ := x.repl.Get(p)
-		repl.Set(p, v)
-	}
-	r = caddyhttp.PrepareRequest(r, repl, nil, srv)
+	r := backgroundRequest(ctx, x)
 	go func() {
 		defer g.refreshing.Delete(key)
 		defer cancel()
@@ -944,6 +941,23 @@ func (h *Handler) refresh(x exchange, key string, next caddyhttp.Handler) {
 			g.store(key, x.ep, res)
 		}
 	}()
+}
+
+// backgroundRequest is a copy of x's canonical upstream request for a trip
+// nobody waits for (a refresh, a live stream's poll), under ctx: with its own
+// replacer and variables, which carry x's endpoint, key and client
+// placeholders, because Caddy's are the caller's, which the caller's
+// handlers and log still use.
+func backgroundRequest(ctx context.Context, x exchange) *http.Request {
+	srv, _ := x.r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	r := x.r.Clone(ctx)
+	r.Body = http.NoBody
+	repl := caddy.NewReplacer()
+	for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
+		v, _ := x.repl.Get(p)
+		repl.Set(p, v)
+	}
+	return caddyhttp.PrepareRequest(r, repl, nil, srv)
 }
 
 // discardWriter is the client of a background refresh: nobody.

@@ -53,6 +53,7 @@ type Handler struct {
 	hide     bool
 	qkey     bool
 	index    *indexCache
+	live     *liveState // the live streams (stream.go)
 	metrics  *metrics.Metrics
 	logger   *zap.Logger
 }
@@ -165,7 +166,14 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	liveLimits, err := resolveLive(h.Backend.LiveConfig)
+	if err != nil {
+		return err
+	}
 	if err := h.provisionGuard(ctx, limits); err != nil {
+		return err
+	}
+	if err := h.provisionLive(liveLimits); err != nil {
 		return err
 	}
 	h.logShare(limits)
@@ -265,8 +273,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	h.identify(x.repl, r, rt.ep, x.who)
+	live := h.wantsStream(r, rt.ep) // before the rewrite makes a HEAD a GET
 	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shared(rt.ep))
 	x.who = h.withAddress(x.who, r)
+	if live {
+		x.end(h.stream(x, next)) // stream.go: the same answers, as events
+		return nil
+	}
 	x.end(h.forward(x, next))
 	return nil
 }

@@ -97,6 +97,8 @@ type Metrics struct {
 	keyRefused []prometheus.Counter
 	unknownKey prometheus.Counter
 	guards     *guardCollector
+	// streamRefused are the refused streams' counters, by reason.
+	streamRefused map[string]prometheus.Counter
 }
 
 // Endpoint holds one endpoint's pre-resolved counters. A nil *Endpoint
@@ -107,6 +109,7 @@ type Endpoint struct {
 	fields     []prometheus.Counter // parallel to fieldNames
 	filterIn   prometheus.Counter
 	filterOut  prometheus.Counter
+	live       liveEndpoint
 }
 
 // collectors are the registered families.
@@ -119,6 +122,7 @@ type collectors struct {
 	filterIn   *prometheus.CounterVec
 	filterOut  *prometheus.CounterVec
 	guards     *guardCollector
+	live       liveCollectors
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
@@ -143,6 +147,7 @@ func newCollectors() *collectors {
 		filterOut: counterVec("filter_out_bytes_total",
 			"Response bytes the field layer wrote to callers.", "endpoint"),
 		guards: new(guardCollector),
+		live:   newLiveCollectors(),
 	}
 }
 
@@ -165,6 +170,7 @@ func (c *collectors) register(reg *prometheus.Registry) error {
 	c.filterIn = reuse(r, c.filterIn)
 	c.filterOut = reuse(r, c.filterOut)
 	c.guards = reuse(r, c.guards)
+	c.live.register(r)
 	return r.err
 }
 
@@ -218,6 +224,10 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
 	}
 	m.other = c.other()
+	m.streamRefused = make(map[string]prometheus.Counter, len(streamRefusedReasons))
+	for _, reason := range streamRefusedReasons {
+		m.streamRefused[reason] = c.live.refused.WithLabelValues(reason)
+	}
 	for _, name := range cfg.Keys {
 		m.keys = append(m.keys, c.keys.WithLabelValues(name))
 		m.keyRefused = append(m.keyRefused, c.keyRefused.WithLabelValues(name))
@@ -230,6 +240,7 @@ func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 	e := &Endpoint{
 		filterIn:  c.filterIn.WithLabelValues(name),
 		filterOut: c.filterOut.WithLabelValues(name),
+		live:      c.live.endpoint(name),
 	}
 	for o := range numOutcomes {
 		e.requests[o] = c.requests.WithLabelValues(name, o.String())

@@ -60,7 +60,7 @@ func checkSeries(t *testing.T, got map[string]float64, want map[string]float64, 
 
 func TestOutcomes(t *testing.T) {
 	want := []string{"served", "filtered", "index", "not_found", "refused", "method", "preflight", "backend_error",
-		"busy", "rate_limited", "cached", "coalesced", "bad_request", "client_gone"}
+		"busy", "rate_limited", "cached", "coalesced", "bad_request", "client_gone", "streamed", "stream_cut"}
 	var got []string
 	for _, o := range Outcomes() {
 		got = append(got, o.String())
@@ -118,6 +118,13 @@ func TestScrapeExact(t *testing.T) {
 	player.Count(Coalesced)
 	player.Count(Busy)
 	votes.Count(RateLimited)
+	status.StreamOpened()
+	status.StreamOpened()
+	status.StreamClosed()
+	status.EventSent()
+	status.ViewerCut()
+	m.StreamRefused(StreamRefusedPerClient)
+	m.StreamRefused("nonsense") // not a reason: not counted
 
 	want := map[string]float64{
 		req("status", Served):         3,
@@ -135,10 +142,14 @@ func TestScrapeExact(t *testing.T) {
 		`caddy_http_statusgate_key_requests_total{key="website"}`:                      1,
 		`caddy_http_statusgate_key_refused_total{key="website"}`:                       1,
 		`caddy_http_statusgate_unknown_key_requests_total`:                             1,
-		req("status", Cached):            1,
-		req("player", Coalesced):         1,
-		req("player", Busy):              1,
-		req("custom/votes", RateLimited): 1,
+		req("status", Cached):                                                          1,
+		req("player", Coalesced):                                                       1,
+		req("player", Busy):                                                            1,
+		req("custom/votes", RateLimited):                                               1,
+		`caddy_http_statusgate_streams_open{endpoint="status"}`:                        1,
+		`caddy_http_statusgate_stream_events_total{endpoint="status"}`:                 1,
+		`caddy_http_statusgate_stream_viewers_cut_total{endpoint="status"}`:            1,
+		`caddy_http_statusgate_streams_refused_total{reason="max_streams_per_client"}`: 1,
 	}
 	var zero []string
 	for _, ep := range []string{"status", "player", "custom/votes", OtherEndpoint} {
@@ -152,11 +163,19 @@ func TestScrapeExact(t *testing.T) {
 		}
 	}
 	zero = append(zero, `caddy_http_statusgate_key_refused_total{key="discord-bot"}`)
+	for _, ep := range []string{"player", "custom/votes"} {
+		for _, name := range []string{"streams_open", "stream_events_total", "stream_viewers_cut_total"} {
+			zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_%s{endpoint=%q}`, name, ep))
+		}
+	}
+	for _, reason := range []string{StreamRefusedTotal, StreamRefusedHeld, StreamRefusedReload} {
+		zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_streams_refused_total{reason=%q}`, reason))
+	}
 	checkSeries(t, scrape(t, reg), want, zero)
-	// requests: 4 endpoints × 14 outcomes; fields: 2; filter bytes: 3 × 2;
-	// keys: 2, and 2 of refusals; the unknown-key counter. No guard: no
-	// guard series.
-	if n, want := len(scrape(t, reg)), 4*14+2+3*2+2+2+1; n != want {
+	// requests: 4 endpoints × 16 outcomes; fields: 2; filter bytes: 3 × 2;
+	// keys: 2, and 2 of refusals; the unknown-key counter; live streams:
+	// 3 endpoints × 3, and 4 reasons. No guard: no guard series.
+	if n, want := len(scrape(t, reg)), 4*16+2+3*2+2+2+1+3*3+4; n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
 }

@@ -55,6 +55,13 @@ const (
 	// nothing is written, and the access log shows 499 as for Caddy's
 	// reverse_proxy.
 	ClientGone
+	// Streamed: a live stream (server-sent events) that ended without
+	// fault: the client left, its stream_lifetime was over, or a reload
+	// closed it.
+	Streamed
+	// StreamCut: a live stream cut because its client did not take what
+	// was written within write_timeout.
+	StreamCut
 
 	numOutcomes
 )
@@ -74,6 +81,8 @@ var outcomeNames = [numOutcomes]string{
 	Coalesced:    "coalesced",
 	BadRequest:   "bad_request",
 	ClientGone:   "client_gone",
+	Streamed:     "streamed",
+	StreamCut:    "stream_cut",
 }
 
 // String is the outcome's label value, e.g. "not_found"; the empty string for

@@ -1,0 +1,414 @@
+package caddymodule
+
+// This file is the live streams: a GET with Accept: text/event-stream of an
+// endpoint with a cache or snapshot time gets server-sent events, each the
+// envelope a plain GET would get (docs/live.md). The streams of one answer
+// share one poller (internal/live), which fetches through forward like any
+// caller, so the backend sees one trip per interval however many watch.
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
+	"github.com/statusgate/statusgate/caddymodule/metrics"
+	"github.com/statusgate/statusgate/caddymodule/progress"
+)
+
+// LiveConfig bounds the live streams. It is part of BackendConfig, so its
+// options sit beside the other limits in the JSON (backend.max_streams)
+// and the Caddyfile. As there, an absent field or 0 is the default, and -1
+// (off in the Caddyfile) switches off an option that can be off.
+type LiveConfig struct {
+	// MaxStreams is the most live streams open at once on this handler's
+	// guard; past it a caller gets 503 Backend busy with Retry-After, as a
+	// plain GET would get from a full queue. Default: 10000. Off (-1): no
+	// bound.
+	MaxStreams int `json:"max_streams,omitempty"`
+
+	// MaxStreamsPerClient is the most live streams one client has open at
+	// once: an address (an IPv6 address by its client_prefix_v6 prefix), or
+	// a key by its name where the key counts; past it the caller gets 429
+	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
+	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
+
+	// StreamLifetime is how long a stream lasts; then it ends cleanly and
+	// the client reconnects (EventSource does so by itself), so that its key
+	// and the policy are checked again. Default: 10m. Off (-1): no end of
+	// its own (a reload still ends it).
+	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
+
+	// StreamHeartbeat is how long a stream stays silent before a comment
+	// line is written, which keeps proxies and load balancers in front from
+	// closing it as idle. Default: 15s. Cannot be off: a silent stream is
+	// closed by whatever sits in front.
+	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty"`
+}
+
+// Defaults of LiveConfig.
+const (
+	defaultMaxStreams          = 10000
+	defaultMaxStreamsPerClient = 4
+	defaultStreamLifetime      = 10 * time.Minute
+	defaultStreamHeartbeat     = 15 * time.Second
+)
+
+// retryHint is the reconnection delay a stream asks of EventSource, in
+// milliseconds: after a reload every viewer reconnects, and a spread of a
+// few seconds is kinder to the new config than all at once.
+const retryHint = "3000"
+
+// liveLimits is LiveConfig resolved: defaults applied, off as 0.
+type liveLimits struct {
+	maxStreams, perClient int
+	lifetime, heartbeat   time.Duration
+}
+
+func init() {
+	whyNotOff["stream_heartbeat"] = "a stream that stays silent is closed by the proxies in front"
+}
+
+// resolveLive checks c and applies the defaults.
+func resolveLive(c LiveConfig) (liveLimits, error) {
+	var l liveLimits
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}} {
+		if n.v < off {
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
+		}
+	}
+	switch {
+	case c.StreamLifetime < off:
+		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", time.Duration(c.StreamLifetime))
+	case c.StreamHeartbeat == off:
+		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
+	case c.StreamHeartbeat < 0:
+		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.StreamHeartbeat))
+	}
+	offOr := func(v, def int) int {
+		if v == off {
+			return 0
+		}
+		return cmp.Or(v, def)
+	}
+	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
+	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
+	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
+	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
+	return l, nil
+}
+
+// liveState is one handler's live streams: its hub, closed with the handler
+// (a reload), and the seats of its guard, shared by the handlers of the
+// guard with the same bounds and kept across a reload that keeps them.
+type liveState struct {
+	limits liveLimits
+	hub    *live.Hub
+	seats  *live.Seats
+	key    string // in seatsPool
+}
+
+// seatsPool holds the Seats of every guard, by guard and bounds.
+var seatsPool = caddy.NewUsagePool()
+
+// seatsOf is Seats in seatsPool.
+type seatsOf struct{ *live.Seats }
+
+func (seatsOf) Destruct() error { return nil }
+
+// provisionLive sets up the live streams, bounded by l, after the guard.
+func (h *Handler) provisionLive(l liveLimits) error {
+	key := h.guard.key + "/streams/" + strconv.Itoa(l.maxStreams) + "/" + strconv.Itoa(l.perClient)
+	v, _, err := seatsPool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return seatsOf{live.NewSeats(l.maxStreams, l.perClient)}, nil
+	})
+	if err != nil {
+		return err
+	}
+	h.live = &liveState{limits: l, hub: live.New(), seats: v.(seatsOf).Seats, key: key}
+	return nil
+}
+
+// cleanupLive ends every stream of the handler: its clients reconnect, to
+// the config that replaces this one.
+func (h *Handler) cleanupLive() {
+	if h.live == nil || h.live.key == "" {
+		return
+	}
+	h.live.hub.Close()
+	_, _ = seatsPool.Delete(h.live.key)
+	h.live.key = ""
+}
+
+// wantsStream reports whether r asks for a live stream of ep: a GET whose
+// Accept names text/event-stream, of an endpoint with a cache or snapshot
+// time. Any other request is answered as a plain GET, whatever its Accept.
+func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
+	if r.Method != http.MethodGet || h.live == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
+		return false
+	}
+	for _, v := range r.Header.Values("Accept") {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, params, err := mime.ParseMediaType(part)
+			if err == nil && mt == "text/event-stream" && params["q"] != "0" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stream is the backend step of a live stream: ServeHTTP's forward for a
+// caller that asked for one, after every check of a plain GET. It takes a
+// seat, subscribes to the answer's topic, and writes each new answer as an
+// event until the client leaves, the stream's lifetime is over, a reload
+// ends it, or the client stops taking what is written (write_timeout: the
+// stream is cut and its seat given back).
+func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
+	lv, g := h.live, &h.guard
+	if err := g.held.Check(x.who.holder); err != nil {
+		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err).verdict
+	}
+	if err := lv.seats.Take(x.who.holder); err != nil {
+		if errors.Is(err, live.ErrClientFull) {
+			h.metrics.StreamRefused(metrics.StreamRefusedPerClient)
+			return tooMany(err).verdict
+		}
+		h.metrics.StreamRefused(metrics.StreamRefusedTotal)
+		return busy(err, "1").verdict
+	}
+	defer lv.seats.Give(x.who.holder)
+
+	// The topic: the answer's share key (policy, class, host, canonical
+	// request) and the path the error envelopes show.
+	topic := g.shareKey(x.r, x.filtered()) + " " + x.decodedPath
+	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), h.poller(*x, topic, next))
+	if err != nil {
+		h.metrics.StreamRefused(metrics.StreamRefusedReload)
+		return busy(err, "1").verdict
+	}
+	defer sub.Leave()
+	x.ep.metrics.StreamOpened()
+	defer x.ep.metrics.StreamClosed()
+
+	pw := progress.New(x.w, g.writeTimeout)
+	hdr := pw.Header()
+	setCORS(hdr)
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
+	pw.WriteHeader(http.StatusOK)
+	if _, err := pw.Write([]byte("retry: " + retryHint + "\n\n")); err != nil || pw.FlushError() != nil {
+		return h.cutViewer(x)
+	}
+
+	var lifetime <-chan time.Time
+	if lv.limits.lifetime > 0 {
+		t := time.NewTimer(lv.limits.lifetime)
+		defer t.Stop()
+		lifetime = t.C
+	}
+	heartbeat := time.NewTimer(lv.limits.heartbeat)
+	defer heartbeat.Stop()
+	var buf []byte
+	for {
+		select {
+		case <-x.r.Context().Done():
+			return verdict{outcome: metrics.Streamed}
+		case <-sub.Done():
+			return verdict{outcome: metrics.Streamed}
+		case <-lifetime:
+			return verdict{outcome: metrics.Streamed}
+		case <-heartbeat.C:
+			if _, err := pw.Write([]byte(":\n\n")); err != nil || pw.FlushError() != nil {
+				return h.cutViewer(x)
+			}
+		case <-sub.Ready():
+			ev, ok := sub.Take()
+			if !ok {
+				continue
+			}
+			// The answer is held for the client until it has taken it,
+			// within the client's share of the held bytes, as a plain
+			// GET's is; past it the stream ends, and the reconnect is
+			// refused until the client has taken what it holds.
+			if err := g.held.Hold(x.who.holder, ev.Data); err != nil {
+				h.metrics.StreamRefused(metrics.StreamRefusedHeld)
+				return verdict{outcome: metrics.Streamed}
+			}
+			buf = appendEvent(buf[:0], ev)
+			_, err := pw.Write(buf)
+			if err == nil {
+				err = pw.FlushError()
+			}
+			g.held.Release(x.who.holder, ev.Data)
+			if err != nil {
+				return h.cutViewer(x)
+			}
+			x.ep.metrics.EventSent()
+		}
+		heartbeat.Reset(lv.limits.heartbeat)
+	}
+}
+
+// cutViewer is the end of a stream whose client did not take what was
+// written: the connection (HTTP/1) or the stream (HTTP/2) is cut. A write
+// that failed because the client left is the end of the stream, not a cut.
+func (h *Handler) cutViewer(x *exchange) verdict {
+	if x.r.Context().Err() != nil {
+		return verdict{outcome: metrics.Streamed}
+	}
+	x.ep.metrics.ViewerCut()
+	return verdict{outcome: metrics.StreamCut, cut: true}
+}
+
+// appendEvent appends ev as a server-sent event: its id, then its data, a
+// data line per line of the answer (a backend that sends its JSON on several
+// lines gets them back joined with '\n', as EventSource joins them), then a
+// blank line.
+func appendEvent(b []byte, ev live.Event) []byte {
+	b = append(b, "id: "...)
+	b = append(b, ev.ID...)
+	b = append(b, '\n')
+	data := ev.Data
+	for {
+		i := bytes.IndexAny(data, "\r\n")
+		if i < 0 {
+			break
+		}
+		b = append(b, "data: "...)
+		b = append(b, data[:i]...)
+		b = append(b, '\n')
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
+	b = append(b, "data: "...)
+	b = append(b, data...)
+	return append(b, '\n', '\n')
+}
+
+// poller is the Fetch of a stream's topic: the answer a plain GET of x's
+// canonical request gets, through forward (the micro-cache, coalescing with
+// plain GETs, admission, the queue), by a caller of x's class of its own,
+// counted apart from every viewer. It is called only if the topic is new,
+// and its request outlives x.
+func (h *Handler) poller(x exchange, topic string, next caddyhttp.Handler) live.Fetch {
+	// The request's values (the server, Caddy's context) without the
+	// subscriber's end, and placeholders of the poller's own: no viewer's
+	// key or address, for the handlers after the gateway.
+	base := x
+	base.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
+	base.r.Header.Set("Accept", "application/json")
+	delete(base.r.Header, "Last-Event-Id")
+	base.repl = caddy.NewReplacer()
+	base.repl.Set(placeholderEndpoint, x.ep.nameValue)
+	base.repl.Set(placeholderKey, noValue)
+	holder := "live " + live.ID([]byte(topic))
+	base.repl.Set(placeholderClient, holder)
+	base.who = caller{key: noKey, counts: x.who.counts, authenticated: x.who.authenticated, holder: holder}
+	return func(ctx context.Context) ([]byte, time.Duration) {
+		answer := h.fetchLive(ctx, base, next)
+		return answer, liveInterval(base.ep, answer)
+	}
+}
+
+// fetchLive is one poll: the answer as the client of a plain GET would read
+// it, the gateway's error envelope included (a backend failure is an event
+// too).
+func (h *Handler) fetchLive(ctx context.Context, base exchange, next caddyhttp.Handler) (answer []byte) {
+	rctx, cancel := context.WithCancel(base.r.Context())
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	rec := &recorder{header: http.Header{}}
+	x := base
+	x.w, x.r = rec, backgroundRequest(rctx, base)
+	v := func() (v verdict) {
+		defer func() {
+			// An answer that broke off ends in http.ErrAbortHandler.
+			if rec := recover(); rec != nil {
+				if rec != http.ErrAbortHandler {
+					h.logger.Error("live stream poll failed", zap.String("endpoint", x.ep.name), zap.Any("panic", rec))
+				}
+				v = verdict{status: http.StatusBadGateway, outcome: metrics.BackendError}
+			}
+		}()
+		return h.forward(&x, next)
+	}()
+	if v.cut {
+		v.status = http.StatusBadGateway
+	}
+	if v.status != 0 {
+		if v.cause != nil && v.status != http.StatusTooManyRequests {
+			h.logFailure(v.status, x.ep, v.cause)
+		}
+		rec.body.Reset()
+		writeError(rec, v.status, x.decodedPath)
+	}
+	return rec.body.Bytes()
+}
+
+// Polling: how long after an answer the poller asks again.
+const (
+	// snapshotLag is how long after a snapshot is due the poller asks for
+	// it, so that the backend has taken it.
+	snapshotLag = 100 * time.Millisecond
+	// overdueStep is how soon the poller asks again when the answer's
+	// snapshot is overdue: the micro-cache is refreshing it (a plain GET
+	// would get the stale answer now and the fresh one a moment later), so
+	// asking again costs a cache lookup, not a trip.
+	overdueStep = 100 * time.Millisecond
+)
+
+// liveInterval is how long after the answer the poller asks again: when the
+// answer's snapshot (meta.cachedAt) is replaced by the next one, for a
+// snapshot station, or after the cache time, so that the backend sees one
+// trip per snapshot whatever the number of viewers.
+func liveInterval(ep *endpoint, answer []byte) time.Duration {
+	every := cmp.Or(ep.cacheTTL, ep.snapshot)
+	if ep.snapshot <= 0 {
+		return every
+	}
+	at, ok := snapshotTime(answer)
+	if !ok {
+		return every
+	}
+	due := time.Until(at.Add(ep.snapshot)) + snapshotLag
+	switch {
+	case due > ep.snapshot+snapshotLag:
+		return every // a clock ahead of ours never makes the poller wait longer
+	case due > 0:
+		return due
+	case ep.cacheTTL > 0:
+		return overdueStep
+	}
+	return max(overdueStep, ep.snapshot/5) // each poll is a trip
+}
+
+// recorder is the client of a poll: it keeps the answer.
+type recorder struct {
+	header http.Header
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) WriteHeader(int)             {}
+func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
