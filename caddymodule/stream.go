@@ -214,8 +214,8 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	pw.WriteHeader(http.StatusOK)
-	if _, err := pw.Write([]byte("retry: " + retryHint + "\n\n")); err != nil || pw.FlushError() != nil {
-		return h.cutViewer(x)
+	if err := h.send(pw, []byte("retry: "+retryHint+"\n\n")); err != nil {
+		return h.ended(x, err)
 	}
 
 	var lifetime <-chan time.Time
@@ -236,8 +236,8 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		case <-lifetime:
 			return verdict{outcome: metrics.Streamed}
 		case <-heartbeat.C:
-			if _, err := pw.Write([]byte(":\n\n")); err != nil || pw.FlushError() != nil {
-				return h.cutViewer(x)
+			if err := h.send(pw, []byte(":\n\n")); err != nil {
+				return h.ended(x, err)
 			}
 		case <-sub.Ready():
 			ev, ok := sub.Take()
@@ -253,13 +253,10 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 				return verdict{outcome: metrics.Streamed}
 			}
 			buf = appendEvent(buf[:0], ev)
-			_, err := pw.Write(buf)
-			if err == nil {
-				err = pw.FlushError()
-			}
+			err := h.send(pw, buf)
 			g.held.Release(x.who.holder, ev.Data)
 			if err != nil {
-				return h.cutViewer(x)
+				return h.ended(x, err)
 			}
 			x.ep.metrics.EventSent()
 		}
@@ -267,11 +264,31 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	}
 }
 
-// cutViewer is the end of a stream whose client did not take what was
-// written: the connection (HTTP/1) or the stream (HTTP/2) is cut. A write
-// that failed because the client left is the end of the stream, not a cut.
-func (h *Handler) cutViewer(x *exchange) verdict {
-	if x.r.Context().Err() != nil {
+// errStalled is why a write to a stream failed when the client took
+// nothing of it within write_timeout.
+var errStalled = errors.New("the viewer took nothing within write_timeout")
+
+// send writes p to the stream and flushes it, within write_timeout. A write
+// that fails after the whole timeout failed because the client took nothing
+// (the deadline, on HTTP/1 and HTTP/2 alike); one that fails sooner, because
+// the client left.
+func (h *Handler) send(pw *progress.Writer, p []byte) error {
+	start := time.Now()
+	_, err := pw.Write(p)
+	if err == nil {
+		err = pw.FlushError()
+	}
+	if err != nil && h.guard.writeTimeout > 0 && time.Since(start) >= h.guard.writeTimeout {
+		return errStalled
+	}
+	return err
+}
+
+// ended is the end of a stream whose write failed: a stalled viewer's
+// connection (HTTP/1) or stream (HTTP/2) is cut and counted; a client that
+// left just ended its stream.
+func (h *Handler) ended(x *exchange, err error) verdict {
+	if !errors.Is(err, errStalled) {
 		return verdict{outcome: metrics.Streamed}
 	}
 	x.ep.metrics.ViewerCut()

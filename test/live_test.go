@@ -1,0 +1,342 @@
+package test
+
+import (
+	"bufio"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+)
+
+// Live streams (docs/live.md) through a real Caddy: server-sent events on
+// the same URLs, the same answers as a plain GET, one trip for everyone.
+
+// liveStream is a client's view of one stream.
+type liveStream struct {
+	resp *http.Response
+	rd   *bufio.Reader
+}
+
+// sseItem is what a stream sent next: an event, a comment (a heartbeat), the
+// reconnection hint, or the stream's end.
+type sseItem struct {
+	id, data string
+	comment  bool
+	retry    bool
+	end      bool
+}
+
+// openLive opens a stream of target on the gateway with the header lines
+// given; client nil is http.DefaultClient (HTTP/1.1). The answer is the
+// stream if it is one, else its status and body are in resp.
+func openLive(t *testing.T, client *http.Client, target string, headers ...string) *liveStream {
+	t.Helper()
+	req, _ := http.NewRequest("GET", gatewayURL+target, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	var body io.Reader = resp.Body
+	if resp.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = zr
+	}
+	return &liveStream{resp: resp, rd: bufio.NewReader(body)}
+}
+
+func (s *liveStream) close() { s.resp.Body.Close() }
+
+// next reads the stream's next item: the lines up to a blank line.
+func (s *liveStream) next(t *testing.T) sseItem {
+	t.Helper()
+	ch := make(chan sseItem, 1)
+	go func() {
+		var it sseItem
+		var data []string
+		for {
+			line, err := s.rd.ReadString('\n')
+			if err != nil {
+				ch <- sseItem{end: true}
+				return
+			}
+			line = strings.TrimSuffix(line, "\n")
+			switch {
+			case line == "":
+				it.data = strings.Join(data, "\n")
+				ch <- it
+				return
+			case strings.HasPrefix(line, ":"):
+				it.comment = true
+			case strings.HasPrefix(line, "retry: "):
+				it.retry = true
+			case strings.HasPrefix(line, "id: "):
+				it.id = line[4:]
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, line[6:])
+			}
+		}
+	}()
+	return fixture.Recv(t, ch, "the stream's next item")
+}
+
+// nextEvent reads past the hint and heartbeats to the next event, or the end.
+func (s *liveStream) nextEvent(t *testing.T) sseItem {
+	t.Helper()
+	for {
+		if it := s.next(t); !it.comment && !it.retry {
+			return it
+		}
+	}
+}
+
+// wantStream asserts that s is a stream.
+func (s *liveStream) wantStream(t *testing.T, what string) {
+	t.Helper()
+	if s.resp.StatusCode != 200 || s.resp.Header.Get("Content-Type") != "text/event-stream" || s.resp.Header.Get("Cache-Control") != "no-store" {
+		b, _ := io.ReadAll(io.LimitReader(s.rd, 1000))
+		t.Fatalf("%s: %d %v %s, want a stream", what, s.resp.StatusCode, s.resp.Header, b)
+	}
+}
+
+// liveBackend is be answering status with a body the test changes, and
+// counting the status trips.
+func liveBackend(t *testing.T) (be *backend, set func(online int), trips func() int) {
+	be = newBackend(t)
+	var online atomic.Int32
+	var n atomic.Int32
+	be.respond = func(u *url.URL) (int, []byte) {
+		if u.Path == "/api/v1/status" {
+			n.Add(1)
+			return 200, envelope(fmt.Sprintf(`{"online":[%q],"minecraft":%d,"discord":3}`, alex, online.Load()))
+		}
+		return backendResponse(u)
+	}
+	return be, func(v int) { online.Store(int32(v)) }, func() int { return int(n.Load()) }
+}
+
+// h2c is a client that speaks HTTP/2 without TLS, as the gateway does with
+// protocols h1 h2c.
+func h2c() *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: tr}
+}
+
+// TestLiveStreamsAreThePlainAnswers: a keyed and an anonymous stream each
+// get, byte for byte, the envelope a plain GET gets (the field layer for
+// the anonymous one), over HTTP/1.1 and HTTP/2, through encode gzip, each
+// event flushed as it is written (the first one is read while the stream
+// is open).
+func TestLiveStreamsAreThePlainAnswers(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"key " + keyA, "max_per_client off"},
+		site:   []string{"encode gzip"},
+		global: []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\tprotocols h1 h2c\n\t}"}}.start(t)
+	target := "/api/v1/status?history=true"
+	plainAnon, plainKeyed := send(t, "GET", target), send(t, "GET", target, withKey(keyA))
+	wantFiltered(t, plainAnon, target)
+	wantBackendBytes(t, plainKeyed, target)
+	for _, c := range []struct {
+		name    string
+		client  *http.Client
+		headers []string
+		want    []byte
+	}{
+		{"anonymous", nil, nil, plainAnon.Body},
+		{"keyed", nil, []string{withKey(keyA)}, plainKeyed.Body},
+		{"anonymous h2c", h2c(), nil, plainAnon.Body},
+		{"keyed h2c gzip", h2c(), []string{withKey(keyA), "Accept-Encoding: gzip"}, plainKeyed.Body},
+		{"anonymous gzip", nil, []string{"Accept-Encoding: gzip"}, plainAnon.Body},
+	} {
+		s := openLive(t, c.client, target, c.headers...)
+		s.wantStream(t, c.name)
+		if c.client != nil && s.resp.ProtoMajor != 2 {
+			t.Errorf("%s: %s, want HTTP/2", c.name, s.resp.Proto)
+		}
+		if strings.Contains(strings.Join(c.headers, " "), "gzip") && s.resp.Header.Get("Content-Encoding") != "gzip" {
+			t.Errorf("%s: Content-Encoding %q, want gzip (the test is of flushing through encode)", c.name, s.resp.Header.Get("Content-Encoding"))
+		}
+		if ev := s.nextEvent(t); ev.data != string(c.want) {
+			t.Errorf("%s: event\n%s\nplain GET\n%s", c.name, ev.data, c.want)
+		}
+		s.close()
+	}
+	// Two trips, one per class: the plain GETs'; the streams had the cache.
+	be.wantSeen(t, "plain GETs and streams", target, target)
+}
+
+// TestLiveRefusedLikeAPlainGet: a caller refused a plain GET gets the same
+// answer to a stream request, byte for byte (the disguised 404, the 401, the
+// 405); nothing reaches the backend.
+func TestLiveRefusedLikeAPlainGet(t *testing.T) {
+	be := newBackend(t)
+	for _, hide := range [][]string{nil, {"hide_protected off"}} {
+		g := scopedGateway(be)
+		g.statusgate = append(g.statusgate, hide...)
+		g.start(t)
+		for _, c := range []struct {
+			method, target string
+			headers        []string
+		}{
+			{"GET", "/api/v1/entities", nil},
+			{"GET", "/api/v1/entities", []string{withKey(keyA)}}, // outside the bot's scope
+			{"GET", "/api/v1/nothing", nil},
+			{"POST", "/api/v1/status", nil},
+		} {
+			plain := send(t, c.method, c.target, c.headers...)
+			stream := send(t, c.method, c.target, append(c.headers, "Accept: text/event-stream")...)
+			if plain.Status < 400 {
+				t.Fatalf("%s %s: %d, want a refusal", c.method, c.target, plain.Status)
+			}
+			wantSameAsAnonymous(t, c.method+" "+c.target, stream, plain)
+		}
+	}
+	be.wantSeen(t, "refusals")
+}
+
+// TestLiveScopeNarrowedByReload: a reload that takes entities out of the
+// bot's scope ends its stream; the reconnect gets the disguised 404 and
+// nothing of entities reaches the backend after the reload.
+func TestLiveScopeNarrowedByReload(t *testing.T) {
+	be := newBackend(t)
+	g := scopedGateway(be)
+	g.statusgate[0] = "key bot " + keyA + " {\n\t\t\tendpoints status entities\n\t\t}"
+	g.shared = true
+	g.start(t)
+	s := openLive(t, nil, "/api/v1/entities", withKey(keyA))
+	s.wantStream(t, "in scope")
+	if ev := s.nextEvent(t); ev.data != string(backendBody("/api/v1/entities")) {
+		t.Fatalf("in scope: %+v", ev)
+	}
+	g.statusgate[0] = "key bot " + keyA + " {\n\t\t\tendpoints status\n\t\t}"
+	g.start(t)
+	if it := s.nextEvent(t); !it.end {
+		t.Fatalf("after the reload the stream sent %+v, want its end", it)
+	}
+	be.take()
+	again := send(t, "GET", "/api/v1/entities", withKey(keyA), "Accept: text/event-stream")
+	wantNotFound(t, again, "/api/v1/entities")
+	be.wantSeen(t, "after the reload")
+}
+
+// TestLiveChangeReachesEveryStreamOnce: many viewers of one answer cost one
+// trip per cache time, like one viewer; a change reaches each of them once,
+// and the next thing each reads is a heartbeat, not the answer again.
+func TestLiveChangeReachesEveryStreamOnce(t *testing.T) {
+	be, set, trips := liveBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"max_streams_per_client off", "cache status 200ms", "stream_heartbeat 300ms",
+	}}.start(t)
+	const viewers = 50
+	set(100)
+	streams := make([]*liveStream, viewers)
+	for i := range streams {
+		streams[i] = openLive(t, nil, "/api/v1/status")
+		streams[i].wantStream(t, "viewer")
+		// An earlier test's stale entry may come first; then this one's.
+		for ev := streams[i].nextEvent(t); !strings.Contains(ev.data, `"minecraft":100`); ev = streams[i].nextEvent(t) {
+		}
+	}
+	before := trips()
+	set(101)
+	var wg sync.WaitGroup
+	for i, s := range streams {
+		wg.Go(func() {
+			if ev := s.nextEvent(t); !strings.Contains(ev.data, `"minecraft":101`) {
+				t.Errorf("viewer %d: %+v, want the change", i, ev)
+			}
+			if it := s.next(t); !it.comment {
+				t.Errorf("viewer %d: after the change %+v, want a heartbeat", i, it)
+			}
+		})
+	}
+	wg.Wait()
+	// Each trip is a poll: at most one per cache time came between the
+	// change and the last viewer's heartbeat, whatever the number of
+	// viewers; 50 pollers would have made 50 each time.
+	if n := trips() - before; n > viewers/5 {
+		t.Errorf("%d trips for %d viewers of one answer", n, viewers)
+	}
+	for _, s := range streams {
+		s.close()
+	}
+}
+
+// TestLiveLastEventIDSkipsAnUnchangedAnswer: a reconnect with the ID of the
+// answer it has gets a heartbeat, then the change.
+func TestLiveLastEventIDSkipsAnUnchangedAnswer(t *testing.T) {
+	be, set, _ := liveBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"cache status 100ms", "stream_heartbeat 300ms"}}.start(t)
+	set(3)
+	first := openLive(t, nil, "/api/v1/status")
+	ev := first.nextEvent(t)
+	for !strings.Contains(ev.data, `"minecraft":3`) {
+		ev = first.nextEvent(t) // a stale entry of an earlier test's, then this one's
+	}
+	first.close()
+	again := openLive(t, nil, "/api/v1/status", "Last-Event-ID: "+ev.id)
+	again.wantStream(t, "reconnect")
+	for {
+		it := again.next(t)
+		if it.retry {
+			continue
+		}
+		if !it.comment {
+			t.Fatalf("the reconnect with %s (%s) got %+v, want a heartbeat before any event", ev.id, ev.data, it)
+		}
+		break
+	}
+	set(7)
+	if it := again.nextEvent(t); !strings.Contains(it.data, `"minecraft":7`) {
+		t.Fatalf("got %+v, want the change", it)
+	}
+}
+
+// TestLiveStalledViewersCut: viewers that never read are cut by
+// write_timeout and hold no seat: the same client then opens as many
+// streams as max_streams_per_client allows, and a reader meanwhile gets
+// every change.
+func TestLiveStalledViewersCut(t *testing.T) {
+	be := newBackend(t)
+	var n atomic.Int32
+	be.respond = func(u *url.URL) (int, []byte) {
+		// A new answer of a megabyte on every trip: the stalled viewers'
+		// buffers fill.
+		return 200, envelope(fmt.Sprintf(`{"online":[],"minecraft":%d,"pad":%q}`, n.Add(1), strings.Repeat("x", 1<<20)))
+	}
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"cache status 100ms", "write_timeout 300ms", "max_streams_per_client 2", "max_held 256MiB",
+	}}.start(t)
+	for range 2 {
+		stalledClient(t, "/api/v1/status", "Accept: text/event-stream")
+	}
+	fixture.WaitFor(t, "the stalled viewers' cut", func() bool {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_stream_viewers_cut_total{endpoint="status"}`] == 2 &&
+			got[`caddy_http_statusgate_streams_open{endpoint="status"}`] == 0
+	})
+	for range 2 {
+		s := openLive(t, nil, "/api/v1/status")
+		s.wantStream(t, "after the cut")
+		s.nextEvent(t)
+	}
+}
