@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/internal/sim"
+	"github.com/statusgate/statusgate/test/internal/harness"
 )
 
 // Live streams (docs/live.md) through a real Caddy: server-sent events on
@@ -339,4 +341,79 @@ func TestLiveStalledViewersCut(t *testing.T) {
 		s.wantStream(t, "after the cut")
 		s.nextEvent(t)
 	}
+}
+
+// TestLiveOneSimTripPerSnapshot: viewers of both classes watch the
+// simulated server's /status, whose snapshot (meta.cachedAt) changes every
+// 5 s; every viewer gets each new snapshot once, and the sim sees about one
+// trip per snapshot and class (the poller asks when the next snapshot is
+// due), however many viewers there are.
+func TestLiveOneSimTripPerSnapshot(t *testing.T) {
+	ports, err := harness.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simSite := fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed 7\n\t\tfrozen off\n\t\tname live-trips\n\t\tlatency * 0\n\t}\n}", ports[0])
+	gateway{upstream: fmt.Sprintf("127.0.0.1:%d", ports[0]), shared: true, sites: []string{simSite},
+		statusgate: []string{"key " + keyA, "max_streams_per_client off"}}.start(t)
+	const anonymous, keyed = 60, 20
+	var streams []*liveStream
+	for i := range anonymous + keyed {
+		var s *liveStream
+		if i < anonymous {
+			s = openLive(t, nil, "/api/v1/status")
+		} else {
+			s = openLive(t, nil, "/api/v1/status", withKey(keyA))
+		}
+		s.wantStream(t, "viewer")
+		s.nextEvent(t)
+		streams = append(streams, s)
+	}
+	stats := sim.Lookup("live-trips")
+	// Two snapshots: each viewer's next two events are the next two
+	// snapshots, in order, once each.
+	var mu sync.Mutex
+	snapshots := map[int]map[string]bool{0: {}, 1: {}}
+	var wg sync.WaitGroup
+	stats.Reset()
+	for i, s := range streams {
+		wg.Go(func() {
+			prev := ""
+			for n := range 2 {
+				ev := s.nextEvent(t)
+				at := gjsonCachedAt(ev.data)
+				if ev.end || at == "" || at == prev {
+					t.Errorf("viewer %d, event %d: %+v", i, n, ev)
+					return
+				}
+				prev = at
+				mu.Lock()
+				snapshots[n][at] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	trips := stats.Snapshot().Stations["status"].Requests
+	t.Logf("%d viewers, 2 snapshots: %d trips to the sim's /status", anonymous+keyed, trips)
+	// One trip per snapshot and class is the aim; a snapshot the sim had
+	// not yet taken when asked costs one more.
+	if trips > 2*2*2 {
+		t.Errorf("%d trips for 2 snapshots, 2 classes", trips)
+	}
+	for n, seen := range snapshots {
+		if len(seen) != 1 {
+			t.Errorf("event %d: the viewers saw %d different snapshots, want one", n, len(seen))
+		}
+	}
+}
+
+// gjsonCachedAt is an envelope's meta.cachedAt, as written.
+func gjsonCachedAt(data string) string {
+	_, rest, ok := strings.Cut(data, `"cachedAt":`)
+	if !ok {
+		return ""
+	}
+	end := strings.IndexAny(rest, ",}")
+	return rest[:end]
 }
