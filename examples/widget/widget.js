@@ -8,9 +8,18 @@
 //   <div class="statusgate" data-api="https://stats.example.com"></div>
 //   <script src="widget.js" defer></script>
 //
+// The public part is live: /status and /performance come as server-sent
+// events (EventSource) on the same URLs, an event whenever the answer changes
+// (docs/live.md). Where a stream is refused (the gateway's limits, a browser
+// without EventSource, an endpoint without a cache time), the widget says why,
+// asks with a plain GET every data-refresh seconds, and tries the stream again
+// after Retry-After. Player names are looked up one at a time, so that the
+// page never has more than three requests open at once (two streams and a
+// look-up): under the demo's max_per_client 4 and max_streams_per_client 4.
+//
 // Attributes of the element:
 //   data-api      the gateway's origin (required), without /api/v1
-//   data-refresh  seconds between refreshes; default 15
+//   data-refresh  seconds between refreshes without a stream; default 15
 //   data-timeout  seconds a request may take before it is given up; default 6
 //   data-staff    "off" leaves the staff part out; default on
 //
@@ -93,6 +102,9 @@
     this.hidden = {}; // endpoint -> meta.hiddenFields last seen
     this.perfPublic = true; // false once /performance was refused anonymously
     this.busy = false;
+    this.streams = {}; // path -> its open EventSource
+    this.lookups = Promise.resolve(); // the name look-ups, one after another
+    this.online = [];
     this.build();
     if (!this.api) {
       this.state(this.pub.state, "error", "No API: set data-api to the gateway's URL, e.g. https://stats.example.com");
@@ -167,15 +179,25 @@
   // call GETs an API path and never throws. It resolves to
   // {ok:true, data, meta} or {ok:false, status, text}; status 0 means no
   // answer at all (timeout, network down, or CORS refused by the browser).
-  Widget.prototype.call = function (path, key) {
+  //
+  // probe (no key) asks as EventSource does, with Accept: text/event-stream
+  // (a header that needs no preflight): a stream that opens is closed at
+  // once and resolves to {stream: true}; any other answer is what it is,
+  // the refusal of a stream or the plain answer of an endpoint without one.
+  Widget.prototype.call = function (path, key, probe) {
     var ctrl = new AbortController();
     var timeoutS = this.timeoutS;
     var timer = setTimeout(function () { ctrl.abort(); }, timeoutS * 1000);
     var headers = key ? { "X-API-Key": key } : {};
+    if (probe) headers.Accept = "text/event-stream";
     // credentials "omit": the key is a header; cookies are never needed, and
     // the gateway's Access-Control-Allow-Origin "*" would refuse them anyway.
     return fetch(this.api + path, { headers: headers, signal: ctrl.signal, credentials: "omit", cache: "no-store" })
       .then(function (res) {
+        if ((res.headers.get("Content-Type") || "").indexOf("text/event-stream") === 0) {
+          ctrl.abort();
+          return { res: res, body: null, stream: true };
+        }
         return res.json().then(
           function (body) { return { res: res, body: body }; },
           function () { return { res: res, body: null }; }
@@ -183,11 +205,13 @@
       })
       .then(function (x) {
         var res = x.res, body = x.body;
-        if (res.ok && body && body.ok === true) return { ok: true, data: body.data, meta: body.meta || {} };
+        if (x.stream) return { ok: false, stream: true, status: res.status, text: "" };
+        if (res.ok && body && body.ok === true) return { ok: true, status: res.status, data: body.data, meta: body.meta || {} };
         var err = (body && body.error) || {};
         var text = res.status + " " + (err.message || res.statusText || "Error");
         if (err.path) text += " (" + err.path + ")";
-        return { ok: false, status: res.status, text: text + ": " + hint(res.status, !!key, res.headers.get("Retry-After")) };
+        var retryAfter = res.headers.get("Retry-After");
+        return { ok: false, status: res.status, retryAfter: Number(retryAfter) || 0, text: text + ": " + hint(res.status, !!key, retryAfter) };
       })
       .catch(function () {
         var text = ctrl.signal.aborted
@@ -198,9 +222,9 @@
       .finally(function () { clearTimeout(timer); });
   };
 
-  // tick refreshes and schedules the next refresh once this one is over, so
-  // that a slow API never has two refreshes of the page under way. A hidden
-  // tab asks nothing.
+  // tick refreshes what has no stream and schedules the next refresh once
+  // this one is over, so that a slow API never has two refreshes of the page
+  // under way. A hidden tab asks nothing.
   Widget.prototype.tick = function () {
     var self = this;
     var run = document.hidden ? Promise.resolve() : Promise.all([this.refreshPublic(), this.key ? this.refreshStaff() : null]);
@@ -212,58 +236,135 @@
       .then(function () { setTimeout(function () { self.tick(); }, self.refreshMs); });
   };
 
-  Widget.prototype.refreshPublic = function () {
-    var self = this, p = this.pub;
-    return this.call("/api/v1/status").then(function (st) {
-      if (!st.ok) {
-        self.state(p.state, "error", st.text);
+  // live opens a stream of path and hands each answer to show, as call
+  // resolves. It returns false where the browser has no EventSource. A
+  // stream that is refused, cannot connect or ends (a reload of the
+  // gateway, its stream_lifetime) is asked once as call's probe, whose
+  // answer says why (a 429 with Retry-After, a 404, an API that cannot be
+  // reached) or is the answer itself (an endpoint that has no stream); the
+  // stream is opened again after Retry-After, or data-refresh (a second
+  // when it had just ended), and meanwhile tick asks with plain GETs.
+  Widget.prototype.live = function (path, show) {
+    if (typeof EventSource === "undefined") return false;
+    var self = this;
+    var es = new EventSource(this.api + path);
+    this.streams[path] = es;
+    es.onmessage = function (ev) {
+      var body;
+      try { body = JSON.parse(ev.data); } catch (e) { body = null; }
+      if (body && body.ok === true) {
+        show({ ok: true, data: body.data, meta: body.meta || {} });
         return;
       }
-      var d = st.data || {};
-      var online = Array.isArray(d.online) ? d.online : [];
-      p.online.textContent = String(typeof d.minecraft === "number" ? d.minecraft : online.length);
-      p.discord.textContent = typeof d.discord === "number" ? String(d.discord) : "–";
-      return Promise.all([self.lookUpNames(online.slice(0, MAX_NAMES)), self.refreshTPS()]).then(function () {
-        self.renderPlayers(online);
-        self.renderHidden();
-        self.state(p.state, "ok", "Updated " + clock(new Date()));
+      var err = (body && body.error) || {};
+      var status = err.status || 0;
+      var text = status + " " + (err.message || "Error") + (err.path ? " (" + err.path + ")" : "");
+      show({ ok: false, status: status, text: text + ": " + hint(status, false, "") });
+    };
+    es.onerror = function () {
+      // The widget reconnects itself rather than leave it to EventSource,
+      // which gives up on a refusal and retries a dead API without a word:
+      // either way the page must say why it shows nothing new.
+      es.close();
+      delete self.streams[path];
+      self.call(path, "", true).then(function (r) {
+        if (r.ok) {
+          show(r); // no stream for this endpoint here: plain GETs from now on
+          return;
+        }
+        if (!r.stream) show(r); // why: the 429 and its Retry-After, a 404, …
+        if (r.status === 401 || r.status === 404) return; // not public: stop asking
+        var wait = Math.max((r.retryAfter || 0) * 1000, r.stream ? 1000 : self.refreshMs);
+        setTimeout(function () { self.live(path, show); }, wait);
       });
+    };
+    return true;
+  };
+
+  // streaming reports whether path comes as a stream now.
+  Widget.prototype.streaming = function (path) {
+    return !!this.streams[path];
+  };
+
+  Widget.prototype.refreshPublic = function () {
+    var self = this;
+    if (!this.started) {
+      this.started = true;
+      this.live("/api/v1/status", function (st) { self.showStatus(st); });
+      if (this.perfPublic) this.live("/api/v1/performance", function (r) { self.showTPS(r); });
+    }
+    var ask = [];
+    if (!this.streaming("/api/v1/status")) {
+      ask.push(this.call("/api/v1/status").then(function (st) { return self.showStatus(st); }));
+    }
+    if (this.perfPublic && !this.streaming("/api/v1/performance")) {
+      ask.push(this.call("/api/v1/performance").then(function (r) { self.showTPS(r); }));
+    }
+    return Promise.all(ask);
+  };
+
+  // showStatus shows an answer of /status: the count, then the names, looked
+  // up one at a time, newest answer first (a look-up under way when the next
+  // answer comes is finished, not repeated).
+  Widget.prototype.showStatus = function (st) {
+    var self = this, p = this.pub;
+    if (!st.ok) {
+      self.state(p.state, "error", st.text);
+      return Promise.resolve();
+    }
+    var d = st.data || {};
+    var online = Array.isArray(d.online) ? d.online : [];
+    p.online.textContent = String(typeof d.minecraft === "number" ? d.minecraft : online.length);
+    p.discord.textContent = typeof d.discord === "number" ? String(d.discord) : "–";
+    this.online = online;
+    self.renderPlayers(online);
+    return this.lookUpNames(online.slice(0, MAX_NAMES)).then(function () {
+      if (self.online !== online) return; // a newer answer shows itself
+      self.renderPlayers(online);
+      self.renderHidden();
+      self.state(p.state, "ok", "Updated " + clock(new Date()));
     });
   };
 
-  // lookUpNames fetches /player/{uuid} for players not seen before; the
-  // answers are public, with the protected fields already removed.
+  // lookUpNames fetches /player/{uuid} for players not seen before, one at a
+  // time; the answers are public, with the protected fields already
+  // removed. Look-ups of several answers queue behind each other.
   Widget.prototype.lookUpNames = function (uuids) {
     var self = this;
-    return Promise.all(
-      uuids.filter(function (u) { return !self.names.has(u); }).map(function (u) {
-        return self.call("/api/v1/player/" + encodeURIComponent(u)).then(function (r) {
-          if (!r.ok) return;
-          if (r.data && r.data.name) self.names.set(u, plain(r.data.name));
-          self.hidden.player = r.meta.hiddenFields;
+    this.lookups = this.lookups.then(function () {
+      return uuids.reduce(function (prev, u) {
+        return prev.then(function () {
+          if (self.names.has(u)) return;
+          return self.call("/api/v1/player/" + encodeURIComponent(u)).then(function (r) {
+            if (!r.ok) return;
+            if (r.data && r.data.name) self.names.set(u, plain(r.data.name));
+            self.hidden.player = r.meta.hiddenFields;
+          });
         });
-      })
-    );
+      }, Promise.resolve());
+    });
+    return this.lookups;
   };
 
-  Widget.prototype.refreshTPS = function () {
-    var self = this, p = this.pub;
-    if (!this.perfPublic) return Promise.resolve();
-    return this.call("/api/v1/performance").then(function (r) {
-      if (!r.ok) {
-        if (r.status === 404 || r.status === 401) {
-          self.perfPublic = false; // switched off or protected: stop asking
-          p.tps.textContent = "–";
-          p.tpsMore.textContent = "not public";
-        }
-        return;
+  // showTPS shows an answer of /performance.
+  Widget.prototype.showTPS = function (r) {
+    var p = this.pub;
+    if (!r.ok) {
+      if (r.status === 404 || r.status === 401) {
+        this.perfPublic = false; // switched off or protected: stop asking
+        p.tps.textContent = "–";
+        p.tpsMore.textContent = "not public";
+      } else if (r.status) {
+        p.tpsMore.textContent = r.text;
       }
-      var tps = (r.data && r.data.tps) || {};
-      var f = function (v) { return typeof v === "number" ? v.toFixed(2) : "–"; };
-      p.tps.textContent = f(tps["1m"]);
-      p.tpsMore.textContent = "5m " + f(tps["5m"]) + " · 15m " + f(tps["15m"]);
-      self.hidden.performance = r.meta.hiddenFields;
-    });
+      return;
+    }
+    var tps = (r.data && r.data.tps) || {};
+    var f = function (v) { return typeof v === "number" ? v.toFixed(2) : "–"; };
+    p.tps.textContent = f(tps["1m"]);
+    p.tpsMore.textContent = "5m " + f(tps["5m"]) + " · 15m " + f(tps["15m"]);
+    this.hidden.performance = r.meta.hiddenFields;
+    this.renderHidden();
   };
 
   Widget.prototype.renderPlayers = function (online) {
@@ -281,7 +382,7 @@
   // public answers, per endpoint.
   Widget.prototype.renderHidden = function () {
     var parts = [];
-    for (var ep in this.hidden) {
+    for (var ep of Object.keys(this.hidden).sort()) { // the same order whichever came first
       var f = this.hidden[ep];
       if (Array.isArray(f) && f.length) parts.push(ep + ": " + f.join(", "));
     }
