@@ -14,11 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/chromedp/cdproto/network"
+	cdpage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -701,4 +703,97 @@ func TestWidget(t *testing.T) {
 		p.noExceptions()
 		be.take()
 	})
+}
+
+// TestWidgetLive watches a player join the simulated server: the page shows
+// the new count and name without a reload, from its stream. The gateway has
+// the demo's limits (max_per_client 4, max_streams_per_client 4): two tabs
+// of the widget from one address trip none of them (every call they made
+// was answered 200); a third tab's streams are refused, which it says
+// (429, and when to try again), and it shows the server as soon as a tab
+// closes.
+func TestWidgetLive(t *testing.T) {
+	needBrowser(t)
+	be := newBackend(t)
+	sim := simulated(t)
+	want := readSim(t, sim)
+	var joined atomic.Bool
+	// Who joins: a player of the sim's roster who is not online.
+	newcomer, newName := "", ""
+	for _, u := range []string{"8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21", "1c9e0a44-7b0d-4a9e-8f21-3e5d6c7b8a90", "40094f2f-ca8f-4826-8b31-11e0f4c449df"} {
+		if !slices.Contains(want.online, u) {
+			var pl struct{ Data struct{ Name string } }
+			if _, body := sim(&url.URL{Path: "/api/v1/player/" + u}); json.Unmarshal(body, &pl) == nil && pl.Data.Name != "" {
+				newcomer, newName = u, pl.Data.Name
+				break
+			}
+		}
+	}
+	if newcomer == "" {
+		t.Fatalf("every named player of the sim is online: %q", want.online)
+	}
+	be.respond = func(u *url.URL) (int, []byte) {
+		status, body := sim(u)
+		if u.Path == "/api/v1/status" && joined.Load() {
+			var env map[string]any
+			if err := json.Unmarshal(body, &env); err != nil {
+				t.Error(err)
+				return status, body
+			}
+			d := env["data"].(map[string]any)
+			d["online"] = append(d["online"].([]any), newcomer)
+			d["minecraft"] = d["minecraft"].(float64) + 1
+			body, _ = json.Marshal(env)
+		}
+		return status, body
+	}
+	dir := t.TempDir()
+	gateway{upstream: be.addr(), shared: true, statusgate: append(slices.Clip(widgetGateway), "max_per_client 4", "max_streams_per_client 4"),
+		sites: []string{widgetSite(t, dir)}}.start(t)
+	target := widgetPage(t, dir, "live", gatewayURL, `data-refresh="3600"`)
+	pages := []*page{openPage(t, target), openPage(t, target)}
+	for _, p := range pages {
+		p.waitState("public-state", "ok", "Updated")
+	}
+	p := pages[0]
+	if v := p.view(); v.Online != fmt.Sprint(len(want.online)) || !slices.Equal(v.Players, want.names) {
+		t.Fatalf("before: %s online %q, want %d %q", v.Online, v.Players, len(want.online), want.names)
+	}
+	joined.Store(true)
+	names := slices.Sorted(slices.Values(append(slices.Clone(want.names), newName)))
+	js := fmt.Sprintf(`document.querySelector('[data-sg=online]').textContent === %q &&
+		[...document.querySelectorAll('[data-sg=players] li')].map(e => e.textContent).join("|") === %q`,
+		fmt.Sprint(len(want.online)+1), strings.Join(names, "|"))
+	for i, p := range pages {
+		ctx, cancel := context.WithTimeout(p.ctx, patience)
+		if err := chromedp.Run(ctx, chromedp.Poll(js, nil, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+			t.Fatalf("page %d: the join did not show: %v; it shows %+v", i, err, p.view())
+		}
+		cancel()
+	}
+	for i, p := range pages {
+		if streams := p.openStreams(); !slices.Equal(streams, []string{"/api/v1/performance", "/api/v1/status"}) {
+			t.Errorf("page %d: open streams %q", i, streams)
+		}
+		for _, c := range p.apiCalls() {
+			if c.status != 200 {
+				t.Errorf("page %d: %s %s answered %d %s", i, c.method, c.url, c.status, c.failure)
+			}
+		}
+		p.noExceptions()
+	}
+
+	third := openPage(t, target)
+	third.waitState("public-state", "error", "429 Too many requests (/api/v1/status): too many requests; retry in 1 s")
+	if v := third.view(); v.Online != "–" {
+		t.Errorf("the refused tab shows %s online", v.Online)
+	}
+	if err := chromedp.Run(pages[0].ctx, cdpage.Close()); err != nil {
+		t.Fatal(err)
+	}
+	third.waitState("public-state", "ok", "Updated")
+	if v := third.view(); v.Online != fmt.Sprint(len(want.online)+1) {
+		t.Errorf("the third tab, once a seat was free: %s online", v.Online)
+	}
+	third.noExceptions()
 }

@@ -15,7 +15,9 @@
 // asks with a plain GET every data-refresh seconds, and tries the stream again
 // after Retry-After. Player names are looked up one at a time, so that the
 // page never has more than three requests open at once (two streams and a
-// look-up): under the demo's max_per_client 4 and max_streams_per_client 4.
+// look-up): two tabs of it stay under the demo's max_per_client 4 and
+// max_streams_per_client 4; a third tab's streams are refused, which it says,
+// and it gets them as soon as a tab closes.
 //
 // Attributes of the element:
 //   data-api      the gateway's origin (required), without /api/v1
@@ -103,6 +105,7 @@
     this.perfPublic = true; // false once /performance was refused anonymously
     this.busy = false;
     this.streams = {}; // path -> its open EventSource
+    this.backoff = {}; // path -> the last wait before a refused stream was tried again, ms
     this.lookups = Promise.resolve(); // the name look-ups, one after another
     this.online = [];
     this.build();
@@ -250,6 +253,7 @@
     var es = new EventSource(this.api + path);
     this.streams[path] = es;
     es.onmessage = function (ev) {
+      self.backoff[path] = 0;
       var body;
       try { body = JSON.parse(ev.data); } catch (e) { body = null; }
       if (body && body.ok === true) {
@@ -274,7 +278,12 @@
         }
         if (!r.stream) show(r); // why: the 429 and its Retry-After, a 404, …
         if (r.status === 401 || r.status === 404) return; // not public: stop asking
-        var wait = Math.max((r.retryAfter || 0) * 1000, r.stream ? 1000 : self.refreshMs);
+        // Again after Retry-After, or a wait that doubles from 2 s up to
+        // data-refresh: a refused page comes back soon after a seat is free,
+        // and many refused pages do not knock all at once.
+        var back = Math.min(Math.max(2000, (self.backoff[path] || 1000) * 2), self.refreshMs);
+        self.backoff[path] = back;
+        var wait = Math.max((r.retryAfter || 0) * 1000, r.stream ? 1000 : back);
         setTimeout(function () { self.live(path, show); }, wait);
       });
     };
