@@ -197,7 +197,7 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	// The topic: the answer's share key (policy, class, host, canonical
 	// request) and the path the error envelopes show.
 	topic := g.shareKey(x.r, x.filtered()) + " " + x.decodedPath
-	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), h.poller(*x, topic, next))
+	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), func() live.Fetch { return h.poller(*x, topic, next) })
 	if err != nil {
 		h.metrics.StreamRefused(metrics.StreamRefusedReload)
 		return busy(err, "1").verdict
@@ -325,8 +325,8 @@ func appendEvent(b []byte, ev live.Event) []byte {
 // poller is the Fetch of a stream's topic: the answer a plain GET of x's
 // canonical request gets, through forward (the micro-cache, coalescing with
 // plain GETs, admission, the queue), by a caller of x's class of its own,
-// counted apart from every viewer. It is called only if the topic is new,
-// and its request outlives x.
+// counted apart from every viewer. It is made only if the topic is new, and
+// its request outlives x.
 func (h *Handler) poller(x exchange, topic string, next caddyhttp.Handler) live.Fetch {
 	// The request's values (the server, Caddy's context) without the
 	// subscriber's end, and placeholders of the poller's own: no viewer's

@@ -38,10 +38,14 @@ import (
 
 const snapshot = 5 * time.Second // the sim's status snapshot interval
 
+// profileDir is where -profile writes the profiles; "": none.
+var profileDir string
+
 func main() {
 	viewers := flag.Int("viewers", 10000, "concurrent viewers")
 	snapshots := flag.Int("snapshots", 6, "snapshot intervals measured")
 	build := flag.Bool("build", false, "rebuild the caddy binary even if it is newer than the sources")
+	flag.StringVar(&profileDir, "profile", "", "write the gateway's heap and goroutine profiles with the streams open into this folder")
 	flag.Parse()
 	if err := run(*viewers, *snapshots, *build); err != nil {
 		fmt.Fprintln(os.Stderr, "livebench:", err)
@@ -121,7 +125,7 @@ http://:%d {
 	defer gw.Stop()
 	fmt.Printf("%d viewers of /api/v1/status; the sim's snapshot every %s; %d intervals each; %d CPUs\n\n", n, snapshot, snapshots, nprocs())
 
-	b := bench{n: n, snapshots: snapshots, gateway: gw.Base(), sim: simProc.Base(), gwPid: gw.Pid()}
+	b := bench{n: n, snapshots: snapshots, gateway: gw.Base(), sim: simProc.Base(), gwPid: gw.Pid(), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
 	for _, m := range []struct {
 		name string
 		run  func() (result, error)
@@ -136,9 +140,37 @@ http://:%d {
 }
 
 type bench struct {
-	n, snapshots int
-	gateway, sim string
-	gwPid        int
+	n, snapshots        int
+	gateway, sim, admin string
+	gwPid               int
+}
+
+// profile saves the gateway's heap and goroutine profiles into profileDir.
+func (b *bench) profile() {
+	if profileDir == "" {
+		return
+	}
+	for _, p := range []string{"heap", "goroutine"} {
+		resp, err := http.Get(b.admin + "/debug/pprof/" + p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			continue
+		}
+		f, _ := os.Create(filepath.Join(profileDir, p+".pprof"))
+		_, _ = io.Copy(f, resp.Body)
+		f.Close()
+		resp.Body.Close()
+	}
+	status, _ := os.ReadFile("/proc/" + strconv.Itoa(b.gwPid) + "/status")
+	_ = os.WriteFile(filepath.Join(profileDir, "status"), status, 0o644)
+	// After a collection, which shrinks stacks that use less than a
+	// quarter of their size, and a moment for the scavenger.
+	if resp, err := http.Get(b.admin + "/debug/pprof/heap?gc=1"); err == nil {
+		resp.Body.Close()
+	}
+	time.Sleep(3 * time.Second)
+	status, _ = os.ReadFile("/proc/" + strconv.Itoa(b.gwPid) + "/status")
+	_ = os.WriteFile(filepath.Join(profileDir, "status-after-gc"), status, 0o644)
 }
 
 // result is one way of watching, measured.
@@ -304,6 +336,7 @@ func (b *bench) streams() (result, error) {
 	}
 	r, err := b.measure(d)
 	r.rssKB = b.rss() - rssBase // the viewers still connected
+	b.profile()
 	cancel()
 	wg.Wait()
 	return r, err

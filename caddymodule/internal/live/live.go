@@ -90,11 +90,13 @@ type Sub struct {
 	left    bool
 }
 
-// Subscribe subscribes to the topic key, starting its poller with fetch if
-// the topic is new. lastID is the ID of the answer the subscriber has
-// already (a reconnect's Last-Event-ID), or empty: the topic's latest answer,
-// if any, is pending at once unless it is that one.
-func (h *Hub) Subscribe(key string, lastID string, fetch Fetch) (*Sub, error) {
+// Subscribe subscribes to the topic key, starting its poller with the
+// Fetch newFetch makes if the topic is new (only then: a Fetch may cost
+// something to make, and most subscribers join a topic that exists). lastID
+// is the ID of the answer the subscriber has already (a reconnect's
+// Last-Event-ID), or empty: the topic's latest answer, if any, is pending at
+// once unless it is that one.
+func (h *Hub) Subscribe(key string, lastID string, newFetch func() Fetch) (*Sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -106,7 +108,7 @@ func (h *Hub) Subscribe(key string, lastID string, fetch Fetch) (*Sub, error) {
 		t = &topic{key: key, cancel: cancel, subs: map[*Sub]struct{}{}}
 		h.topics[key] = t
 		h.wg.Add(1)
-		go h.poll(ctx, t, fetch)
+		go h.poll(ctx, t, newFetch())
 	}
 	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID}
 	t.subs[s] = struct{}{}

@@ -30,6 +30,8 @@ func (f *feed) fetch(ctx context.Context) ([]byte, time.Duration) {
 	}
 }
 
+func (f *feed) newFetch() Fetch { return f.fetch }
+
 // send hands the poller its next answer.
 func (f *feed) send(t *testing.T, answer string) {
 	t.Helper()
@@ -65,7 +67,7 @@ func nothingPending(t *testing.T, s *Sub) {
 
 func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 	t.Helper()
-	s, err := h.Subscribe(key, lastID, f.fetch)
+	s, err := h.Subscribe(key, lastID, f.newFetch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +211,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 		nothingPending(t, s)
 		s.Leave() // after Close, harmless
 	}
-	if _, err := h.Subscribe("a", "", f.fetch); err != ErrClosed {
+	if _, err := h.Subscribe("a", "", f.newFetch); err != ErrClosed {
 		t.Fatalf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 	h.Close() // twice is once
@@ -227,7 +229,7 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 	for i := range 32 {
 		wg.Go(func() {
 			for j := range 50 {
-				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), "", fetch)
+				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), "", func() Fetch { return fetch })
 				if err != nil {
 					t.Error(err)
 					return
