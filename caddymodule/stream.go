@@ -374,7 +374,8 @@ func (h *Handler) fetchLive(ctx context.Context, base exchange, next caddyhttp.H
 		v.status = http.StatusBadGateway
 	}
 	if v.status != 0 {
-		if v.cause != nil && v.status != http.StatusTooManyRequests {
+		// Logged as conclude logs a plain GET's: a failure, not a refusal.
+		if v.cause != nil && v.status != http.StatusTooManyRequests && v.status != http.StatusServiceUnavailable {
 			h.logFailure(v.status, x.ep, v.cause)
 		}
 		rec.body.Reset()
