@@ -34,7 +34,6 @@ func servers(t *testing.T, caddyfileText string) map[string]*caddyhttp.Server {
 	return cfg.Apps.HTTP.Servers
 }
 
-
 // byListen finds the server listening on addr.
 func byListen(t *testing.T, srvs map[string]*caddyhttp.Server, addr string) *caddyhttp.Server {
 	t.Helper()
