@@ -152,12 +152,14 @@ type BackendConfig struct {
 	ClientPrefix6 int `json:"client_prefix_v6,omitempty"`
 
 	// Guard names the backend guard: the admission limits, the per-client
-	// counts, the held bytes, coalescing and the micro-cache. Handlers that
-	// name the same guard (in front of the same backend) share one, with the
-	// same limits; a reload keeps a guard, and with it the count of the
-	// requests still at the backend, as long as its limits stay the same.
-	// Default: a guard of this handler's own. Cannot be off (every handler
-	// has a guard), and so "off" is not a name.
+	// and per-key counts, the held bytes, coalescing and the micro-cache.
+	// Handlers that name the same guard (in front of the same backend) share
+	// one, with the same limits. A reload keeps a guard, with every count,
+	// and puts changed limits in force on it in place. Default: a guard of
+	// this handler's own, named by its place: its server's listeners, the
+	// host matchers around it and the upstreams of the reverse_proxy after
+	// it (docs/backend-protection.md). Cannot be off (every handler has a
+	// guard), and so "off" is not a name.
 	Guard string `json:"guard,omitempty"`
 
 	// Instances says this gateway is one of k in front of the same backend
@@ -184,8 +186,9 @@ const (
 // refresh that fails or times out is retried before callers are made to wait.
 const staleGrace = defaultTimeout
 
-// guardLimits is BackendConfig resolved: defaults applied, off as 0. Handlers
-// share a guard only with the same limits.
+// guardLimits is BackendConfig resolved: defaults applied, off as 0. The
+// handlers of one config that share a guard give it the same limits; the
+// newest config's are in force (guardState.use).
 type guardLimits struct {
 	InFlight, MainThread, PerClient, Queue int
 	Wait, Timeout                          time.Duration
