@@ -26,11 +26,11 @@ type gatedBackend struct {
 	// marked is set from the point the test marks (mark); worst is the
 	// most requests at the backend that an arrival after it found, itself
 	// included.
-	marked atomic.Bool
-	worst  atomic.Int32
-	entered        chan string   // each request's URI as it arrives
-	release        chan struct{} // one token lets one request answer
-	once           sync.Once
+	marked  atomic.Bool
+	worst   atomic.Int32
+	entered chan string   // each request's URI as it arrives
+	release chan struct{} // one token lets one request answer
+	once    sync.Once
 }
 
 func newGatedBackend(t *testing.T) *gatedBackend {
