@@ -287,3 +287,27 @@ func TestKeyCapLoweredByReload(t *testing.T) {
 		t.Errorf("backend peak %d for a key capped at 4, then 2; %d once the open ones were under the new cap", p, w)
 	}
 }
+
+// TestNamedGuardLimitsDisagree: two sites that name one guard with other
+// limits stop the load with an error that names both sites and the limits
+// that differ, and the running config stays.
+func TestNamedGuardLimitsDisagree(t *testing.T) {
+	ports, err := harness.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := newBackend(t)
+	startDefault(t, be)
+	addrB := "localhost:" + strconv.Itoa(ports[0])
+	msg := loadRefused(t, gateway{upstream: be.addr(), statusgate: []string{"guard game", "max_in_flight 4"}, sites: []string{
+		fmt.Sprintf("http://%s {\n\tstatusgate {\n\t\tguard game\n\t\tmax_in_flight 6\n\t}\n\treverse_proxy %s\n}", addrB, be.addr()),
+	}}.caddyfile())
+	for _, want := range []string{"backend.guard: 'game' has other limits here", ":" + strconv.Itoa(httpPort), ":" + strconv.Itoa(ports[0]), "max_in_flight 4", "max_in_flight 6", "reverse_proxy " + be.addr()} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error lacks %q: %s", want, msg)
+		}
+	}
+	if r := send(t, "GET", "/api/v1/server", withKey(keyA)); r.Status != 200 {
+		t.Errorf("the running config after the refused load: %d", r.Status)
+	}
+}
