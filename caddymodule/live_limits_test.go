@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -78,5 +80,29 @@ func TestLiveLimitsUnderLoad(t *testing.T) {
 	}
 	if l := h0.guard.lim.Load(); l.InFlight != 4 || !l.Coalesce || l.CacheSize == 0 {
 		t.Errorf("after the newer loads left: %+v in force, want the oldest load's", *l)
+	}
+}
+
+// TestShareKeySite: a shared answer's key tells sites apart by the host the
+// site matches and the port the request came in on, not by the port a client
+// writes in its Host.
+func TestShareKeySite(t *testing.T) {
+	g := &backendGuard{policy: "p"}
+	key := func(host string, port int) string {
+		r := httptest.NewRequest("GET", "/api/v1/worlds", nil)
+		r.Host = host
+		if port > 0 {
+			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}))
+		}
+		return g.shareKey(r, true)
+	}
+	if key("localhost:9001", 9001) == key("localhost:9002", 9002) {
+		t.Error("two ports of one host name share answers")
+	}
+	if key("localhost:9002", 9001) != key("LocalHost.:9001", 9001) {
+		t.Error("the Host's port or spelling splits one site")
+	}
+	if key("a.example", 9001) == key("b.example", 9001) {
+		t.Error("two hosts on one port share answers")
 	}
 }
