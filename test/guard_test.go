@@ -311,3 +311,35 @@ func TestNamedGuardLimitsDisagree(t *testing.T) {
 		t.Errorf("the running config after the refused load: %d", r.Status)
 	}
 }
+
+// TestFailedLoadLeavesLimits: a config that raises max_in_flight and then
+// fails to load (its reverse_proxy, provisioned after statusgate, cannot
+// read its client certificate) leaves the running config's limit in force
+// on the guard they share.
+func TestFailedLoadLeavesLimits(t *testing.T) {
+	be := newGatedBackend(t)
+	lines := func(limit int) []string {
+		return []string{"key " + keyA, "max_in_flight " + strconv.Itoa(limit), "queue 64 60s", "timeout off"}
+	}
+	gateway{upstream: be.addr(), statusgate: lines(2)}.start(t)
+	msg := loadRefused(t, gateway{upstream: be.addr(), statusgate: lines(8),
+		transport: []string{"tls_client_auth /nonexistent/client.pem /nonexistent/client.key"}}.caddyfile())
+	if !strings.Contains(msg, "client.pem") {
+		t.Fatalf("refused for another reason: %s", msg)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?n="+strconv.Itoa(i), withKey(keyA)) })
+	}
+	be.await(t, 2)
+	be.queued(t, 4) // 2 at the backend, 2 waiting: the limit is still 2
+	for range 2 {
+		be.let(1)
+		be.await(t, 1)
+	}
+	be.open()
+	wg.Wait()
+	if p := be.peak.Load(); p > 2 {
+		t.Errorf("backend peak %d under the running config's max_in_flight 2", p)
+	}
+}
