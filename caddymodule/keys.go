@@ -11,7 +11,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 )
 
@@ -82,10 +81,9 @@ func (h *Handler) provisionKeys() error {
 // keyScope is what one key opens and how much of the backend it may take.
 type keyScope struct {
 	endpoints map[string]bool // the endpoints it opens besides the index; nil: every endpoint
-	// maxInFlight is its cap on open requests, quota the guard's count of
-	// them (provisionGuard); 0 and nil: no cap of its own.
+	// maxInFlight is its cap on open requests, which the guard counts by
+	// the key's name; 0: no cap of its own.
 	maxInFlight int
-	quota       *admission.Quota
 }
 
 func newKeyScope(k apikey.Key) keyScope {
@@ -360,8 +358,9 @@ type caller struct {
 	// otherwise, worked out only for a request that goes to the backend
 	// step (withAddress), so that a refusal costs the same whoever asks.
 	holder string
-	// quota is the key's own cap when the key counts; nil: none.
-	quota *admission.Quota
+	// keyCap is the key's own cap on open requests when the key counts;
+	// 0: none.
+	keyCap int
 }
 
 // anonymous is the caller of a request decided before its endpoint is known.
@@ -376,7 +375,7 @@ func (h *Handler) callerFor(key int, ep *endpoint) caller {
 	c := caller{key: key, authenticated: !h.authOn}
 	if key != noKey && h.scopes[key].opens(ep.name) {
 		c.counts, c.authenticated = true, true
-		c.holder, c.quota = h.holders[key], h.scopes[key].quota
+		c.holder, c.keyCap = h.holders[key], h.scopes[key].maxInFlight
 	}
 	return c
 }

@@ -17,23 +17,23 @@ func TestBackendOffForms(t *testing.T) {
 		check      func(t *testing.T, l guardLimits, h *Handler)
 	}{
 		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.InFlight != 0 || h.guard.all != nil {
-				t.Errorf("in flight %d, limiter %v; want 0 and none", l.InFlight, h.guard.all)
+			if l.InFlight != 0 || h.guard.lim.Load().InFlight != 0 || h.guard.all.Stats().Limit != 0 {
+				t.Errorf("in flight %d, limiter's limit %d; want 0 and none", l.InFlight, h.guard.all.Stats().Limit)
 			}
 		}},
 		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.MainThread != 0 || h.guard.main != nil {
-				t.Errorf("main thread %d, limiter %v; want 0 and none", l.MainThread, h.guard.main)
+			if l.MainThread != 0 || h.guard.main.Stats().Limit != 0 {
+				t.Errorf("main thread %d, limiter's limit %d; want 0 and none", l.MainThread, h.guard.main.Stats().Limit)
 			}
 		}},
 		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.PerClient != 0 || h.guard.quota != nil {
-				t.Errorf("per client %d, quota %v; want 0 and none", l.PerClient, h.guard.quota)
+			if l.PerClient != 0 || h.guard.lim.Load().PerClient != 0 {
+				t.Errorf("per client %d; want 0, no bound", l.PerClient)
 			}
 		}},
 		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Queue != 0 || l.Wait != 0 || h.guard.all == nil || h.guard.main == nil {
-				t.Errorf("queue %d, wait %v, limiters %v %v; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.all, h.guard.main)
+			if l.Queue != 0 || l.Wait != 0 || h.guard.all.Stats().Limit == 0 || h.guard.main.Stats().Limit == 0 {
+				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.all.Stats().Limit, h.guard.main.Stats().Limit)
 			}
 		}},
 		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
@@ -47,8 +47,8 @@ func TestBackendOffForms(t *testing.T) {
 			}
 		}},
 		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Coalesce || h.guard.flights != nil {
-				t.Errorf("coalesce %v, flights %v; want off", l.Coalesce, h.guard.flights)
+			if l.Coalesce || h.guard.coalescing() != nil {
+				t.Errorf("coalesce %v; want off", l.Coalesce)
 			}
 		}},
 		{"cache status off", `{"cache":{"status":-1}}`, func(t *testing.T, _ guardLimits, h *Handler) {
@@ -65,8 +65,8 @@ func TestBackendOffForms(t *testing.T) {
 			}
 		}},
 		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.CacheSize != 0 || h.guard.cache != nil {
-				t.Errorf("cache size %d, cache %v; want no micro-cache", l.CacheSize, h.guard.cache)
+			if l.CacheSize != 0 || h.guard.caching() != nil {
+				t.Errorf("cache size %d; want no micro-cache", l.CacheSize)
 			}
 			for _, ep := range h.table.ordered {
 				if ep.cacheTTL != 0 {

@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +29,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/place"
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/caddymodule/microcache"
 	"github.com/statusgate/statusgate/caddymodule/progress"
@@ -148,12 +152,14 @@ type BackendConfig struct {
 	ClientPrefix6 int `json:"client_prefix_v6,omitempty"`
 
 	// Guard names the backend guard: the admission limits, the per-client
-	// counts, the held bytes, coalescing and the micro-cache. Handlers that
-	// name the same guard (in front of the same backend) share one, with the
-	// same limits; a reload keeps a guard, and with it the count of the
-	// requests still at the backend, as long as its limits stay the same.
-	// Default: a guard of this handler's own. Cannot be off (every handler
-	// has a guard), and so "off" is not a name.
+	// and per-key counts, the held bytes, coalescing and the micro-cache.
+	// Handlers that name the same guard (in front of the same backend) share
+	// one, with the same limits. A reload keeps a guard, with every count,
+	// and puts changed limits in force on it in place. Default: a guard of
+	// this handler's own, named by its place: its server's listeners, the
+	// host matchers around it and the upstreams of the reverse_proxy after
+	// it (docs/backend-protection.md). Cannot be off (every handler has a
+	// guard), and so "off" is not a name.
 	Guard string `json:"guard,omitempty"`
 
 	// Instances says this gateway is one of k in front of the same backend
@@ -184,8 +190,9 @@ const (
 // refresh that fails or times out is retried before callers are made to wait.
 const staleGrace = defaultTimeout
 
-// guardLimits is BackendConfig resolved: defaults applied, off as 0. Handlers
-// share a guard only with the same limits.
+// guardLimits is BackendConfig resolved: defaults applied, off as 0. The
+// handlers of one config that share a guard give it the same limits; the
+// newest config's are in force (guardState.use).
 type guardLimits struct {
 	InFlight, MainThread, PerClient, Queue int
 	Wait, Timeout                          time.Duration
@@ -197,47 +204,101 @@ type guardLimits struct {
 }
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
-// lives in the guards pool under its name and limits, and goes when the last
-// handler using it is cleaned up.
+// lives in the guards pool under its name (guardKey), and goes when the last
+// handler using it is cleaned up. Its units are always there; the limits in
+// force (lim) say which of them act, and a reload changes them in place
+// (use), so that what is in flight, queued, held and cached stays counted.
 type guardState struct {
-	all     *admission.Limiter // nil: no admission control
-	main    *admission.Limiter // nil: main-thread stations share all
-	quota   *admission.Quota   // per anonymous client; nil: none
-	flights *coalesce.Group    // nil: no coalescing
-	cache   *microcache.Cache  // nil: no micro-cache
+	all     *admission.Limiter // the backend's slots; limit 0: no admission control
+	main    *admission.Limiter // the main-thread stations'; limit 0: they share all
+	quota   *admission.Quota   // per anonymous client; 0: counted, no bound
+	keys    *admission.Quota   // per key, by name, each up to the key's own cap
+	flights *coalesce.Group    // used while lim.Coalesce
+	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
 	streams    atomic.Int32
-	maxStreams int32
+	maxStreams atomic.Int32
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
 
-	// keyQuotas are the keys' own caps (a key's max_in_flight), one Quota
-	// per cap, counting each key by its name: a reload, or another handler
-	// in front of the same backend, finds the key's open requests where the
-	// last one left them.
-	keyQuotasMu sync.Mutex
-	keyQuotas   map[int]*admission.Quota
+	lim atomic.Pointer[guardLimits] // in force: the newest load's
+
+	usersMu sync.Mutex
+	users   []guardUser // the handlers using the guard, oldest load first
 }
 
-// keyQuota is the guard's Quota for keys capped at max open requests; nil
-// for no cap.
-func (s *guardState) keyQuota(max int) *admission.Quota {
-	if max <= 0 {
-		return nil
+// guardUser is one handler's use of a guard: the limits its load gives it.
+type guardUser struct {
+	load   uint64
+	limits guardLimits
+}
+
+// newGuardState makes a guard's units, with no limits in force yet: use
+// gives it its first.
+func newGuardState() *guardState {
+	return &guardState{
+		all:     admission.New(admission.Config{}),
+		main:    admission.New(admission.Config{}),
+		quota:   admission.NewQuota(0),
+		keys:    admission.NewQuota(0),
+		flights: coalesce.New(coalesce.Config{}),
+		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
+		held:    hold.New(defaultMaxHeld, defaultMaxHeld),
 	}
-	s.keyQuotasMu.Lock()
-	defer s.keyQuotasMu.Unlock()
-	q := s.keyQuotas[max]
-	if q == nil {
-		q = admission.NewQuota(max)
-		if s.keyQuotas == nil {
-			s.keyQuotas = map[int]*admission.Quota{}
-		}
-		s.keyQuotas[max] = q
+}
+
+// use records that a handler of the given load uses the guard with limits l,
+// and puts the newest load's limits in force.
+func (s *guardState) use(load uint64, l guardLimits) {
+	s.usersMu.Lock()
+	defer s.usersMu.Unlock()
+	i, _ := slices.BinarySearchFunc(s.users, load, func(u guardUser, load uint64) int { return cmp.Compare(u.load, load+1) })
+	s.users = slices.Insert(s.users, i, guardUser{load, l})
+	s.apply(s.users[len(s.users)-1].limits)
+}
+
+// leave undoes one use of the load's: when a config stops, or a load that
+// failed is cleaned up, the limits of the newest load left are in force
+// again.
+func (s *guardState) leave(load uint64) {
+	s.usersMu.Lock()
+	defer s.usersMu.Unlock()
+	i := slices.IndexFunc(s.users, func(u guardUser) bool { return u.load == load })
+	if i < 0 {
+		return
 	}
-	return q
+	s.users = slices.Delete(s.users, i, i+1)
+	if n := len(s.users); n > 0 {
+		s.apply(s.users[n-1].limits)
+	}
+}
+
+// apply puts l in force, under usersMu: each unit takes its bounds in place,
+// for the requests to come, and keeps counting those in flight, queued and
+// held.
+func (s *guardState) apply(l guardLimits) {
+	if cur := s.lim.Load(); cur != nil && *cur == l {
+		return
+	}
+	s.all.SetConfig(admission.Config{Limit: l.InFlight, Queue: l.Queue, Wait: l.Wait})
+	mainQueue := min(l.Queue, admission.DefaultMainThreadQueue)
+	s.main.SetConfig(admission.Config{Limit: l.MainThread, Queue: mainQueue, Wait: l.Wait})
+	s.quota.SetMax(l.PerClient)
+	s.flights.SetConfig(coalesce.Config{MaxBody: int(l.MaxResponse), Timeout: cmp.Or(l.Timeout, coalesce.DefaultTimeout)})
+	if l.CacheSize > 0 {
+		s.cache.SetMaxBytes(l.CacheSize)
+	} else {
+		s.cache.Clear() // nothing kept under this config is served under a later one
+	}
+	s.held.SetSizes(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
+	streams := int32(0)
+	if l.InFlight > 0 {
+		streams = int32(max(1, l.InFlight/2))
+	}
+	s.maxStreams.Store(streams)
+	s.lim.Store(&l)
 }
 
 // Destruct implements caddy.Destructor: a guard holds nothing to close.
@@ -251,6 +312,7 @@ var guards = caddy.NewUsagePool()
 type backendGuard struct {
 	*guardState
 	key          string        // in guards
+	load         uint64        // the handler's config load (guardState.use)
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	writeTimeout time.Duration // progress deadline of client writes; 0: none
 	maxResponse  int
@@ -430,73 +492,70 @@ func (h *Handler) logShare(l guardLimits) {
 		zap.Int("max_main_thread", l.MainThread), zap.String("main_thread_lane", lane))
 }
 
-// newGuardState builds a guard's shared state for l.
-func newGuardState(l guardLimits) *guardState {
-	s := new(guardState)
-	wait := l.Wait
-	if l.InFlight > 0 {
-		s.all = admission.New(admission.Config{Limit: l.InFlight, Queue: l.Queue, Wait: wait})
-		s.maxStreams = int32(max(1, l.InFlight/2))
-	}
-	if l.MainThread > 0 {
-		s.main = admission.New(admission.Config{Limit: l.MainThread, Queue: min(l.Queue, admission.DefaultMainThreadQueue), Wait: wait})
-	}
-	if l.PerClient > 0 {
-		s.quota = admission.NewQuota(l.PerClient)
-	}
-	if l.Coalesce {
-		s.flights = coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse), Timeout: cmp.Or(l.Timeout, coalesce.DefaultTimeout)})
-	}
-	if l.CacheSize > 0 {
-		s.cache = microcache.New(microcache.Config{MaxBytes: l.CacheSize, Grace: staleGrace})
-	}
-	s.held = hold.New(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
-	return s
-}
-
-// provisionGuard takes this handler's guard, with the limits l resolved from
-// h.Backend, from the pool, making it if it is new: the named one, or the
-// handler's own. A handler's own guard is named by its place among the
-// handlers of its config with the same limits, so that a reload of the same
-// config finds it again.
-func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits) error {
+// provisionGuard takes this handler's guard from the pool, making it if it is
+// new, and puts the limits l, resolved from h.Backend, in force: the guard
+// named by backend.guard, or the handler's own, named by its place (see
+// guardName). own is the handler's config as Caddy gave it.
+func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits, own []byte) error {
 	c := h.Backend
-	sig, _ := json.Marshal(l)
-	name := c.Guard
-	if name == "" {
-		name = "#" + strconv.Itoa(loadOrdinal(ctx, string(sig)))
-	} else if !ident.Valid(name) {
-		return fmt.Errorf("backend.guard: '%s' is not a name of letters, digits, '_' and '-'", name)
-	} else if other, clash := namedGuard(ctx, name, string(sig)); clash {
-		return fmt.Errorf("backend.guard: '%s' is used with other limits by another handler (%s)", name, other)
+	lg := loadOf(ctx)
+	site, placed := lg.placeOf(ctx, own)
+	if c.Guard != "" {
+		if !ident.Valid(c.Guard) {
+			return fmt.Errorf("backend.guard: '%s' is not a name of letters, digits, '_' and '-'", c.Guard)
+		}
+		if err := lg.named(c.Guard, l, site); err != nil {
+			return err
+		}
+	} else if !placed && len(site.Listen) > 0 {
+		h.logger.Warn("cannot see where this handler stands in its server's routes (a named route, or routes inside another module): its guard is named by its server's addresses and its config; name it with guard <name> to be sure it is the backend's",
+			zap.String("site", site.String()))
 	}
-	key := "statusgate/guard/" + name + "/" + string(sig)
-	v, _, err := guards.LoadOrNew(key, func() (caddy.Destructor, error) { return newGuardState(l), nil })
+	key, err := lg.guardKey(c.Guard, site, placed)
 	if err != nil {
 		return err
 	}
+	v, _, err := guards.LoadOrNew(key, func() (caddy.Destructor, error) { return newGuardState(), nil })
+	if err != nil {
+		return err
+	}
+	g := v.(*guardState)
+	g.use(lg.seq, l)
 	h.guard = backendGuard{
-		guardState:   v.(*guardState),
+		guardState:   g,
 		key:          key,
+		load:         lg.seq,
 		timeout:      l.Timeout,
 		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
 		maxResponse:  int(l.MaxResponse),
 		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
 		policy:       policyOf(h.authOn, h.table),
 	}
-	for i := range h.scopes {
-		h.scopes[i].quota = h.guard.keyQuota(h.scopes[i].maxInFlight)
+	// The units this load has on, for its metrics.
+	m := metrics.Guard{Name: c.Guard, Held: g.held}
+	if l.InFlight > 0 {
+		m.All = g.all
 	}
-	g := h.guard.guardState
-	h.metrics.ExportGuard(metrics.Guard{Name: c.Guard, All: g.all, Main: g.main, Flights: g.flights, Cache: g.cache, Held: g.held})
+	if l.MainThread > 0 {
+		m.Main = g.main
+	}
+	if l.Coalesce {
+		m.Flights = g.flights
+	}
+	if l.CacheSize > 0 {
+		m.Cache = g.cache
+	}
+	h.metrics.ExportGuard(m)
 	return nil
 }
 
 // Cleanup gives the handler's guard back to the pool: the last handler using
-// it removes it.
+// it removes it, and until then the limits of the newest load still using
+// it are in force.
 func (h *Handler) Cleanup() error {
 	h.cleanupLive()
 	if h.guard.key != "" {
+		h.guard.leave(h.guard.load)
 		_, _ = guards.Delete(h.guard.key)
 		h.guard.key = "" // once: the pool counts each handler once
 	}
@@ -504,46 +563,156 @@ func (h *Handler) Cleanup() error {
 }
 
 // loads tells config loads apart, by the metrics registry Caddy makes for
-// each, to number the handlers of one load and to find named guards with
-// different limits. An entry goes when its config stops.
+// each, to find each handler's place and to check named guards. An entry goes
+// when its config stops.
 var loads sync.Map // *prometheus.Registry → *loadGuards
 
+// loadSeq numbers config loads in the order their first handler is
+// provisioned: a guard's newest load's limits are in force.
+var loadSeq atomic.Uint64
+
 type loadGuards struct {
-	mu     sync.Mutex
-	counts map[string]int    // handlers with their own guard, by limits
-	named  map[string]string // named guards' limits
+	seq     uint64
+	mu      sync.Mutex
+	servers map[*caddyhttp.Server]*serverPlaces
+	counts  map[string]int         // handlers by identity, to number the equal ones
+	names   map[string]namedLimits // named guards' limits and where they were first seen
+}
+
+// serverPlaces are the places of a server's handlers (place.Find), taken one
+// by one as the handlers are provisioned.
+type serverPlaces struct {
+	list []place.Place
+	next int
+	lost bool // a handler was not where the list said: the rest are unplaced
+}
+
+type namedLimits struct {
+	limits guardLimits
+	site   place.Place
 }
 
 func loadOf(ctx caddy.Context) *loadGuards {
 	reg := ctx.GetMetricsRegistry()
-	v, loaded := loads.LoadOrStore(reg, &loadGuards{counts: map[string]int{}, named: map[string]string{}})
+	v, loaded := loads.LoadOrStore(reg, &loadGuards{
+		seq:     loadSeq.Add(1), // numbers left unused when loaded keep the order
+		servers: map[*caddyhttp.Server]*serverPlaces{}, counts: map[string]int{}, names: map[string]namedLimits{},
+	})
 	if !loaded && reg != nil {
 		ctx.OnCancel(func() { loads.Delete(reg) })
 	}
 	return v.(*loadGuards)
 }
 
-// loadOrdinal numbers the handlers with their own guard and the limits sig in
-// ctx's config, from 1.
-func loadOrdinal(ctx caddy.Context, sig string) int {
-	lg := loadOf(ctx)
+// placeOf is the place of the handler being provisioned, whose config is
+// own, and whether it was found: Caddy provisions a server's handlers in the
+// order place.Find lists them, and a handler whose config is not its
+// place's is one Find could not see (and so are the server's handlers after
+// it). An unplaced handler's place has only its server's addresses.
+func (lg *loadGuards) placeOf(ctx caddy.Context, own []byte) (place.Place, bool) {
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if srv == nil {
+		return place.Place{Config: own}, false // outside an HTTP server: in tests
+	}
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
-	lg.counts[sig]++
-	return lg.counts[sig]
+	sp := lg.servers[srv]
+	if sp == nil {
+		sp = &serverPlaces{list: place.Find(srv, "statusgate")}
+		lg.servers[srv] = sp
+	}
+	unplaced := place.Place{Listen: slices.Sorted(slices.Values(srv.Listen)), Config: own}
+	if sp.lost || sp.next >= len(sp.list) {
+		sp.lost = true
+		return unplaced, false
+	}
+	p := sp.list[sp.next]
+	sp.next++
+	if !sameConfig(p.Config, own) {
+		sp.lost = true
+		return unplaced, false
+	}
+	return p, true
 }
 
-// namedGuard records that the guard name has the limits sig in ctx's
-// config, and reports the other limits it already had, if any.
-func namedGuard(ctx caddy.Context, name, sig string) (string, bool) {
-	lg := loadOf(ctx)
+// sameConfig reports whether raw, a handler's JSON in the config, is the
+// config own (json.Marshal of a Handler as Caddy decoded it).
+func sameConfig(raw json.RawMessage, own []byte) bool {
+	var h Handler
+	if json.Unmarshal(raw, &h) != nil {
+		return false
+	}
+	b, err := json.Marshal(&h)
+	return err == nil && bytes.Equal(b, own)
+}
+
+// guardKey names a guard in the pool. A named guard is its name's. A guard of
+// a handler's own is named by its place: the server's listener addresses, the
+// host matchers around it and its backend, which tell apart any two handlers
+// in front of different backends, and stay the same across reloads that
+// change anything else. Handlers at equal places (in front of one backend,
+// for the same hosts) are numbered in the order Caddy provisions them, which
+// within one server follows the routes. An unplaced handler is named by its
+// server's addresses and its config; two unplaced handlers of one server with
+// the same config could swap backends across reloads, which is a config
+// error.
+func (lg *loadGuards) guardKey(name string, site place.Place, placed bool) (string, error) {
+	if name != "" {
+		return "statusgate/guard/name/" + name, nil
+	}
+	id := site.Identity()
+	if !placed {
+		sum := sha256.Sum256(site.Config)
+		id += " unplaced config=" + hex.EncodeToString(sum[:8])
+	}
 	lg.mu.Lock()
 	defer lg.mu.Unlock()
-	if prev, ok := lg.named[name]; ok && prev != sig {
-		return prev, true
+	lg.counts[id]++
+	n := lg.counts[id]
+	if !placed && n > 1 && len(site.Listen) > 0 {
+		return "", fmt.Errorf("two handlers with the same config on %s stand where statusgate cannot tell their backends apart (a named route, or routes inside another module): write guard <name> in each, one name per backend", strings.Join(site.Listen, " "))
 	}
-	lg.named[name] = sig
-	return "", false
+	return "statusgate/guard/site/" + id + " #" + strconv.Itoa(n), nil
+}
+
+// named records that the guard name has the limits l at site in this load,
+// and refuses limits other than those it was first seen with: handlers that
+// share a guard share its limits.
+func (lg *loadGuards) named(name string, l guardLimits, site place.Place) error {
+	lg.mu.Lock()
+	defer lg.mu.Unlock()
+	first, ok := lg.names[name]
+	if !ok {
+		lg.names[name] = namedLimits{l, site}
+		return nil
+	}
+	if first.limits == l {
+		return nil
+	}
+	return fmt.Errorf("backend.guard: '%s' has other limits here, at %s (%s), than at %s (%s): handlers that share a guard share its limits; give both the same, or each a guard of its own",
+		name, site, limitsDiff(l, first.limits), first.site, limitsDiff(first.limits, l))
+}
+
+// limitsDiff lists the limits of a that b does not share, by option name.
+func limitsDiff(a, b guardLimits) string {
+	var out []string
+	add := func(name string, x, y any) {
+		if x != y {
+			out = append(out, fmt.Sprintf("%s %v", name, x))
+		}
+	}
+	add("max_in_flight", a.InFlight, b.InFlight)
+	add("max_main_thread", a.MainThread, b.MainThread)
+	add("max_per_client", a.PerClient, b.PerClient)
+	add("queue_length", a.Queue, b.Queue)
+	add("queue_wait", a.Wait, b.Wait)
+	add("timeout", a.Timeout, b.Timeout)
+	add("coalesce", a.Coalesce, b.Coalesce)
+	add("cache_size", a.CacheSize, b.CacheSize)
+	add("max_response", a.MaxResponse, b.MaxResponse)
+	add("max_held", a.MaxHeld, b.MaxHeld)
+	add("instances", a.Instances, b.Instances)
+	return strings.Join(out, ", ")
 }
 
 // policyOf fingerprints the field lists: what a filtered answer's bytes
@@ -584,7 +753,7 @@ func (g *backendGuard) admit(ctx context.Context, ep *endpoint, withKey bool) (a
 	if withKey {
 		class = admission.Keyed
 	}
-	if ep.mainThread && g.main != nil {
+	if ep.mainThread && g.lim.Load().MainThread > 0 {
 		return admission.AcquireAll(ctx, class, g.main, g.all)
 	}
 	return admission.AcquireAll(ctx, class, g.all)
@@ -594,30 +763,57 @@ func (g *backendGuard) admit(ctx context.Context, ep *endpoint, withKey bool) (a
 // caller: then the backend is asked for an unencoded body, the same for every
 // caller of the class.
 func (g *backendGuard) shared(ep *endpoint) bool {
-	return g.flights != nil || ep.cacheTTL > 0
+	return g.lim.Load().Coalesce || ep.cacheTTL > 0
+}
+
+// coalescing is the guard's coalescing group while the limits in force have
+// coalescing on, or nil, which just runs each call.
+func (g *backendGuard) coalescing() *coalesce.Group {
+	if g.lim.Load().Coalesce {
+		return g.flights
+	}
+	return nil
+}
+
+// caching is the guard's micro-cache while the limits in force have one, or
+// nil, which holds nothing.
+func (g *backendGuard) caching() *microcache.Cache {
+	if g.lim.Load().CacheSize > 0 {
+		return g.cache
+	}
+	return nil
 }
 
 // shareKey names what a response depends on: the field lists in force
 // (policy), whether it goes through the field layer, which alone decides the
 // bytes a caller gets (filtered for a caller without a key while auth is on,
-// the backend's for everyone else), the Host (one handler may stand in front
-// of a backend per host), and the canonical upstream request. Never the key
-// itself.
+// the backend's for everyone else), the site (siteOf: handlers of several
+// sites may share a named guard), and the canonical upstream request. Never
+// the key itself.
 func (g *backendGuard) shareKey(r *http.Request, filtered bool) string {
 	class := " whole "
 	if filtered {
 		class = " filtered "
 	}
-	return g.policy + class + hostOnly(r.Host) + " " + r.URL.EscapedPath() + "?" + r.URL.RawQuery
+	return g.policy + class + siteOf(r) + " " + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 }
 
-// hostOnly is a Host header as Caddy's host matcher compares it: without the
-// port and a trailing dot, in lower case.
-func hostOnly(host string) string {
+// siteOf tells sites apart: the Host as Caddy's host matcher compares it
+// (without the port and a trailing dot, in lower case), and the port the
+// request came in on, so that two sites of one host name on two ports are
+// two sites whatever Host a client sends.
+func siteOf(r *http.Request) string {
+	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	return strings.ToLower(strings.TrimSuffix(host, "."))
+	site := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, port, err := net.SplitHostPort(a.String()); err == nil {
+			site += " port " + port
+		}
+	}
+	return site
 }
 
 // refusal is a request the gateway answers with its own envelope instead of
@@ -701,7 +897,7 @@ func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one.
 	if own.ep.cacheTTL > 0 {
-		if e, fresh, ok := g.cache.GetStale(key); ok {
+		if e, fresh, ok := g.caching().GetStale(key); ok {
 			v := h.deliver(own, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
 			if !fresh {
 				h.refresh(own, key, next)
@@ -709,7 +905,7 @@ func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 			return v
 		}
 	}
-	res, how, err := g.flights.Do(own.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
+	res, how, err := g.coalescing().Do(own.r.Context(), key, func(ctx context.Context) (*coalesce.Result, error) {
 		lead := own
 		lead.r = own.r.WithContext(ctx)
 		res, err := h.trip(lead, next)
@@ -806,19 +1002,21 @@ func contextRefusal(err error) *refusal {
 // a shared trip released at once to make their own.
 func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, error) {
 	g := &h.guard
-	if !x.who.counts && g.quota != nil {
+	// Counted whether or not a bound is in force, so that a reload that sets
+	// one finds what is open.
+	if !x.who.counts {
 		if !g.quota.Take(x.who.holder) {
 			return nil, tooMany(errQuota)
 		}
 		defer g.quota.Give(x.who.holder)
-	}
-	if q := x.who.quota; q != nil {
+	} else {
 		// The key's own cap, before the queue: past it only this key's
-		// caller is turned away, and nobody waits for it.
-		if !q.Take(x.who.holder) {
+		// caller is turned away, and nobody waits for it. Counted by the
+		// key's name, under its cap in this config.
+		if !g.keys.TakeUpTo(x.who.holder, x.who.keyCap) {
 			return nil, tooMany(errKeyQuota)
 		}
-		defer q.Give(x.who.holder)
+		defer g.keys.Give(x.who.holder)
 	}
 	ctx := x.r.Context()
 	permits, err := g.admit(ctx, x.ep, x.who.counts)
@@ -837,8 +1035,8 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 		}
 	}()
 	sp := newSpool(x.w, g.maxResponse, g.held, func() error {
-		if !x.who.counts && g.maxStreams > 0 {
-			if g.streams.Add(1) > g.maxStreams {
+		if limit := g.maxStreams.Load(); !x.who.counts && limit > 0 {
+			if g.streams.Add(1) > limit {
 				g.streams.Add(-1)
 				return errStreamsFull
 			}
@@ -886,7 +1084,7 @@ func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
 			}
 		}
 	}
-	g.cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+	g.caching().Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
 }
 
 // snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot

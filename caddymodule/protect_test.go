@@ -770,10 +770,11 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 	}
 }
 
-// TestGuardSharing checks the guard pool: the same config provisioned again
-// (a reload) shares the guard, a handler of another config with other limits
-// does not, a named guard is shared across configs, and one name with two
-// sets of limits in one config is an error.
+// TestGuardSharing checks the guard pool outside an HTTP server, where a
+// handler has no place (test/ checks guards named by their place through a
+// real Caddy): the same config provisioned again (a reload) shares the guard,
+// a handler of another config does not, a named guard is shared across
+// configs, and one name with two sets of limits in one config is an error.
 func TestGuardSharing(t *testing.T) {
 	a, _ := newTestHandler(t, "max_in_flight 3")
 	b, _ := newTestHandler(t, "max_in_flight 3")
@@ -811,7 +812,7 @@ func TestGuardSharing(t *testing.T) {
 	if _, err := provision("guard hub\nmax_in_flight 5"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := provision("guard hub\nmax_in_flight 6"); err == nil || !strings.Contains(err.Error(), "backend.guard: 'hub' is used with other limits") {
+	if _, err := provision("guard hub\nmax_in_flight 6"); err == nil || !strings.Contains(err.Error(), "backend.guard: 'hub' has other limits here, at a handler outside any HTTP server (max_in_flight 6), than at a handler outside any HTTP server (max_in_flight 5)") {
 		t.Errorf("one guard name with two sets of limits: %v", err)
 	}
 	if _, err := provision("max_response 2MiB\nmax_held 1MiB"); err == nil || !strings.Contains(err.Error(), "max_response") {

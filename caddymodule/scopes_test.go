@@ -251,7 +251,9 @@ func TestKeyCap(t *testing.T) {
 // config on the same guard) the key's requests still under way count, and
 // its caller does not get the cap anew.
 func TestKeyCapAcrossReload(t *testing.T) {
-	const block = "key bot " + scopeBotSecret + " {\n\tmax_in_flight 1\n}\ncoalesce off"
+	// Named: outside an HTTP server a handler has no place to find its
+	// guard by (test/ checks a reload of an unnamed one through Caddy).
+	const block = "guard cap\nkey bot " + scopeBotSecret + " {\n\tmax_in_flight 1\n}\ncoalesce off"
 	before, _ := newTestHandler(t, block)
 	after, _ := newTestHandler(t, block+"\nkey web "+scopeWebSecret)
 	if before.guard.guardState != after.guard.guardState {

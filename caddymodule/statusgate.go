@@ -10,6 +10,7 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -142,6 +143,12 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
+	// The config as Caddy gave it, before anything below fills in: it
+	// tells this handler's place in the server's routes (provisionGuard).
+	own, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
@@ -170,7 +177,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := h.provisionGuard(ctx, limits); err != nil {
+	if err := h.provisionGuard(ctx, limits, own); err != nil {
 		return err
 	}
 	if err := h.provisionLive(liveLimits); err != nil {

@@ -185,11 +185,18 @@ func send(t testing.TB, method, target string, headers ...string) response {
 // request's, for reading the response.
 func sendRaw(t testing.TB, method, raw string) response {
 	t.Helper()
+	return sendRawTo(t, gatewayAddr, method, raw)
+}
+
+// sendRawTo is sendRaw to another of the in-process Caddy's listeners, at
+// addr (host:port).
+func sendRawTo(t testing.TB, addr, method, raw string) response {
+	t.Helper()
 	target, _, _ := strings.Cut(strings.TrimPrefix(raw, method+" "), " ")
 	fail := func(what string, err error) response {
 		return response{Err: fmt.Errorf("%s %q: %s: %w", method, target, what, err)}
 	}
-	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		return fail("dial", err)
 	}

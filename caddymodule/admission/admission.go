@@ -169,20 +169,24 @@ func (c Config) Validate() error {
 
 // Limiter is an admission limiter. The nil *Limiter is a disabled one. Its
 // methods are safe for concurrent use.
+//
+// Its bounds can change while callers hold slots and wait (SetConfig): a
+// config reload changes the limits of the guard that stays, the way
+// caddy-ratelimit updates a zone, and nobody in flight or waiting is
+// forgotten.
 type Limiter struct {
-	limit    int
-	queueMax int
-	wait     time.Duration
-	busy     [numReasons]*BusyError // the refusals this limiter returns; immutable
+	cfg atomic.Pointer[bounds] // read without the lock; replaced under mu
 
 	mu     sync.Mutex
 	gens   []uint64 // per slot: bumped on every grant and release, so a stale Permit never matches
 	free   []int32  // slots nobody holds; never non-empty while someone waits
+	spare  []int32  // slots out of use after a lower limit, for a higher one to reuse
+	excess int      // held slots to take out of use when they are given back, after a lower limit
 	queues [2]queue // indexed by Class
 	queued int
 
-	// Mirrors of len(gens)-len(free) and of each queue's length, written
-	// under mu, so that metrics can read them without the lock.
+	// Mirrors of the slots held and of each queue's length, written under
+	// mu, so that metrics can read them without the lock.
 	inFlightN atomic.Int64
 	queuedN   [2]atomic.Int64
 
@@ -192,30 +196,92 @@ type Limiter struct {
 	refused  [numReasons]atomic.Uint64
 }
 
+// bounds is a Config as the Limiter applies it, with the refusals it returns;
+// immutable once stored.
+type bounds struct {
+	limit, queueMax int
+	wait            time.Duration
+	busy            [numReasons]*BusyError
+}
+
 // New returns a Limiter for c. It panics if c.Validate fails: configuration is
 // validated before it gets here.
 func New(c Config) *Limiter {
+	l := new(Limiter)
+	l.SetConfig(c)
+	return l
+}
+
+// SetConfig changes the Limiter's bounds at once, for the callers who hold
+// slots and wait as for those to come. A lower limit takes free slots out of
+// use and, as long as more callers hold slots than it allows, admits nobody
+// new: each slot given back goes out of use until the callers holding slots
+// are within it. A higher limit admits waiters at once. A shorter queue or
+// wait bound applies to callers who arrive from now on; those waiting keep
+// their places and their deadlines. Limit 0 disables the limiter: waiters
+// are admitted at once, and the callers who still hold slots count again
+// should a later config enable it. It panics if c.Validate fails:
+// configuration is validated before it gets here.
+func (l *Limiter) SetConfig(c Config) {
 	if err := c.Validate(); err != nil {
 		panic(err)
 	}
-	l := &Limiter{limit: c.Limit, queueMax: c.Queue, wait: c.Wait}
-	if c.Limit == 0 {
-		return l
-	}
+	b := &bounds{limit: c.Limit, queueMax: c.Queue, wait: c.Wait}
 	if c.Queue == 0 {
-		l.wait = 0
+		b.wait = 0
 	}
-	retry := max(time.Second, (l.wait+time.Second-1)/time.Second*time.Second)
-	for r := range l.busy {
-		l.busy[r] = &BusyError{Reason: Reason(r), RetryAfter: retry}
+	retry := max(time.Second, (b.wait+time.Second-1)/time.Second*time.Second)
+	for r := range b.busy {
+		b.busy[r] = &BusyError{Reason: Reason(r), RetryAfter: retry}
 	}
-	l.gens = make([]uint64, c.Limit)
-	l.free = make([]int32, c.Limit)
-	for i := range l.free {
-		// Popped from the end: slot 0 first, which only makes dumps readable.
-		l.free[i] = int32(c.Limit - 1 - i)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg.Store(b)
+	if c.Limit == 0 {
+		for _, q := range []*queue{&l.queues[Keyed], &l.queues[Anonymous]} {
+			for w := q.head; w != nil; w = q.head {
+				l.dequeue(w)
+				w.decide(Permit{}, nil)
+			}
+		}
+		return
 	}
-	return l
+	// The slots that exist and are not going out of use.
+	inUse := len(l.gens) - len(l.spare) - l.excess
+	switch {
+	case c.Limit > inUse:
+		back := min(l.excess, c.Limit-inUse)
+		l.excess -= back
+		for range c.Limit - inUse - back {
+			if n := len(l.spare); n > 0 {
+				l.free = append(l.free, l.spare[n-1])
+				l.spare = l.spare[:n-1]
+			} else {
+				l.gens = append(l.gens, 0)
+				l.free = append(l.free, int32(len(l.gens)-1))
+			}
+		}
+	case c.Limit < inUse:
+		drop := inUse - c.Limit
+		n := min(drop, len(l.free))
+		l.spare = append(l.spare, l.free[len(l.free)-n:]...)
+		l.free = l.free[:len(l.free)-n]
+		l.excess += drop - n
+	}
+	for len(l.free) > 0 {
+		w := l.queues[Keyed].head
+		if w == nil {
+			w = l.queues[Anonymous].head
+		}
+		if w == nil {
+			break
+		}
+		slot := l.free[len(l.free)-1]
+		l.free = l.free[:len(l.free)-1]
+		l.inFlightN.Add(1)
+		l.dequeue(w)
+		w.decide(l.grant(slot), nil)
+	}
 }
 
 // Permit is one admitted caller's slot. Release it when the backend is done
@@ -248,13 +314,18 @@ func (l *Limiter) Acquire(ctx context.Context, c Class) (Permit, error) {
 // acquire is Acquire with an optional deadline, earlier than the limiter's own
 // wait bound, that AcquireAll shares between its limiters.
 func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Permit, error) {
-	if l == nil || l.limit == 0 {
+	if l == nil || l.cfg.Load().limit == 0 {
 		return Permit{}, nil
 	}
 	if c != Keyed {
 		c = Anonymous
 	}
 	l.mu.Lock()
+	b := l.cfg.Load() // again under the lock: the bounds the slots are counted by
+	if b.limit == 0 {
+		l.mu.Unlock()
+		return Permit{}, nil
+	}
 	if n := len(l.free); n > 0 {
 		slot := l.free[n-1]
 		l.free = l.free[:n-1]
@@ -269,22 +340,22 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 		l.canceled.Add(1)
 		return Permit{}, err
 	}
-	wait := l.wait
+	wait := b.wait
 	if !deadline.IsZero() {
 		wait = min(wait, time.Until(deadline))
 	}
-	if wait <= 0 && l.queueMax > 0 {
+	if wait <= 0 && b.queueMax > 0 {
 		// A chain's shared deadline passed while an earlier limiter kept
 		// the caller waiting.
 		l.mu.Unlock()
-		return Permit{}, l.refuse(WaitTimeout)
+		return Permit{}, l.refuse(b, WaitTimeout)
 	}
 	var displaced *waiter
-	if l.queued >= l.queueMax {
+	if l.queued >= b.queueMax {
 		displaced = l.queues[Anonymous].tail
 		if c != Keyed || displaced == nil {
 			l.mu.Unlock()
-			return Permit{}, l.refuse(QueueFull)
+			return Permit{}, l.refuse(b, QueueFull)
 		}
 		// The newest anonymous waiter has waited least; it makes way. Its
 		// refusal is counted by its own goroutine when it returns.
@@ -295,7 +366,7 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 	if displaced != nil {
 		// Woken only once the queue holds its successor, so that whatever
 		// it reads of the queue's counts on waking is already true.
-		displaced.decide(Permit{}, l.busy[Displaced])
+		displaced.decide(Permit{}, b.busy[Displaced])
 	}
 	l.mu.Unlock()
 	l.waited.Add(1)
@@ -310,7 +381,7 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 	case <-ctx.Done():
 		p, err = l.abandon(w, ctx.Err())
 	case <-timer.C:
-		p, err = l.abandon(w, l.busy[WaitTimeout])
+		p, err = l.abandon(w, b.busy[WaitTimeout])
 	}
 	if be, ok := err.(*BusyError); ok {
 		l.refused[be.Reason].Add(1)
@@ -323,9 +394,9 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 }
 
 // refuse counts a refusal for r and returns its error.
-func (l *Limiter) refuse(r Reason) error {
+func (l *Limiter) refuse(b *bounds, r Reason) error {
 	l.refused[r].Add(1)
-	return l.busy[r]
+	return b.busy[r]
 }
 
 // abandon takes w out of the queue after its context ended or its wait bound
@@ -343,16 +414,22 @@ func (l *Limiter) abandon(w *waiter, err error) (Permit, error) {
 	case !decided:
 		return Permit{}, err
 	case w.err != nil:
-		if err == l.busy[WaitTimeout] {
+		if timedOut(err) {
 			return Permit{}, w.err // displaced just as time ran out
 		}
 		return Permit{}, err // the context ended: say so, not busy
-	case err == l.busy[WaitTimeout]:
+	case timedOut(err):
 		return w.permit, nil // admitted just as time ran out
 	default:
 		w.permit.Release()
 		return Permit{}, err
 	}
+}
+
+// timedOut reports whether err is a refusal for the wait bound.
+func timedOut(err error) bool {
+	be, ok := err.(*BusyError)
+	return ok && be.Reason == WaitTimeout
 }
 
 // grant hands out slot under l.mu.
@@ -368,6 +445,13 @@ func (l *Limiter) release(slot int32, gen uint64) {
 		return // released before
 	}
 	l.gens[slot]++
+	if l.excess > 0 {
+		// A lower limit is not reached yet: the slot goes out of use.
+		l.excess--
+		l.spare = append(l.spare, slot)
+		l.inFlightN.Add(-1)
+		return
+	}
 	w := l.queues[Keyed].head
 	if w == nil {
 		w = l.queues[Anonymous].head
@@ -405,7 +489,7 @@ func (l *Limiter) Stats() Stats {
 		return Stats{}
 	}
 	s := Stats{
-		Limit:           l.limit,
+		Limit:           l.cfg.Load().limit,
 		InFlight:        int(l.inFlightN.Load()),
 		QueuedKeyed:     int(l.queuedN[Keyed].Load()),
 		QueuedAnonymous: int(l.queuedN[Anonymous].Load()),
@@ -466,7 +550,7 @@ func AcquireAll(ctx context.Context, c Class, ls ...*Limiter) (Permits, error) {
 				panic("admission: AcquireAll given the same limiter twice")
 			}
 		}
-		longest = max(longest, l.wait)
+		longest = max(longest, l.cfg.Load().wait)
 	}
 	deadline := time.Now().Add(longest)
 	for i, l := range ls {

@@ -64,8 +64,8 @@ func checkIdle(t *testing.T, l *Limiter) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.free) != l.limit || l.queued != 0 || l.queues[0].head != nil || l.queues[1].head != nil {
-		t.Errorf("internal state not idle: %d of %d slots free, %d queued", len(l.free), l.limit, l.queued)
+	if limit := l.cfg.Load().limit; len(l.free) != limit || l.excess != 0 || l.queued != 0 || l.queues[0].head != nil || l.queues[1].head != nil {
+		t.Errorf("internal state not idle: %d of %d slots free, %d going out of use, %d queued", len(l.free), limit, l.excess, l.queued)
 	}
 }
 
@@ -661,7 +661,7 @@ func TestDefaults(t *testing.T) {
 		time.Millisecond: time.Second, 2 * time.Second: 2 * time.Second, 2001 * time.Millisecond: 3 * time.Second,
 	} {
 		l := New(Config{Limit: 1, Queue: 1, Wait: wait})
-		if got := l.busy[QueueFull].RetryAfter; got != want {
+		if got := l.cfg.Load().busy[QueueFull].RetryAfter; got != want {
 			t.Errorf("wait %v: RetryAfter %v, want %v", wait, got, want)
 		}
 	}

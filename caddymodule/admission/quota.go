@@ -13,8 +13,8 @@ import "sync"
 // memory is one map entry per client with requests open, removed when its last
 // one ends.
 type Quota struct {
-	max int
 	mu  sync.Mutex
+	max int // 0: no bound, but the places are counted
 	n   map[string]int
 }
 
@@ -24,13 +24,24 @@ type Quota struct {
 // once (the gateway answers 429), it does not wait for one of them to end.
 const DefaultQuota = 4
 
-// NewQuota returns a Quota of max open requests per client. It panics if max
-// is not positive: configuration is validated before it gets here.
+// NewQuota returns a Quota of max open requests per client; 0 counts them
+// without a bound, so that a bound set later (SetMax) finds them counted. It
+// panics if max is negative: configuration is validated before it gets here.
 func NewQuota(max int) *Quota {
-	if max < 1 {
-		panic("admission: quota must be positive")
+	q := &Quota{n: make(map[string]int)}
+	q.SetMax(max)
+	return q
+}
+
+// SetMax changes the bound for the requests to come: a client over a lower
+// bound keeps what it has open and gets no more places until it is under it.
+func (q *Quota) SetMax(max int) {
+	if max < 0 {
+		panic("admission: quota must not be negative")
 	}
-	return &Quota{max: max, n: make(map[string]int)}
+	q.mu.Lock()
+	q.max = max
+	q.mu.Unlock()
 }
 
 // Take reserves one of client's places and reports whether there was one.
@@ -41,7 +52,24 @@ func (q *Quota) Take(client string) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n[client] >= q.max {
+	return q.take(client, q.max)
+}
+
+// TakeUpTo is Take with a bound of client's own instead of the Quota's, for
+// clients that each have their own (the keys' max_in_flight): one Quota counts
+// them all by name, whatever their bounds are now.
+func (q *Quota) TakeUpTo(client string, max int) bool {
+	if q == nil {
+		return true
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.take(client, max)
+}
+
+// take reserves a place under max (0: no bound). Under q.mu.
+func (q *Quota) take(client string, max int) bool {
+	if max > 0 && q.n[client] >= max {
 		return false
 	}
 	q.n[client]++

@@ -60,3 +60,53 @@ func TestQuotaConcurrent(t *testing.T) {
 		t.Errorf("peak %d open (max 3), %d clients left", peak, len(q.n))
 	}
 }
+
+// TestQuotaLive: a lower bound leaves what a client has open counted and gives
+// it no place until it is under the bound; 0 counts without a bound, and a
+// bound set later finds the places counted.
+func TestQuotaLive(t *testing.T) {
+	q := NewQuota(4)
+	for range 4 {
+		q.Take("a")
+	}
+	q.SetMax(2)
+	if q.Take("a") {
+		t.Fatal("a place granted with 4 open under a bound of 2")
+	}
+	q.Give("a")
+	q.Give("a")
+	if q.Take("a") {
+		t.Fatal("a place granted with 2 open under a bound of 2")
+	}
+	q.Give("a")
+	if !q.Take("a") {
+		t.Fatal("no place with 1 open under a bound of 2")
+	}
+	q.SetMax(0)
+	for range 10 {
+		if !q.Take("a") {
+			t.Fatal("refused without a bound")
+		}
+	}
+	q.SetMax(3)
+	if q.Take("a") {
+		t.Fatal("the places taken without a bound were not counted")
+	}
+}
+
+// TestQuotaTakeUpTo: clients with bounds of their own, counted by name in one
+// Quota.
+func TestQuotaTakeUpTo(t *testing.T) {
+	q := NewQuota(0)
+	for range 4 {
+		if !q.TakeUpTo("key bot", 4) {
+			t.Fatal("refused under the key's bound")
+		}
+	}
+	if q.TakeUpTo("key bot", 2) {
+		t.Error("the key's 5th request granted under its new bound of 2")
+	}
+	if !q.TakeUpTo("key staff", 1) {
+		t.Error("another key refused")
+	}
+}

@@ -28,6 +28,7 @@
 package coalesce
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -109,8 +110,8 @@ type Config struct {
 // Group coalesces calls by key. The nil *Group coalesces nothing: Do just
 // runs fn. Its methods are safe for concurrent use.
 type Group struct {
-	maxBody int
-	timeout time.Duration
+	maxBody atomic.Int64 // changed by SetConfig at any time
+	timeout atomic.Int64 // a time.Duration
 
 	mu    sync.Mutex
 	calls map[string]*call
@@ -122,13 +123,19 @@ type Group struct {
 // New returns a Group with the limits of c. It panics on a negative limit:
 // configuration is validated before it gets here.
 func New(c Config) *Group {
+	g := &Group{calls: make(map[string]*call)}
+	g.SetConfig(c)
+	return g
+}
+
+// SetConfig changes the Group's limits for the calls that start from now on.
+// It panics on a negative limit.
+func (g *Group) SetConfig(c Config) {
 	if c.MaxBody < 0 || c.Timeout < 0 {
 		panic(fmt.Sprintf("coalesce: negative limit in %+v", c))
 	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	return &Group{maxBody: c.MaxBody, timeout: c.Timeout, calls: make(map[string]*call)}
+	g.maxBody.Store(int64(c.MaxBody))
+	g.timeout.Store(int64(cmp.Or(c.Timeout, DefaultTimeout)))
 }
 
 // call is one leader's request and the followers waiting for it. Fields
@@ -232,7 +239,7 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 			g.drop(c)
 			return
 		}
-		c.timer = time.AfterFunc(g.timeout, cancel)
+		c.timer = time.AfterFunc(time.Duration(g.timeout.Load()), cancel)
 	})
 	returned := false
 	defer func() {
@@ -313,7 +320,7 @@ func (g *Group) finish(c *call, res *Result, share bool) bool {
 func (g *Group) shareable(res *Result) bool {
 	return res != nil &&
 		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
-		(g.maxBody == 0 || len(res.Body) <= g.maxBody)
+		(g.maxBody.Load() == 0 || int64(len(res.Body)) <= g.maxBody.Load())
 }
 
 // Stats is a snapshot of a Group's counters, for metrics.

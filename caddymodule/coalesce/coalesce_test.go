@@ -455,8 +455,8 @@ func TestNilGroup(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	g := New(Config{})
-	if g.maxBody != 0 || g.timeout != DefaultTimeout {
-		t.Errorf("defaults %d %v", g.maxBody, g.timeout)
+	if g.maxBody.Load() != 0 || time.Duration(g.timeout.Load()) != DefaultTimeout {
+		t.Errorf("defaults %d %v", g.maxBody.Load(), time.Duration(g.timeout.Load()))
 	}
 	defer func() {
 		if recover() == nil {

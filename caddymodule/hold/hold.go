@@ -42,7 +42,7 @@ const Small = 16 << 10
 
 // Budget is a bound on held bytes, in total and per client.
 type Budget struct {
-	max, share int64
+	max, share atomic.Int64 // changed by SetSizes at any time
 	used       atomic.Int64
 
 	mu sync.Mutex
@@ -60,10 +60,20 @@ type holding struct {
 // share. It panics unless 0 < share <= max: configuration is validated before
 // it gets here.
 func New(max, share int64) *Budget {
+	b := &Budget{by: make(map[string]*holding)}
+	b.SetSizes(max, share)
+	return b
+}
+
+// SetSizes changes the bounds for the charges to come: what is held stays
+// held and counted, and past a lower bound nothing more is charged until
+// enough is released. It panics unless 0 < share <= max.
+func (b *Budget) SetSizes(max, share int64) {
 	if share <= 0 || share > max {
 		panic(fmt.Sprintf("hold: share %d of %d", share, max))
 	}
-	return &Budget{max: max, share: share, by: make(map[string]*holding)}
+	b.max.Store(max)
+	b.share.Store(share)
 }
 
 // Held is how many bytes are held now.
@@ -83,7 +93,7 @@ func (b *Budget) Check(client string) error {
 	if b == nil {
 		return nil
 	}
-	if b.used.Load() >= b.max {
+	if b.used.Load() >= b.max.Load() {
 		return ErrFull
 	}
 	if client == "" {
@@ -95,7 +105,7 @@ func (b *Budget) Check(client string) error {
 		held = h.bytes
 	}
 	b.mu.Unlock()
-	if 2*held >= b.share {
+	if 2*held >= b.share.Load() {
 		return ErrClientFull
 	}
 	return nil
@@ -108,7 +118,7 @@ func (b *Budget) Take(n int64) error {
 	if b == nil || n == 0 {
 		return nil
 	}
-	if b.used.Add(n) > b.max {
+	if b.used.Add(n) > b.max.Load() {
 		b.used.Add(-n)
 		return ErrFull
 	}
@@ -143,7 +153,7 @@ func (b *Budget) Hold(client string, answer []byte) error {
 	if h != nil {
 		held = h.bytes
 	}
-	if held+n > b.share {
+	if held+n > b.share.Load() {
 		return ErrClientFull
 	}
 	if err := b.Take(n); err != nil {

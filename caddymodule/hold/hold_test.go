@@ -167,3 +167,30 @@ func TestSmallNotCounted(t *testing.T) {
 	}
 	b.Release("a", small)
 }
+
+// TestSetSizes: a lower bound keeps what is held counted and charges nothing
+// more until enough is released.
+func TestSetSizes(t *testing.T) {
+	b := New(1<<20, 1<<20)
+	big := make([]byte, 600<<10)
+	if err := b.Hold("a", big); err != nil {
+		t.Fatal(err)
+	}
+	b.SetSizes(512<<10, 256<<10)
+	if b.Held() != int64(len(big)) {
+		t.Fatalf("Held %d after SetSizes, want the %d still held", b.Held(), len(big))
+	}
+	if err := b.Check("b"); err != ErrFull {
+		t.Errorf("Check past the lower total: %v, want ErrFull", err)
+	}
+	if err := b.Take(1); err != ErrFull {
+		t.Errorf("Take past the lower total: %v, want ErrFull", err)
+	}
+	b.Release("a", big)
+	if err := b.Hold("b", make([]byte, 300<<10)); err != ErrClientFull {
+		t.Errorf("Hold past the lower share: %v, want ErrClientFull", err)
+	}
+	if err := b.Hold("b", make([]byte, 200<<10)); err != nil {
+		t.Errorf("Hold within the new bounds: %v", err)
+	}
+}

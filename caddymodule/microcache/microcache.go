@@ -71,8 +71,7 @@ type Entry struct {
 // disabled one: every lookup misses and Put stores nothing. Its methods are safe
 // for concurrent use.
 type Cache struct {
-	maxBytes int64
-	maxEntry int64
+	maxBytes atomic.Int64 // changed by SetMaxBytes at any time
 	grace    time.Duration
 	now      func() time.Time
 
@@ -106,9 +105,38 @@ func New(c Config) *Cache {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	ca := &Cache{maxBytes: c.MaxBytes, maxEntry: c.MaxBytes / 8, grace: c.Grace, now: c.Now, items: make(map[string]*item)}
+	ca := &Cache{grace: c.Grace, now: c.Now, items: make(map[string]*item)}
+	ca.maxBytes.Store(c.MaxBytes)
 	ca.lru.next, ca.lru.prev = &ca.lru, &ca.lru
 	return ca
+}
+
+// SetMaxBytes changes the bound on the cache's memory: past a lower one the
+// least recently used entries go at once. It panics unless n is positive.
+func (c *Cache) SetMaxBytes(n int64) {
+	if n <= 0 {
+		panic("microcache: MaxBytes must be positive")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.maxBytes.Store(n)
+	for c.bytes > n {
+		c.remove(c.lru.prev)
+		c.evictions.Add(1)
+	}
+}
+
+// Clear removes every entry, for a config that turns the cache off: what it
+// held must not be served should a later one turn it on again.
+func (c *Cache) Clear() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.lru.next != &c.lru {
+		c.remove(c.lru.next)
+	}
 }
 
 // GetStale returns the entry stored under key, fresh or past its time to live
@@ -158,7 +186,7 @@ func (c *Cache) Put(key string, e Entry, ttl time.Duration) bool {
 			size += int64(len(v))
 		}
 	}
-	if size > c.maxEntry {
+	if size > c.maxBytes.Load()/8 {
 		return false
 	}
 	body := make([]byte, len(e.Body))
@@ -177,7 +205,7 @@ func (c *Cache) Put(key string, e Entry, ttl time.Duration) bool {
 	if old := c.items[key]; old != nil {
 		c.remove(old)
 	}
-	for c.bytes+size > c.maxBytes {
+	for c.bytes+size > c.maxBytes.Load() && c.lru.prev != &c.lru {
 		c.remove(c.lru.prev)
 		c.evictions.Add(1)
 	}

@@ -59,8 +59,8 @@ func checkConsistent(t *testing.T, c *Cache) {
 	if n != len(c.items) || bytes != c.bytes {
 		t.Fatalf("ring holds %d items, %d bytes; map %d, counted %d bytes", n, bytes, len(c.items), c.bytes)
 	}
-	if c.bytes > c.maxBytes {
-		t.Fatalf("%d bytes held, limit %d", c.bytes, c.maxBytes)
+	if c.bytes > c.maxBytes.Load() {
+		t.Fatalf("%d bytes held, limit %d", c.bytes, c.maxBytes.Load())
 	}
 }
 
@@ -236,8 +236,8 @@ func TestNilCache(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	c := New(Config{})
-	if c.maxBytes != DefaultMaxBytes || c.maxEntry != DefaultMaxBytes/8 || c.now == nil {
-		t.Errorf("defaults: %d %d", c.maxBytes, c.maxEntry)
+	if c.maxBytes.Load() != DefaultMaxBytes || c.now == nil {
+		t.Errorf("defaults: %d", c.maxBytes.Load())
 	}
 	defer func() {
 		if recover() == nil {
@@ -364,4 +364,28 @@ func TestGrace(t *testing.T) {
 	if _, _, ok := c.GetStale("k"); ok {
 		t.Error("GetStale served an expired entry without a grace")
 	}
+}
+
+// TestSetMaxBytes: a lower bound evicts the least recently used entries at
+// once; Clear empties the cache.
+func TestSetMaxBytes(t *testing.T) {
+	body := strings.Repeat("x", 1000)
+	one := sizeOf("k00", body)
+	c := New(Config{MaxBytes: 16 * one})
+	for i := range 8 {
+		c.Put(fmt.Sprintf("k%02d", i), entry(body), time.Hour)
+	}
+	c.SetMaxBytes(3 * one)
+	if got := order(c); got != "k07 k06 k05" {
+		t.Errorf("after SetMaxBytes: order %q, want the three most recently used", got)
+	}
+	if st := c.Stats(); st.Evictions != 5 || st.Bytes > 3*one {
+		t.Errorf("Stats = %+v", st)
+	}
+	checkConsistent(t, c)
+	c.Clear()
+	if _, ok := c.Get("k07"); ok || c.Stats().Entries != 0 || c.Stats().Bytes != 0 {
+		t.Errorf("after Clear: %+v", c.Stats())
+	}
+	checkConsistent(t, c)
 }

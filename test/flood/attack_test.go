@@ -195,7 +195,7 @@ func TestReportTargets(t *testing.T) {
 		"[met   ] 64 stalled HTTP/1.1 readers: 4 identical requests behind a stalled one, each within one trip + 100 ms: statusgate worst 90.0ms over its trip, plain (a request without a 200)",
 		"[missed] 1000 stalled HTTP/2 streams: keyed bot /server 100% 200, p99 within 20% of the flood round's: statusgate 100.0% p99 130.0ms",
 		"[missed] 1000 stalled HTTP/2 streams: RSS growth within max_held + 32 MiB (96.0MiB) and no more than plain's: statusgate 110.0MiB, plain 200.0MiB",
-		"[missed] 10 reloads during a flood: the backend's peak in flight never above max_in_flight (8): statusgate 9, with 10 of 10 reloads done",
+		"[missed] 10 reloads during a flood: the backend's peak in flight never above the highest max_in_flight in force (8): statusgate 9, with 10 of 10 reloads done",
 		"statusgate baseline 100.0MiB, peak 120.0MiB, growth 20.0MiB",
 		"targets for statusgate",
 	} {

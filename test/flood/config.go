@@ -48,8 +48,15 @@ const maxInFlight = 8
 // carries the load's sequence number, because caddy-ratelimit keeps a
 // zone's state across config loads (a reload within a round keeps it, as a
 // real reload would).
-func site(c config, variant string, seq, gwPort, simPort int) string {
+//
+// limit, when positive, is statusgate's max_in_flight: a -reload-limits
+// round's reloads change it under the flood.
+func site(c config, variant string, seq, gwPort, simPort, limit int) string {
 	var gate string
+	limitLine := ""
+	if limit > 0 {
+		limitLine = fmt.Sprintf("\n\t\tmax_in_flight %d", limit)
+	}
 	if variant == statusgate {
 		gate = fmt.Sprintf(`	rate_limit {
 		zone anonymous_%d {
@@ -62,9 +69,9 @@ func site(c config, variant string, seq, gwPort, simPort int) string {
 		}
 	}
 	statusgate {
-		key %s
+		key %s%s
 	}
-`, seq, c.anonEvents, c.anonWindow, botKey)
+`, seq, c.anonEvents, c.anonWindow, botKey, limitLine)
 	}
 	order := ""
 	if variant == statusgate {

@@ -109,7 +109,7 @@ func TestSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range variants {
-		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(site(c, v, 3, 9001, 9002)), nil)
+		out, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(site(c, v, 3, 9001, 9002, 0)), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}
@@ -171,6 +171,20 @@ func TestFlags(t *testing.T) {
 		fs.SetOutput(io.Discard)
 		if _, err := flags(fs, bad); err == nil {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+func TestReloadLimitsFlag(t *testing.T) {
+	c, err := flags(flag.NewFlagSet("flood", flag.ContinueOnError), []string{"-reloads", "4", "-reload-limits", "4, 2,6"})
+	if err != nil || !slices.Equal(c.reloadLimits, []int{4, 2, 6}) {
+		t.Errorf("-reload-limits 4, 2,6: %v, %v", c.reloadLimits, err)
+	}
+	for _, bad := range []string{"0", "two", "4,,2"} {
+		fs := flag.NewFlagSet("flood", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := flags(fs, []string{"-reload-limits", bad}); err == nil {
+			t.Errorf("-reload-limits %q accepted", bad)
 		}
 	}
 }

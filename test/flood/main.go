@@ -100,8 +100,11 @@ type config struct {
 	h2Conns     int
 	h2Window    int
 	reloads     int
-	maxHeld     byteSize
-	moddedItems int
+	// reloadLimits are the max_in_flight of the reloads in turn; none:
+	// each reload loads the round's config again.
+	reloadLimits []int
+	maxHeld      byteSize
+	moddedItems  int
 }
 
 func flags(fs *flag.FlagSet, args []string) (config, error) {
@@ -129,6 +132,16 @@ func flags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.h2Conns, "h2-conns", 2, "connections the HTTP/2 streams share (more if the server allows fewer streams per connection)")
 	fs.IntVar(&c.h2Window, "h2-window", 1024, "the HTTP/2 attacker's SETTINGS_INITIAL_WINDOW_SIZE, never replenished")
 	fs.IntVar(&c.reloads, "reloads", 0, "a statusgate round with this many reloads of its config during the flood (the full run: 10)")
+	fs.Func("reload-limits", "the reloads change statusgate's max_in_flight to these in turn, comma-separated (e.g. 4,2,6,8); the round starts at the default 8", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("%q is not a limit of at least 1", f)
+			}
+			c.reloadLimits = append(c.reloadLimits, n)
+		}
+		return nil
+	})
 	fs.Var(&c.maxHeld, "max-held", "statusgate's max_held budget of held response bytes, for the RSS target (64MiB)")
 	fs.IntVar(&c.moddedItems, "modded-items", 20000, "the sim's modded_items: makes the largest public answer about 3 MB")
 	if err := fs.Parse(args); err != nil {
@@ -239,6 +252,9 @@ func (c config) title(kind string) string {
 		return fmt.Sprintf("%d stalled HTTP/2 streams (h2c) of %s from %d addresses, over at least %d connections (window %d, never a WINDOW_UPDATE)",
 			c.h2Streams, largePath, c.attackAddrs, c.h2Conns, c.h2Window)
 	case kindReload:
+		if len(c.reloadLimits) > 0 {
+			return fmt.Sprintf("%d reloads of the statusgate config during the flood, max_in_flight 8 then %v in turn (the sim is outside the config and keeps counting)", c.reloads, c.reloadLimits)
+		}
 		return fmt.Sprintf("%d reloads of the statusgate config during the flood (the sim is outside the config and keeps counting)", c.reloads)
 	}
 	return "the flood alone (no attackers, no reloads)"
@@ -317,7 +333,7 @@ func runRound(ctx context.Context, c config, kind, variant string, seq int) (rou
 	if err != nil {
 		return round{}, err
 	}
-	cfg, err := adapt(site(c, variant, seq, gw, be.port))
+	cfg, err := adapt(site(c, variant, seq, gw, be.port, 0))
 	if err != nil {
 		return round{}, err
 	}
@@ -333,7 +349,13 @@ func runRound(ctx context.Context, c config, kind, variant string, seq int) (rou
 	var res round
 	var wg sync.WaitGroup
 	wg.Go(func() { res.tallies = flood(fctx, c, base, start.Add(c.warmup)) })
-	wg.Go(func() { res.besiege(fctx, c, kind, gw, cfg, start) })
+	reload := func(i int) ([]byte, error) {
+		if len(c.reloadLimits) == 0 {
+			return cfg, nil
+		}
+		return adapt(site(c, variant, seq, gw, be.port, c.reloadLimits[(i-1)%len(c.reloadLimits)]))
+	}
+	wg.Go(func() { res.besiege(fctx, c, kind, gw, reload, start) })
 	wg.Wait()
 	res.backend = be.stats.Snapshot()
 	return res, nil
@@ -341,7 +363,9 @@ func runRound(ctx context.Context, c config, kind, variant string, seq int) (rou
 
 // besiege waits out the warm-up, then takes the RSS baseline and samples
 // it, and runs the round's attackers and the probe, or its reloads.
-func (r *round) besiege(ctx context.Context, c config, kind string, gw int, cfg []byte, start time.Time) {
+//
+// reload gives the config of the i-th reload, from 1.
+func (r *round) besiege(ctx context.Context, c config, kind string, gw int, reload func(i int) ([]byte, error), start time.Time) {
 	if !sleepCtx(ctx, c.warmup) {
 		return
 	}
@@ -393,7 +417,11 @@ func (r *round) besiege(ctx context.Context, c config, kind string, gw int, cfg 
 			if !sleepCtx(ctx, time.Until(at)) {
 				break
 			}
-			if err := load(cfg); err != nil {
+			cfg, err := reload(i)
+			if err == nil {
+				err = load(cfg)
+			}
+			if err != nil {
 				r.reloadErrs = append(r.reloadErrs, err.Error())
 				continue
 			}
@@ -677,9 +705,13 @@ func targets(c config, res results) string {
 		for _, r := range res[kindReload][statusgate] {
 			done += r.reloads
 		}
-		line(bk.PeakInFlight <= maxInFlight && done == c.reloads*c.rounds,
-			"%d reloads during a flood: the backend's peak in flight never above max_in_flight (%d): statusgate %d, with %d of %d reloads done",
-			c.reloads, maxInFlight, bk.PeakInFlight, done, c.reloads*c.rounds)
+		highest := maxInFlight // the round's own config
+		if len(c.reloadLimits) > 0 {
+			highest = max(highest, slices.Max(c.reloadLimits))
+		}
+		line(bk.PeakInFlight <= highest && done == c.reloads*c.rounds,
+			"%d reloads during a flood: the backend's peak in flight never above the highest max_in_flight in force (%d): statusgate %d, with %d of %d reloads done",
+			c.reloads, highest, bk.PeakInFlight, done, c.reloads*c.rounds)
 	}
 	return b.String()
 }
