@@ -278,8 +278,8 @@ func TestMetricsScrape(t *testing.T) {
 		t.Errorf("%v requests counted, want the 20 sent", requests)
 	}
 	// 15 built-ins enabled by default, custom/votes and _other.
-	if len(outcomes) != 14 || len(endpoints) != 17 {
-		t.Errorf("series for %d outcomes and %d endpoints (%v), want 14 and 17", len(outcomes), len(endpoints), endpoints)
+	if len(outcomes) != 16 || len(endpoints) != 17 {
+		t.Errorf("series for %d outcomes and %d endpoints (%v), want 16 and 17", len(outcomes), len(endpoints), endpoints)
 	}
 	for _, line := range strings.Split(text.String(), "\n") {
 		if !strings.Contains(line, "statusgate") {
