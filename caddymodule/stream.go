@@ -139,7 +139,7 @@ func (h *Handler) provisionLive(l liveLimits) error {
 	if err != nil {
 		return err
 	}
-	h.live = &liveState{limits: l, hub: live.New(), seats: v.(seatsOf).Seats, key: key}
+	h.live = &liveState{limits: l, hub: live.New(encodeEvent), seats: v.(seatsOf).Seats, key: key}
 	return nil
 }
 
@@ -214,7 +214,7 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	pw.WriteHeader(http.StatusOK)
-	if err := h.send(pw, []byte("retry: "+retryHint+"\n\n")); err != nil {
+	if err := h.send(pw, retryLine); err != nil {
 		return h.ended(x, err)
 	}
 
@@ -226,7 +226,6 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	}
 	heartbeat := time.NewTimer(lv.limits.heartbeat)
 	defer heartbeat.Stop()
-	var buf []byte
 	for {
 		select {
 		case <-x.r.Context().Done():
@@ -236,7 +235,7 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		case <-lifetime:
 			return verdict{outcome: metrics.Streamed}
 		case <-heartbeat.C:
-			if err := h.send(pw, []byte(":\n\n")); err != nil {
+			if err := h.send(pw, heartbeatLine); err != nil {
 				return h.ended(x, err)
 			}
 		case <-sub.Ready():
@@ -252,8 +251,7 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 				h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
-			buf = appendEvent(buf[:0], ev)
-			err := h.send(pw, buf)
+			err := h.send(pw, ev.Wire) // encoded once for every stream
 			g.held.Release(x.who.holder, ev.Data)
 			if err != nil {
 				return h.ended(x, err)
@@ -262,6 +260,18 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
+}
+
+// The stream's lines that are always the same.
+var (
+	retryLine     = []byte("retry: " + retryHint + "\n\n")
+	heartbeatLine = []byte(":\n\n")
+)
+
+// encodeEvent is the hub's Encoder: each answer as a server-sent event,
+// written once for every stream of its topic.
+func encodeEvent(ev live.Event) []byte {
+	return appendEvent(make([]byte, 0, len(ev.Data)+64), ev)
 }
 
 // errStalled is why a write to a stream failed when the client took

@@ -45,7 +45,7 @@ func main() {
 	viewers := flag.Int("viewers", 10000, "concurrent viewers")
 	snapshots := flag.Int("snapshots", 6, "snapshot intervals measured")
 	build := flag.Bool("build", false, "rebuild the caddy binary even if it is newer than the sources")
-	flag.StringVar(&profileDir, "profile", "", "write the gateway's heap and goroutine profiles with the streams open into this folder")
+	flag.StringVar(&profileDir, "profile", "", "write the gateway's heap and goroutine profiles, its metrics and /proc status with the streams open into this folder")
 	flag.Parse()
 	if err := run(*viewers, *snapshots, *build); err != nil {
 		fmt.Fprintln(os.Stderr, "livebench:", err)
@@ -150,13 +150,17 @@ func (b *bench) profile() {
 	if profileDir == "" {
 		return
 	}
-	for _, p := range []string{"heap", "goroutine"} {
-		resp, err := http.Get(b.admin + "/debug/pprof/" + p)
+	for _, p := range []string{"heap", "goroutine", "metrics"} {
+		path := "/debug/pprof/" + p
+		if p == "metrics" {
+			path = "/metrics" // Go's memory classes, stacks among them
+		}
+		resp, err := http.Get(b.admin + path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "profile:", err)
 			continue
 		}
-		f, _ := os.Create(filepath.Join(profileDir, p+".pprof"))
+		f, _ := os.Create(filepath.Join(profileDir, p+".out"))
 		_, _ = io.Copy(f, resp.Body)
 		f.Close()
 		resp.Body.Close()

@@ -43,7 +43,14 @@ var ErrClosed = errors.New("live: the hub is closed")
 type Event struct {
 	ID   string // ID of Data
 	Data []byte // the answer; shared, never modified
+	// Wire is the event as the hub's encoder wrote it, once for every
+	// subscriber; shared, never modified. Nil without an encoder.
+	Wire []byte
 }
+
+// Encoder writes an event for the wire, once per answer: what every
+// subscriber's writer then writes as it is.
+type Encoder func(ev Event) []byte
 
 // Fetch gets a topic's answer, and says how long until it is worth asking
 // again (at least MinInterval). It is called by the topic's poller alone,
@@ -57,6 +64,7 @@ const MinInterval = 50 * time.Millisecond
 // Hub is a set of topics and their subscribers. The zero Hub is not ready:
 // use New.
 type Hub struct {
+	encode  Encoder // nil: none
 	mu      sync.Mutex
 	topics  map[string]*topic
 	closed  bool
@@ -64,8 +72,9 @@ type Hub struct {
 	polling atomic.Int32   // pollers running
 }
 
-// New returns an open Hub.
-func New() *Hub { return &Hub{topics: map[string]*topic{}} }
+// New returns an open Hub whose events encode writes for the wire (nil:
+// Event.Wire stays nil).
+func New(encode Encoder) *Hub { return &Hub{encode: encode, topics: map[string]*topic{}} }
 
 // topic is one answer, its poller and its subscribers.
 type topic struct {
@@ -135,7 +144,11 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
 		if ctx.Err() != nil {
 			return // what a cancelled fetch answers is nobody's
 		}
-		h.publish(t, &Event{ID: ID(answer), Data: answer})
+		ev := &Event{ID: ID(answer), Data: answer}
+		if h.encode != nil {
+			ev.Wire = h.encode(*ev)
+		}
+		h.publish(t, ev)
 		timer.Reset(max(next, MinInterval))
 	}
 }

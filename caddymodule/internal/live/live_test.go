@@ -75,7 +75,7 @@ func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 }
 
 func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	f := newFeed()
 	subs := make([]*Sub, 100)
@@ -100,7 +100,7 @@ func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
 }
 
 func TestTopicsAreApart(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	anon, keyed := newFeed(), newFeed()
 	a := subscribe(t, h, "status filtered", "", anon)
@@ -116,7 +116,7 @@ func TestTopicsAreApart(t *testing.T) {
 }
 
 func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	f := newFeed()
 	s := subscribe(t, h, "status", "", f)
@@ -132,7 +132,7 @@ func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
 }
 
 func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	f := newFeed()
 	first := subscribe(t, h, "status", "", f)
@@ -156,7 +156,7 @@ func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
 }
 
 func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	f := newFeed()
 	stalled := subscribe(t, h, "status", "", f)
@@ -173,7 +173,7 @@ func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
 }
 
 func TestTheLastToLeaveStopsThePoller(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	f := newFeed()
 	a := subscribe(t, h, "status", "", f)
@@ -199,7 +199,7 @@ func TestTheLastToLeaveStopsThePoller(t *testing.T) {
 }
 
 func TestCloseEndsEverySubscription(t *testing.T) {
-	h := New()
+	h := New(nil)
 	f := newFeed()
 	subs := []*Sub{subscribe(t, h, "a", "", f), subscribe(t, h, "a", "", f), subscribe(t, h, "b", "", newFeed())}
 	f.send(t, envelope(1, 1))
@@ -218,7 +218,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 }
 
 func TestConcurrentSubscribersAndLeavers(t *testing.T) {
-	h := New()
+	h := New(nil)
 	defer h.Close()
 	var fetched atomic.Int32
 	fetch := func(ctx context.Context) ([]byte, time.Duration) {
@@ -242,6 +242,26 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 	wg.Wait()
 	if h.Topics() != 0 {
 		t.Fatalf("%d topics left with no subscriber", h.Topics())
+	}
+}
+
+func TestEventsAreEncodedOncePerAnswer(t *testing.T) {
+	var encoded atomic.Int32
+	h := New(func(ev Event) []byte {
+		encoded.Add(1)
+		return []byte("<" + ev.ID + ">" + string(ev.Data))
+	})
+	defer h.Close()
+	f := newFeed()
+	a, b := subscribe(t, h, "status", "", f), subscribe(t, h, "status", "", f)
+	f.send(t, envelope(1, 1))
+	ea, eb := next(t, a), next(t, b)
+	want := "<" + ID([]byte(envelope(1, 1))) + ">" + envelope(1, 1)
+	if string(ea.Wire) != want || &ea.Wire[0] != &eb.Wire[0] {
+		t.Fatalf("wire %q and %q, want %q, shared", ea.Wire, eb.Wire, want)
+	}
+	if encoded.Load() != 1 {
+		t.Fatalf("encoded %d times for two subscribers", encoded.Load())
 	}
 }
 
