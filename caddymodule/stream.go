@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"mime"
 	"net/http"
 	"strconv"
@@ -44,10 +45,11 @@ type LiveConfig struct {
 	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
 	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
 
-	// StreamLifetime is how long a stream lasts; then it ends cleanly and
-	// the client reconnects (EventSource does so by itself), so that its key
-	// and the policy are checked again. Default: 10m. Off (-1): no end of
-	// its own (a reload still ends it).
+	// StreamLifetime is how long a stream lasts (less up to a tenth, so
+	// that streams opened together do not end together); then it ends
+	// cleanly and the client reconnects (EventSource does so by itself), so
+	// that its key and the policy are checked again. Default: 10m. Off (-1):
+	// no end of its own (a reload still ends it).
 	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
 
 	// StreamHeartbeat is how long a stream stays silent before a comment
@@ -220,7 +222,9 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 
 	var lifetime <-chan time.Time
 	if lv.limits.lifetime > 0 {
-		t := time.NewTimer(lv.limits.lifetime)
+		// Less up to a tenth: streams opened together (after a reload) do
+		// not all end, and reconnect, together.
+		t := time.NewTimer(lv.limits.lifetime - rand.N(lv.limits.lifetime/10+1))
 		defer t.Stop()
 		lifetime = t.C
 	}
@@ -247,12 +251,12 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			if err := g.held.Hold(x.who.holder, ev.Data); err != nil {
+			if err := g.held.Hold(x.who.holder, ev.Wire); err != nil {
 				h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
 			err := h.send(pw, ev.Wire) // encoded once for every stream
-			g.held.Release(x.who.holder, ev.Data)
+			g.held.Release(x.who.holder, ev.Wire)
 			if err != nil {
 				return h.ended(x, err)
 			}
