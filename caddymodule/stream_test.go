@@ -402,3 +402,22 @@ func TestWantsStream(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamLifetimeEndsTheStream: past stream_lifetime a stream ends
+// cleanly (the client reconnects, and is checked again), and gives its seat
+// back.
+func TestStreamLifetimeEndsTheStream(t *testing.T) {
+	h, _ := newTestHandler(t, "stream_lifetime 200ms\nstream_heartbeat 1h\nmax_streams_per_client 1")
+	be := newLiveBackend(fmt.Sprintf(liveStatus, 1))
+	srv := liveServer(t, h, be)
+	s := openStream(t, srv.URL+"/api/v1/status", nil)
+	s.nextEvent(t)
+	if it := s.next(t); !it.end {
+		t.Fatalf("the stream sent %+v, want its end", it)
+	}
+	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.seats.Open() == 0 })
+	again := openStream(t, srv.URL+"/api/v1/status", nil)
+	if again.resp.StatusCode != 200 {
+		t.Fatalf("the reconnect: %d", again.resp.StatusCode)
+	}
+}
