@@ -71,11 +71,12 @@ type logEntry struct {
 		Method string `json:"method"`
 		URI    string `json:"uri"`
 	} `json:"request"`
-	Status   int    `json:"status"`
-	Endpoint string `json:"statusgate_endpoint"`
-	Key      string `json:"statusgate_key"`
-	Client   string `json:"statusgate_client"`
-	Outcome  string `json:"statusgate_outcome"`
+	Status   int     `json:"status"`
+	Endpoint string  `json:"statusgate_endpoint"`
+	Key      string  `json:"statusgate_key"`
+	Client   string  `json:"statusgate_client"`
+	Outcome  string  `json:"statusgate_outcome"`
+	Duration float64 `json:"duration"` // seconds
 }
 
 // TestAccessLogPlaceholders writes an access log with the four placeholders
@@ -89,7 +90,7 @@ func TestAccessLogPlaceholders(t *testing.T) {
 	debugLog, accessLog := filepath.Join(dir, "caddy.log"), filepath.Join(dir, "access.log")
 	gateway{
 		upstream:   be.addr(),
-		statusgate: []string{bot.CaddyfileLine(), "key " + keyA, "allow_query_key"},
+		statusgate: []string{bot.CaddyfileLine(), "key " + keyA, "allow_query_key", "stream_lifetime 500ms"},
 		global:     []string{"debug", "log {\n\t\toutput file " + debugLog + "\n\t\tlevel DEBUG\n\t}"},
 		site: []string{
 			"log {\n\t\toutput file " + accessLog + "\n\t\tformat filter {\n\t\t\trequest>headers>X-Api-Key delete\n\t\t\trequest>uri query {\n\t\t\t\tdelete key\n\t\t\t}\n\t\t}\n\t}",
@@ -117,6 +118,9 @@ func TestAccessLogPlaceholders(t *testing.T) {
 		{"OPTIONS", "/api/v1/server?n=7", nil, want{"", "", ip, "preflight"}},
 		{"POST", "/api/v1/server?n=8", []string{withKey(keyA)}, want{"server", "key-2", "key-2", "method"}},
 		{"GET", "/api/v1?n=9", nil, want{"index", "", ip, "index"}},
+		// A live stream, logged once when it ends (its lifetime), with its
+		// duration.
+		{"GET", "/api/v1/status?n=11", []string{withKey(keyA), "Accept: text/event-stream"}, want{"status", "key-2", "key-2", "streamed"}},
 		{"GET", player + "?n=10", nil, want{"player", "", ip, "backend_error"}},
 	}
 	for i, c := range cases {
@@ -161,6 +165,9 @@ func TestAccessLogPlaceholders(t *testing.T) {
 			got := want{e.Endpoint, e.Key, e.Client, e.Outcome}
 			if got != c.want {
 				t.Errorf("%s %s: logged %+v, want %+v", c.method, c.target, got, c.want)
+			}
+			if got.outcome == "streamed" && e.Duration < 0.45 {
+				t.Errorf("%s %s: logged a duration of %gs, less than the stream's lifetime (500ms, less up to a tenth)", c.method, c.target, e.Duration)
 			}
 		}
 		if !found {
