@@ -3,6 +3,7 @@ package test
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -416,4 +417,33 @@ func gjsonCachedAt(data string) string {
 	}
 	end := strings.IndexAny(rest, ",}")
 	return rest[:end]
+}
+
+// TestLiveBackendFailureIsAnEvent: a backend failure is an event with the
+// envelope a plain GET gets (the gateway's 502), and the stream goes on to
+// the next good answer.
+func TestLiveBackendFailureIsAnEvent(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"cache status 100ms", "stream_heartbeat 1h"}}.start(t)
+	s := openLive(t, nil, "/api/v1/status")
+	s.wantStream(t, "stream")
+	good := s.nextEvent(t)
+	be.misbehave(sendHTML)
+	failed := s.nextEvent(t)
+	var env struct {
+		OK    bool `json:"ok"`
+		Error struct {
+			Status  int    `json:"status"`
+			Message string `json:"message"`
+			Path    string `json:"path"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 ||
+		env.Error.Message != "Bad gateway" || env.Error.Path != "/api/v1/status" {
+		t.Fatalf("the failure's event: %s (%v)", failed.data, err)
+	}
+	be.misbehave(behave)
+	if again := s.nextEvent(t); again.data != good.data {
+		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
+	}
 }
