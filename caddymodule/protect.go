@@ -1073,8 +1073,8 @@ func (h *Handler) trip(x exchange, next caddyhttp.Handler) (*coalesce.Result, er
 // its time to live, or, for a snapshot station, until the backend's next
 // snapshot is due if that is later (see BackendConfig.Snapshot).
 func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
-	if res == nil || ep.cacheTTL <= 0 || res.Status < 200 || res.Status >= 300 {
-		return
+	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
+		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
 	ttl := ep.cacheTTL
 	if ep.snapshot > 0 {

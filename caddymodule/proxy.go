@@ -134,10 +134,20 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 	delete(hdr, "X-Real-Ip")
 	// No connection upgrades: a tunnel would carry bytes past the gateway.
 	delete(hdr, "Upgrade")
+	// The gateway always asks for the whole answer: a part (206) or a "not
+	// modified" (304) that one caller's Range or validator asked for would
+	// reach, coalesced or cached, callers who asked for no such thing.
+	for _, name := range conditionalHeaders {
+		delete(hdr, name)
+	}
 	if identity {
 		hdr.Set("Accept-Encoding", "identity")
 	}
 }
+
+// conditionalHeaders are the request headers that ask the backend for part
+// of an answer, or for none if the caller's copy is current.
+var conditionalHeaders = []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"}
 
 // logFailure logs a backend failure without the request: its headers and query
 // may carry a key. A *url.Error would print the upstream URL with its query, so

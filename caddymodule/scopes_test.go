@@ -90,6 +90,10 @@ func TestProvisionKeyScopeErrors(t *testing.T) {
 		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":[]}`, "auth.keys[1] 'bot': endpoints: empty list"},
 		{`{"name":"bot","key":"` + scopeBotSecret + `","max_in_flight":0}`, "auth.keys[1] 'bot': max_in_flight: 0 is not a whole number of at least 1"},
 		{`{"key":"` + scopeBotSecret + `","max_in_flight":-1}`, "auth.keys[1] 'key-2': max_in_flight: -1 is not a whole number of at least 1"},
+		// null, which config generators write for an empty value, would
+		// read as the member's absence: every endpoint, no cap.
+		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":null}`, "auth.keys[1] 'bot': endpoints: null is not a scope"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":["bans"],"max_in_flight":null}`, "auth.keys[1] 'bot': max_in_flight: null is not a cap"},
 	} {
 		_, err := provisionJSON(t, `{"auth":{"keys":["`+scopeStaffSecret+`",`+tc.key+`]}}`)
 		wantErrorWords(t, err, tc.want)
@@ -322,5 +326,22 @@ func TestKeyRefusedCounted(t *testing.T) {
 	got := scrapeStatusgate(t, ctx.GetMetricsRegistry())
 	if n := got[`caddy_http_statusgate_key_refused_total{key="bot"}`]; n != 2 {
 		t.Errorf("key_refused_total{key=\"bot\"} = %v, want 2", n)
+	}
+}
+
+// TestAuthNulls: null for a require_key or protected_fields entry would make
+// the endpoint public or hide nothing; it is refused with its path.
+func TestAuthNulls(t *testing.T) {
+	for config, want := range map[string]string{
+		`{"auth":{"require_key":{"bans":null}}}`:                    "auth.require_key.bans: null is not a value",
+		`{"auth":{"protected_fields":{"player":null}}}`:             "auth.protected_fields.player: null is not a value",
+		`{"auth":{"protected_fields":{"server":[],"worlds":null}}}`: "auth.protected_fields.worlds: null",
+	} {
+		err := json.Unmarshal([]byte(config), new(Handler))
+		wantErrorWords(t, err, want)
+	}
+	h := mustProvision(t, `{"auth":{"require_key":{"bans":false},"protected_fields":{"server":[]}}}`)
+	if h.table.lookup("bans").requireKey {
+		t.Error("require_key false did not open bans")
 	}
 }

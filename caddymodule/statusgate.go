@@ -10,8 +10,12 @@
 package caddymodule
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -400,3 +404,32 @@ var (
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )
+
+// UnmarshalJSON reads the auth object, refusing null where it would read as
+// an absence that opens more than the author meant: a require_key entry of
+// null would make the endpoint public, and a protected_fields entry of null
+// would hide nothing. Config generators write null for an empty value; the
+// error names the path, as the handler's other config errors do.
+func (a *AuthConfig) UnmarshalJSON(b []byte) error {
+	type plain AuthConfig // without this method
+	var raw struct {
+		RequireKey      map[string]json.RawMessage `json:"require_key"`
+		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
+	}
+	if err := json.Unmarshal(b, &raw); err == nil {
+		for _, section := range []struct {
+			name, why string
+			m         map[string]json.RawMessage
+		}{
+			{"require_key", "write true or false", raw.RequireKey},
+			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
+		} {
+			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
+				if string(bytes.TrimSpace(section.m[ep])) == "null" {
+					return fmt.Errorf("auth.%s.%s: null is not a value: %s, or leave %s out for its default", section.name, ep, section.why, ep)
+				}
+			}
+		}
+	}
+	return json.Unmarshal(b, (*plain)(a))
+}

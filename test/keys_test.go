@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -165,4 +166,39 @@ func TestKeyLineWithTwoSecrets(t *testing.T) {
 	be.wantSeen(t, "old config", "/api/v1/server")
 	wantNotFound(t, send(t, "GET", "/api/v1/server", withKey(second.Secret)), "/api/v1/server")
 	be.wantSeen(t, "refused config's key")
+}
+
+// TestJSONNullRefused: a JSON config (as config generators write it) with
+// null where null would read as "every endpoint", "no cap", "public" or
+// "hide nothing" is refused with the path, and the running config stays.
+func TestJSONNullRefused(t *testing.T) {
+	be := newBackend(t)
+	startDefault(t, be)
+	g := gateway{upstream: be.addr(), statusgate: []string{"key bot " + keyB + " {\n\t\t\tendpoints status\n\t\t\tmax_in_flight 2\n\t\t}", "require_key bans on", "protected_fields server motd"}}
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(g.caddyfile()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ from, to, want string }{
+		{`"endpoints":["status"]`, `"endpoints":null`, "auth.keys[0] 'bot': endpoints: null is not a scope"},
+		{`"max_in_flight":2`, `"max_in_flight":null`, "auth.keys[0] 'bot': max_in_flight: null is not a cap"},
+		{`"bans":true`, `"bans":null`, "auth.require_key.bans: null is not a value"},
+		{`"server":["motd"]`, `"server":null`, "auth.protected_fields.server: null is not a value"},
+	} {
+		if !bytes.Contains(adapted, []byte(tc.from)) {
+			t.Fatalf("the adapted config lacks %s: %s", tc.from, adapted)
+		}
+		res, err := http.Post(adminURL+"/load", "application/json", bytes.NewReader(bytes.Replace(adapted, []byte(tc.from), []byte(tc.to), 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusOK || !strings.Contains(string(body), tc.want) || strings.Contains(string(body), keyB) {
+			t.Errorf("%s: %d %s, want refused with %q and no secret", tc.to, res.StatusCode, body, tc.want)
+		}
+	}
+	if r := send(t, "GET", "/api/v1/bans", withKey(keyA)); r.Status != 200 {
+		t.Errorf("the running config after the refused loads: %d", r.Status)
+	}
 }

@@ -86,6 +86,11 @@ type Key struct {
 	// explicit 0 is refused with the key's position instead of read as
 	// "no cap".
 	limitGiven bool
+	// nulls are the members the JSON gave as null, where null would read
+	// as their absence: every endpoint, no cap. Config generators write
+	// null for an empty list; Validate refuses it with the key's position,
+	// as it refuses [].
+	nulls []string
 }
 
 // keyObject is the JSON object form of a named key; its members are those of
@@ -147,6 +152,13 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 		if o.MaxInFlight != nil {
 			k.MaxInFlight, k.limitGiven = *o.MaxInFlight, true
 		}
+		var members map[string]json.RawMessage
+		_ = json.Unmarshal(b, &members) // it decoded above
+		for _, name := range []string{"endpoints", "max_in_flight"} {
+			if v, ok := members[name]; ok && string(bytes.TrimSpace(v)) == "null" {
+				k.nulls = append(k.nulls, name)
+			}
+		}
 		return nil
 	}
 	return errors.New(`a key is a string or an object {"name": …, "key": …}`)
@@ -169,6 +181,14 @@ func (k Key) Validate() error {
 	if strings.HasPrefix(k.Secret, DigestPrefix) {
 		if _, err := ParseDigest(k.Secret); err != nil {
 			return err
+		}
+	}
+	for _, name := range k.nulls {
+		switch name {
+		case "endpoints":
+			return errors.New("endpoints: null is not a scope: leave endpoints out for every endpoint, or list the endpoints the key opens")
+		case "max_in_flight":
+			return errors.New("max_in_flight: null is not a cap: leave max_in_flight out for no cap of its own, or write a whole number of at least 1")
 		}
 	}
 	if k.Endpoints != nil && len(k.Endpoints) == 0 {

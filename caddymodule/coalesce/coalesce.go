@@ -318,8 +318,11 @@ func (g *Group) finish(c *call, res *Result, share bool) bool {
 
 // shareable reports whether res may go to callers other than the leader.
 func (g *Group) shareable(res *Result) bool {
+	// Never a part (206) or a "not modified" (304): an answer to what one
+	// caller asked for, not to the request the followers share.
 	return res != nil &&
 		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
+		res.Status != http.StatusPartialContent && res.Status != http.StatusNotModified &&
 		(g.maxBody.Load() == 0 || int64(len(res.Body)) <= g.maxBody.Load())
 }
 

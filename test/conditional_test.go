@@ -1,0 +1,114 @@
+package test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// honouringBackend answers like the plugin, and also honours what the plugin
+// does not: a Range gets a 206 of the bytes asked for, an If-None-Match of
+// its ETag a 304. It records every Range and conditional header it gets.
+type honouringBackend struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	seen []string // "Name: value" of each such header
+	n    int
+}
+
+func newHonouringBackend(t *testing.T) *honouringBackend {
+	hb := &honouringBackend{}
+	hb.srv = httptest.NewServer(hb)
+	t.Cleanup(hb.srv.Close)
+	return hb
+}
+
+func (hb *honouringBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hb.mu.Lock()
+	hb.n++
+	for _, name := range []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"} {
+		if v := r.Header.Get(name); v != "" {
+			hb.seen = append(hb.seen, name+": "+v)
+		}
+	}
+	hb.mu.Unlock()
+	status, body := backendResponse(r.URL)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("ETag", `"v1"`)
+	switch {
+	case r.Header.Get("If-None-Match") == `"v1"`:
+		w.WriteHeader(http.StatusNotModified)
+	case strings.HasPrefix(r.Header.Get("Range"), "bytes=0-9"):
+		w.Header().Set("Content-Range", "bytes 0-9/"+strconv.Itoa(len(body)))
+		w.WriteHeader(http.StatusPartialContent)
+		_, _ = w.Write(body[:10])
+	default:
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+}
+
+// TestConditionalRequestsNotShared is the issue's fifth case: a scoped bot's
+// Range and If-None-Match never reach the backend, and leave every other
+// caller, keyed or not, of a cached endpoint and of a coalesced one, a 200
+// with the whole body.
+func TestConditionalRequestsNotShared(t *testing.T) {
+	hb := newHonouringBackend(t)
+	gateway{upstream: hb.srv.Listener.Addr().String(), shared: true, statusgate: []string{
+		"key staff " + keyA,
+		"key bot " + keyB + " {\n\t\t\tendpoints worlds status\n\t\t}",
+		"max_per_client off",
+	}}.start(t)
+	whole := func(who string, r response, target string, keyed bool) {
+		t.Helper()
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, want := backendResponse(u)
+		if r.Status != 200 {
+			t.Fatalf("%s: %d %s, want 200 and the whole answer", who, r.Status, clip(r.Body))
+		}
+		if keyed && string(r.Body) != string(want) {
+			t.Fatalf("%s: %d bytes %s, want the backend's whole %d", who, len(r.Body), clip(r.Body), len(want))
+		}
+		if !keyed && len(r.Body) < 100 {
+			t.Fatalf("%s: %d bytes %s, want the whole filtered answer", who, len(r.Body), clip(r.Body))
+		}
+	}
+	// /worlds is cached (30 s): the bot's Range first.
+	whole("the bot's Range", send(t, "GET", "/api/v1/worlds", withKey(keyB), "Range: bytes=0-9"), "/api/v1/worlds", true)
+	whole("staff after it", send(t, "GET", "/api/v1/worlds", withKey(keyA)), "/api/v1/worlds", true)
+	// /status: the bot's validator, then everyone.
+	whole("the bot's If-None-Match", send(t, "GET", "/api/v1/status", withKey(keyB), `If-None-Match: "v1"`), "/api/v1/status", true)
+	whole("staff after it", send(t, "GET", "/api/v1/status", withKey(keyA)), "/api/v1/status", true)
+	whole("anonymous after it", send(t, "GET", "/api/v1/status"), "/api/v1/status", false)
+	// /player is not cached but coalesced: the bot's conditional requests
+	// beside other callers' plain ones.
+	target := "/api/v1/player/" + alex
+	out := concurrently(t, 6, func(i int) response {
+		switch i {
+		case 0:
+			return send(t, "GET", target, withKey(keyB), "Range: bytes=0-9")
+		case 1:
+			return send(t, "GET", target, withKey(keyB), `If-None-Match: "v1"`, "If-Modified-Since: Mon, 01 Jan 2024 00:00:00 GMT")
+		case 2, 3:
+			return send(t, "GET", target, withKey(keyA))
+		default:
+			return send(t, "GET", target)
+		}
+	})
+	for i, r := range out {
+		// The bot's key does not open player: it is an anonymous caller there.
+		whole("player caller "+strconv.Itoa(i), r, target, i == 2 || i == 3)
+	}
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if len(hb.seen) != 0 {
+		t.Errorf("the backend got %q", hb.seen)
+	}
+}
