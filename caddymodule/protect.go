@@ -29,6 +29,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/admission"
 	"github.com/statusgate/statusgate/caddymodule/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/place"
 	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/caddymodule/microcache"
@@ -201,6 +202,9 @@ type guardLimits struct {
 	// Instances is how many gateways share the backend; the limits above
 	// are this one's share (perInstance).
 	Instances int
+	// Streams and StreamsPerClient bound the live streams (LiveConfig):
+	// their seats are the guard's.
+	Streams, StreamsPerClient int
 }
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
@@ -216,6 +220,7 @@ type guardState struct {
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
+	seats   *live.Seats // the live streams open, in all and per client
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
 	streams    atomic.Int32
@@ -246,6 +251,7 @@ func newGuardState() *guardState {
 		flights: coalesce.New(coalesce.Config{}),
 		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
 		held:    hold.New(defaultMaxHeld, defaultMaxHeld),
+		seats:   live.NewSeats(0, 0),
 	}
 }
 
@@ -293,6 +299,7 @@ func (s *guardState) apply(l guardLimits) {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
 	s.held.SetSizes(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
+	s.seats.SetBounds(l.Streams, l.StreamsPerClient)
 	streams := int32(0)
 	if l.InFlight > 0 {
 		streams = int32(max(1, l.InFlight/2))
@@ -712,6 +719,8 @@ func limitsDiff(a, b guardLimits) string {
 	add("max_response", a.MaxResponse, b.MaxResponse)
 	add("max_held", a.MaxHeld, b.MaxHeld)
 	add("instances", a.Instances, b.Instances)
+	add("max_streams", a.Streams, b.Streams)
+	add("max_streams_per_client", a.StreamsPerClient, b.StreamsPerClient)
 	return strings.Join(out, ", ")
 }
 

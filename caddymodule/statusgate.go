@@ -181,6 +181,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	limits.Streams, limits.StreamsPerClient = liveLimits.maxStreams, liveLimits.perClient
 	if err := h.provisionGuard(ctx, limits, own); err != nil {
 		return err
 	}

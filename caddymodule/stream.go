@@ -15,7 +15,6 @@ import (
 	"math/rand/v2"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -115,45 +114,29 @@ func resolveLive(c LiveConfig) (liveLimits, error) {
 }
 
 // liveState is one handler's live streams: its hub, closed with the handler
-// (a reload), and the seats of its guard, shared by the handlers of the
-// guard with the same bounds and kept across a reload that keeps them.
+// (a reload). The seats are its guard's (guardState.seats), bounded by the
+// newest load's limits and kept, with the streams they count, across reloads.
 type liveState struct {
 	limits liveLimits
 	hub    *live.Hub
 	seats  *live.Seats
-	key    string // in seatsPool
+	closed bool
 }
-
-// seatsPool holds the Seats of every guard, by guard and bounds.
-var seatsPool = caddy.NewUsagePool()
-
-// seatsOf is Seats in seatsPool.
-type seatsOf struct{ *live.Seats }
-
-func (seatsOf) Destruct() error { return nil }
 
 // provisionLive sets up the live streams, bounded by l, after the guard.
 func (h *Handler) provisionLive(l liveLimits) error {
-	key := h.guard.key + "/streams/" + strconv.Itoa(l.maxStreams) + "/" + strconv.Itoa(l.perClient)
-	v, _, err := seatsPool.LoadOrNew(key, func() (caddy.Destructor, error) {
-		return seatsOf{live.NewSeats(l.maxStreams, l.perClient)}, nil
-	})
-	if err != nil {
-		return err
-	}
-	h.live = &liveState{limits: l, hub: live.New(encodeEvent), seats: v.(seatsOf).Seats, key: key}
+	h.live = &liveState{limits: l, hub: live.New(encodeEvent), seats: h.guard.seats}
 	return nil
 }
 
 // cleanupLive ends every stream of the handler: its clients reconnect, to
 // the config that replaces this one.
 func (h *Handler) cleanupLive() {
-	if h.live == nil || h.live.key == "" {
+	if h.live == nil || h.live.closed {
 		return
 	}
 	h.live.hub.Close()
-	_, _ = seatsPool.Delete(h.live.key)
-	h.live.key = ""
+	h.live.closed = true
 }
 
 // wantsStream reports whether r asks for a live stream of ep: a GET whose

@@ -314,3 +314,27 @@ func TestSeats(t *testing.T) {
 		}
 	}
 }
+
+// TestSeatsSetBounds: a lower bound keeps the open streams counted and gives
+// no seat until enough are given back.
+func TestSeatsSetBounds(t *testing.T) {
+	s := NewSeats(0, 0)
+	for range 4 {
+		if err := s.Take("a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.SetBounds(3, 2)
+	if err := s.Take("a"); err != ErrClientFull {
+		t.Errorf("4 open under a per-client bound of 2: %v, want ErrClientFull", err)
+	}
+	if err := s.Take("b"); err != ErrFull {
+		t.Errorf("4 open under a bound of 3: %v, want ErrFull", err)
+	}
+	s.Give("a")
+	s.Give("a")
+	s.Give("a")
+	if err := s.Take("b"); err != nil {
+		t.Errorf("1 open under 3: %v", err)
+	}
+}

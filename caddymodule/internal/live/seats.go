@@ -17,10 +17,9 @@ var (
 // client that opens them without end must not take every seat. Memory is
 // one map entry per client with a stream open. Safe for concurrent use.
 type Seats struct {
+	mu             sync.Mutex
 	max, perClient int // 0: no bound
-
-	mu    sync.Mutex
-	total int
+	total          int
 	by    map[string]int
 }
 
@@ -28,6 +27,15 @@ type Seats struct {
 // is no bound.
 func NewSeats(max, perClient int) *Seats {
 	return &Seats{max: max, perClient: perClient, by: map[string]int{}}
+}
+
+// SetBounds changes the bounds for the seats taken from now on: the streams
+// open stay counted, and past a lower bound nobody gets a seat until enough
+// are given back.
+func (s *Seats) SetBounds(max, perClient int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.max, s.perClient = max, perClient
 }
 
 // Take gives client a seat, or says why not: ErrClientFull when the client
