@@ -20,7 +20,7 @@ type Seats struct {
 	mu             sync.Mutex
 	max, perClient int // 0: no bound
 	total          int
-	by    map[string]int
+	by             map[string]int
 }
 
 // NewSeats returns Seats for at most max streams, perClient per client; 0
