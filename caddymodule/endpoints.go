@@ -10,8 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/internal/ident"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
@@ -51,8 +51,8 @@ type indexStation struct {
 
 // newIndexCache renders the index's lists of t's endpoints: for callers who
 // may read every endpoint, for those who may read only the public ones, and
-// for each key with a scope (scopes, by keyring position).
-func newIndexCache(authOn bool, t *endpointTable, scopes []keyScope) *indexCache {
+// for each key with a scope (keys, by keyring position).
+func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 	render := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
@@ -79,9 +79,9 @@ func newIndexCache(authOn bool, t *endpointTable, scopes []keyScope) *indexCache
 	c := &indexCache{
 		all:    render(func(*endpoint) bool { return true }),
 		public: render(func(*endpoint) bool { return false }),
-		scoped: make([][]byte, len(scopes)),
+		scoped: make([][]byte, len(keys)),
 	}
-	for i, s := range scopes {
+	for i, s := range keys {
 		if s.endpoints != nil {
 			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
 		}

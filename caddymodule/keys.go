@@ -69,38 +69,42 @@ func (h *Handler) provisionKeys() error {
 		return fmt.Errorf("auth.keys: %v", err)
 	}
 	h.keys = kr
-	h.keyNames, h.holders, h.scopes = h.keyNames[:0], h.holders[:0], h.scopes[:0]
+	h.keyInfo = h.keyInfo[:0]
 	for i, name := range kr.Names() {
-		h.keyNames = append(h.keyNames, name)
-		h.holders = append(h.holders, "key "+name) // never an address
-		h.scopes = append(h.scopes, newKeyScope(h.Auth.Keys[i]))
+		h.keyInfo = append(h.keyInfo, newKeyInfo(name, h.Auth.Keys[i]))
 	}
 	return nil
 }
 
-// keyScope is what one key opens and how much of the backend it may take.
-type keyScope struct {
+// keyInfo is what the request path needs to know of one accepted key: its
+// name, what it opens and how much of the backend it may take.
+type keyInfo struct {
+	// name is the key's name as a placeholder value: boxed once here, so
+	// that setting the placeholder allocates nothing.
+	name any
+	// holder names the key for the per-client limits and its own cap
+	// ("key <name>"): never an address.
+	holder    string
 	endpoints map[string]bool // the endpoints it opens besides the index; nil: every endpoint
 	// maxInFlight is its cap on open requests, which the guard counts by
 	// the key's name; 0: no cap of its own.
 	maxInFlight int
 }
 
-func newKeyScope(k apikey.Key) keyScope {
-	var s keyScope
+func newKeyInfo(name string, k apikey.Key) keyInfo {
+	s := keyInfo{name: name, holder: "key " + name, maxInFlight: k.MaxInFlight}
 	if k.Endpoints != nil {
 		s.endpoints = make(map[string]bool, len(k.Endpoints))
-		for _, name := range k.Endpoints {
-			s.endpoints[name] = true
+		for _, ep := range k.Endpoints {
+			s.endpoints[ep] = true
 		}
 	}
-	s.maxInFlight = k.MaxInFlight
 	return s
 }
 
 // opens reports whether the key opens the endpoint called name. The index is
 // in every scope: it lists what the key opens.
-func (s keyScope) opens(name string) bool {
+func (s keyInfo) opens(name string) bool {
 	return s.endpoints == nil || name == "index" || s.endpoints[name]
 }
 
@@ -373,9 +377,10 @@ func (c caller) filtered() bool { return !c.authenticated }
 // position, or noKey).
 func (h *Handler) callerFor(key int, ep *endpoint) caller {
 	c := caller{key: key, authenticated: !h.authOn}
-	if key != noKey && h.scopes[key].opens(ep.name) {
+	if key != noKey && h.keyInfo[key].opens(ep.name) {
+		k := &h.keyInfo[key]
 		c.counts, c.authenticated = true, true
-		c.holder, c.keyCap = h.holders[key], h.scopes[key].maxInFlight
+		c.holder, c.keyCap = k.holder, k.maxInFlight
 	}
 	return c
 }

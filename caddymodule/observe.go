@@ -10,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/statusgate/statusgate/caddymodule/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 )
 
 // The placeholders statusgate sets on every request it decides, for
@@ -63,7 +63,7 @@ func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, 
 	repl.Set(placeholderEndpoint, endpoint)
 	key := noValue
 	if who.key != noKey {
-		key = h.keyNames[who.key]
+		key = h.keyInfo[who.key].name
 	}
 	repl.Set(placeholderKey, key)
 	if !who.counts {

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/internal/scrape"
 )
 

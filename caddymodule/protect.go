@@ -26,14 +26,14 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
-	"github.com/statusgate/statusgate/caddymodule/admission"
-	"github.com/statusgate/statusgate/caddymodule/coalesce"
-	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/caddymodule/internal/place"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
-	"github.com/statusgate/statusgate/caddymodule/microcache"
-	"github.com/statusgate/statusgate/caddymodule/progress"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/internal/ident"
 )
 

@@ -293,8 +293,12 @@ func TestProvisionKeys(t *testing.T) {
 		}
 	}
 	// The names are the placeholder values, by keyring position.
-	if want := []any{"key-1", "key-2", "key-3", "key-4", "discord-bot", "key-6", "env-digest"}; !slices.Equal(h.keyNames, want) {
-		t.Errorf("keyNames %q, want %q", h.keyNames, want)
+	var names []any
+	for _, k := range h.keyInfo {
+		names = append(names, k.name)
+	}
+	if want := []any{"key-1", "key-2", "key-3", "key-4", "discord-bot", "key-6", "env-digest"}; !slices.Equal(names, want) {
+		t.Errorf("key names %q, want %q", names, want)
 	}
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
 // outChunk is the size of the filter's output buffer: output is gathered into

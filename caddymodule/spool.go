@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/statusgate/statusgate/caddymodule/coalesce"
-	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
 // writeHeld sends an answer the gateway holds whole: from the backend, the

@@ -5,7 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/statusgate/statusgate/caddymodule/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
 // TestSpoolChargesItsBuffers: what a spool holds is charged to the held

@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
 )
 
 func init() {
@@ -48,19 +48,17 @@ type Handler struct {
 	// micro-cache. Absent means the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 
-	table    *endpointTable
-	guard    backendGuard
-	keys     *apikey.Keyring
-	keyNames []any      // placeholder values, by keyring position
-	holders  []string   // per-client limits' names of the keys, by keyring position
-	scopes   []keyScope // what each key opens, by keyring position
-	authOn   bool
-	hide     bool
-	qkey     bool
-	index    *indexCache
-	live     *liveState // the live streams (stream.go)
-	metrics  *metrics.Metrics
-	logger   *zap.Logger
+	table   *endpointTable
+	guard   backendGuard
+	keys    *apikey.Keyring
+	keyInfo []keyInfo // each key's name, scope and cap, by keyring position
+	authOn  bool
+	hide    bool
+	qkey    bool
+	index   *indexCache
+	live    *liveState // the live streams (stream.go)
+	metrics *metrics.Metrics
+	logger  *zap.Logger
 }
 
 // AuthConfig is the access control of the gateway.
@@ -189,7 +187,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.logShare(limits)
-	h.index = newIndexCache(h.authOn, h.table, h.scopes)
+	h.index = newIndexCache(h.authOn, h.table, h.keyInfo)
 
 	switch {
 	case !h.authOn:

@@ -20,7 +20,6 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
-	"github.com/statusgate/statusgate/caddymodule/progress"
 )
 
 const testKey = "k3y-0123456789abcdef"
@@ -634,9 +633,12 @@ func (c *countingRecorder) Write(p []byte) (int, error) {
 
 // TestFilteredWrites checks how filtered output reaches the client: a body
 // within max_response held whole and written with its exact length in pieces
-// of progress.Piece (the progress deadline's unit), a larger one as a stream of
+// of 32 KiB (progress.Writer's piece, the progress deadline's unit), a larger one as a stream of
 // writes of at least the output buffer, both byte for byte what jsonfilter
 // makes.
+// progressPiece is the most progress.Writer writes under one deadline.
+const progressPiece = 32 << 10
+
 func TestFilteredWrites(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\nmax_response 256KiB")
 	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
@@ -661,8 +663,8 @@ func TestFilteredWrites(t *testing.T) {
 				t.Errorf("%d bytes held: Content-Length %q, want the exact length", len(want), cl)
 			}
 			for i, w := range rec.writes[:last] {
-				if w != progress.Piece {
-					t.Errorf("held body: write %d of %d is %d bytes; want %d", i, len(rec.writes), w, progress.Piece)
+				if w != progressPiece {
+					t.Errorf("held body: write %d of %d is %d bytes; want %d", i, len(rec.writes), w, progressPiece)
 				}
 			}
 			continue

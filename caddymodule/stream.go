@@ -23,8 +23,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
-	"github.com/statusgate/statusgate/caddymodule/metrics"
-	"github.com/statusgate/statusgate/caddymodule/progress"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
 // LiveConfig bounds the live streams. It is part of BackendConfig, so its

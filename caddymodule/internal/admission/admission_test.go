@@ -27,7 +27,7 @@ type result struct {
 func acquireAsync(ctx context.Context, l *Limiter, c Class) <-chan result {
 	ch := make(chan result, 1)
 	go func() {
-		p, err := l.Acquire(ctx, c)
+		p, err := l.acquireOne(ctx, c)
 		ch <- result{p, err}
 	}()
 	return ch
@@ -45,7 +45,7 @@ func queueUp(t *testing.T, ctx context.Context, l *Limiter, c Class) <-chan resu
 
 func mustAcquire(t *testing.T, l *Limiter, c Class) Permit {
 	t.Helper()
-	p, err := l.Acquire(context.Background(), c)
+	p, err := l.acquireOne(context.Background(), c)
 	if err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestDisabled(t *testing.T) {
 		cancel() // even a dead context: admitting costs nothing, and the caller finds out on its own
 		var ps []Permit
 		for range 1000 {
-			p, err := l.Acquire(ctx, Anonymous)
+			p, err := l.acquireOne(ctx, Anonymous)
 			if err != nil {
 				t.Fatalf("%s: Acquire: %v", name, err)
 			}
@@ -114,7 +114,7 @@ func TestDisabled(t *testing.T) {
 			p.Release()
 		}
 		allocs := testing.AllocsPerRun(100, func() {
-			p, _ := l.Acquire(context.Background(), Keyed)
+			p, _ := l.acquireOne(context.Background(), Keyed)
 			p.Release()
 		})
 		if allocs != 0 {
@@ -135,7 +135,7 @@ func TestPeakUnderLoad(t *testing.T) {
 		wg.Go(func() {
 			c := Class(i % 2)
 			for range rounds {
-				p, err := l.Acquire(context.Background(), c)
+				p, err := l.acquireOne(context.Background(), c)
 				if err != nil {
 					t.Errorf("Acquire: %v", err)
 					return
@@ -244,7 +244,7 @@ func TestQueueFull(t *testing.T) {
 	a2 := queueUp(t, ctx, l, Anonymous)
 
 	start := time.Now()
-	_, err := l.Acquire(ctx, Anonymous)
+	_, err := l.acquireOne(ctx, Anonymous)
 	var be *BusyError
 	if !errors.Is(err, ErrBusy) || !errors.As(err, &be) {
 		t.Fatalf("anonymous caller at a full queue: %v, want a BusyError", err)
@@ -272,7 +272,7 @@ func TestQueueFull(t *testing.T) {
 	if l.Stats().QueuedKeyed != 2 || l.Stats().QueuedAnonymous != 0 {
 		t.Fatalf("queued keyed %d anonymous %d, want 2 and 0", l.Stats().QueuedKeyed, l.Stats().QueuedAnonymous)
 	}
-	if _, err := l.Acquire(ctx, Keyed); !errors.As(err, &be) || be.Reason != QueueFull {
+	if _, err := l.acquireOne(ctx, Keyed); !errors.As(err, &be) || be.Reason != QueueFull {
 		t.Fatalf("keyed caller at a queue full of keyed callers: %v, want QueueFull", err)
 	}
 	st := l.Stats()
@@ -300,7 +300,7 @@ func TestNoAllocs(t *testing.T) {
 	l := New(Config{Limit: DefaultLimit, Queue: DefaultQueue, Wait: DefaultWait})
 	ctx := context.Background()
 	if a := testing.AllocsPerRun(1000, func() {
-		p, _ := l.Acquire(ctx, Anonymous)
+		p, _ := l.acquireOne(ctx, Anonymous)
 		p.Release()
 	}); a != 0 {
 		t.Errorf("uncontended Acquire/Release: %v allocations, want 0", a)
@@ -308,7 +308,7 @@ func TestNoAllocs(t *testing.T) {
 	full := New(Config{Limit: 1})
 	holder := mustAcquire(t, full, Keyed)
 	if a := testing.AllocsPerRun(1000, func() {
-		if _, err := full.Acquire(ctx, Anonymous); err == nil {
+		if _, err := full.acquireOne(ctx, Anonymous); err == nil {
 			t.Fatal("admitted past the limit")
 		}
 	}); a != 0 {
@@ -321,7 +321,7 @@ func TestNoAllocs(t *testing.T) {
 func TestNoQueue(t *testing.T) {
 	l := New(Config{Limit: 1})
 	p := mustAcquire(t, l, Keyed)
-	if _, err := l.Acquire(context.Background(), Keyed); !errors.Is(err, ErrBusy) {
+	if _, err := l.acquireOne(context.Background(), Keyed); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Queue 0: %v, want ErrBusy at once", err)
 	}
 	p.Release()
@@ -335,7 +335,7 @@ func TestWaitBound(t *testing.T) {
 	holder := mustAcquire(t, l, Anonymous)
 	for _, c := range []Class{Anonymous, Keyed} {
 		start := time.Now()
-		_, err := l.Acquire(context.Background(), c)
+		_, err := l.acquireOne(context.Background(), c)
 		d := time.Since(start)
 		var be *BusyError
 		if !errors.As(err, &be) {
@@ -380,7 +380,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 
 	// A context that is already over does not queue.
 	holder = mustAcquire(t, l, Anonymous)
-	if _, err := l.Acquire(ctx, Keyed); !errors.Is(err, context.Canceled) {
+	if _, err := l.acquireOne(ctx, Keyed); !errors.Is(err, context.Canceled) {
 		t.Fatalf("dead context: %v", err)
 	}
 	holder.Release()
@@ -390,7 +390,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	holder = mustAcquire(t, l, Anonymous)
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer dcancel()
-	if _, err := l.Acquire(dctx, Keyed); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := l.acquireOne(dctx, Keyed); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("deadline: %v", err)
 	}
 	holder.Release()
@@ -411,7 +411,7 @@ func TestCancelRace(t *testing.T) {
 				if (i+j)%3 == 0 {
 					go cancel()
 				}
-				p, err := l.Acquire(ctx, Class(j%2))
+				p, err := l.acquireOne(ctx, Class(j%2))
 				if err == nil {
 					if inside.Add(1) > limit {
 						over.Add(1)
@@ -586,7 +586,7 @@ type chainResultT struct {
 func TestAcquireAllPanics(t *testing.T) {
 	l := New(Config{Limit: 1})
 	for name, ls := range map[string][]*Limiter{
-		"too many":     make([]*Limiter, MaxChain+1),
+		"too many":     make([]*Limiter, maxChain+1),
 		"same limiter": {l, nil, l},
 	} {
 		func() {
@@ -615,7 +615,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 			if i%2 == 0 {
 				c = ctx
 			}
-			if p, err := l.Acquire(c, Class(i%2)); err == nil {
+			if p, err := l.acquireOne(c, Class(i%2)); err == nil {
 				p.Release()
 			}
 		})
@@ -672,7 +672,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		p, _ := l.Acquire(ctx, Anonymous)
+		p, _ := l.acquireOne(ctx, Anonymous)
 		p.Release()
 	}
 }
@@ -694,7 +694,7 @@ func BenchmarkDisabled(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		p, _ := l.Acquire(ctx, Anonymous)
+		p, _ := l.acquireOne(ctx, Anonymous)
 		p.Release()
 	}
 }
@@ -708,7 +708,7 @@ func BenchmarkContended(b *testing.B) {
 	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			p, err := l.Acquire(ctx, Anonymous)
+			p, err := l.acquireOne(ctx, Anonymous)
 			if err != nil {
 				b.Error(err)
 				return
@@ -716,4 +716,9 @@ func BenchmarkContended(b *testing.B) {
 			p.Release()
 		}
 	})
+}
+
+// acquireOne is one limiter's acquire, with no deadline of AcquireAll's.
+func (l *Limiter) acquireOne(ctx context.Context, c Class) (Permit, error) {
+	return l.acquire(ctx, c, time.Time{})
 }

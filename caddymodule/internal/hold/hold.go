@@ -9,7 +9,7 @@
 // the process without bound, and one client cannot take what everyone else
 // needs: past its share, a client is refused while others go on.
 //
-// Answers of up to Small bytes are not charged: they fit in any connection's
+// Answers of up to small bytes are not charged: they fit in any connection's
 // buffers, so a client that stops reading does not keep them in the process,
 // and counting them would cost every request a lock.
 //
@@ -37,8 +37,8 @@ var (
 	ErrClientFull = errors.New("hold: the client holds its share of answers it has not read")
 )
 
-// Small is the largest answer Hold and Release do not count.
-const Small = 16 << 10
+// small is the largest answer Hold and Release do not count.
+const small = 16 << 10
 
 // Budget is a bound on held bytes, in total and per client.
 type Budget struct {
@@ -138,7 +138,7 @@ func (b *Budget) Give(n int64) {
 // the total. Every successful Hold is followed by a Release of the same
 // client and answer.
 func (b *Budget) Hold(client string, answer []byte) error {
-	if b == nil || len(answer) <= Small {
+	if b == nil || len(answer) <= small {
 		return nil
 	}
 	id, n := &answer[0], int64(len(answer))
@@ -170,7 +170,7 @@ func (b *Budget) Hold(client string, answer []byte) error {
 
 // Release gives back what Hold charged for the client's last hold of answer.
 func (b *Budget) Release(client string, answer []byte) {
-	if b == nil || len(answer) <= Small {
+	if b == nil || len(answer) <= small {
 		return
 	}
 	id, n := &answer[0], int64(len(answer))

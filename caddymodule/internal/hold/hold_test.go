@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// k is the unit of these tests' sizes: answers above Small.
-const k = Small + 1
+// k is the unit of these tests' sizes: answers above small.
+const k = small + 1
 
 // answer is a distinct answer of n units.
 func answer(n int) []byte { return make([]byte, n*k) }
@@ -158,10 +158,10 @@ func TestConcurrentHolds(t *testing.T) {
 	}
 }
 
-// TestSmallNotCounted: answers up to Small bytes cost no lock and no charge.
+// TestSmallNotCounted: answers up to small bytes cost no lock and no charge.
 func TestSmallNotCounted(t *testing.T) {
 	b := New(100*k, 40*k)
-	small := make([]byte, Small)
+	small := make([]byte, small)
 	if err := b.Hold("a", small); err != nil || b.Held() != 0 {
 		t.Fatalf("a small answer: %v, %d charged", err, b.Held())
 	}

@@ -89,7 +89,7 @@ func TestSetConfigLowerThenRaise(t *testing.T) {
 	for range 2 {
 		held = append(held, mustAcquire(t, l, Anonymous))
 	}
-	if _, err := l.Acquire(done(), Anonymous); err == nil {
+	if _, err := l.acquireOne(done(), Anonymous); err == nil {
 		t.Fatal("a 7th caller was admitted under a limit of 6")
 	}
 	for _, p := range held {
@@ -110,7 +110,7 @@ func TestSetConfigDisable(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	l.SetConfig(Config{Limit: 1, Queue: 0})
-	if _, err := l.Acquire(ctx, Keyed); !errors.Is(err, ErrBusy) {
+	if _, err := l.acquireOne(ctx, Keyed); !errors.Is(err, ErrBusy) {
 		t.Fatalf("Acquire with the one slot still held from before: %v, want busy", err)
 	}
 	holder.Release()
@@ -129,7 +129,7 @@ func TestSetConfigQueue(t *testing.T) {
 	b := queueUp(t, ctx, l, Anonymous)
 	l.SetConfig(Config{Limit: 1, Queue: 1, Wait: time.Second})
 	var be *BusyError
-	if _, err := l.Acquire(ctx, Anonymous); !errors.As(err, &be) || be.Reason != QueueFull || be.RetryAfter != time.Second {
+	if _, err := l.acquireOne(ctx, Anonymous); !errors.As(err, &be) || be.Reason != QueueFull || be.RetryAfter != time.Second {
 		t.Fatalf("Acquire past the shorter queue: %v, want QueueFull with Retry-After 1s", err)
 	}
 	holder.Release()
@@ -169,7 +169,7 @@ func TestSetConfigUnderLoad(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			for range rounds {
-				p, err := l.Acquire(context.Background(), Class(i%2))
+				p, err := l.acquireOne(context.Background(), Class(i%2))
 				if err != nil {
 					t.Errorf("Acquire: %v", err)
 					return
@@ -198,7 +198,7 @@ func TestSetConfigUnderLoad(t *testing.T) {
 	for range 3 {
 		ps = append(ps, mustAcquire(t, l, Anonymous))
 	}
-	if _, err := l.Acquire(done(), Keyed); err == nil {
+	if _, err := l.acquireOne(done(), Keyed); err == nil {
 		t.Error("a 4th caller admitted under a limit of 3 after the changes")
 	}
 	for _, p := range ps {

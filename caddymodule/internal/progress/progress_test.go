@@ -138,10 +138,10 @@ func TestKeepAliveAfterDeadline(t *testing.T) {
 func TestNoDeadlineSupport(t *testing.T) {
 	rec := httptest.NewRecorder()
 	w := New(rec, time.Second)
-	if _, err := w.Write(make([]byte, 3*Piece+1)); err != nil {
+	if _, err := w.Write(make([]byte, 3*pieceSize+1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Done(); err != nil || rec.Body.Len() != 3*Piece+1 {
+	if err := w.Done(); err != nil || rec.Body.Len() != 3*pieceSize+1 {
 		t.Fatalf("%v, %d bytes", err, rec.Body.Len())
 	}
 }

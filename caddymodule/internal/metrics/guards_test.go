@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/statusgate/statusgate/caddymodule/admission"
-	"github.com/statusgate/statusgate/caddymodule/coalesce"
-	"github.com/statusgate/statusgate/caddymodule/hold"
-	"github.com/statusgate/statusgate/caddymodule/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
@@ -33,7 +33,7 @@ func busyGuard(t *testing.T, name string) Guard {
 		Cache:   microcache.New(microcache.Config{}),
 		Held:    hold.New(1<<20, 1<<19),
 	}
-	p, err := g.All.Acquire(context.Background(), admission.Keyed)
+	p, err := admission.AcquireAll(context.Background(), admission.Keyed, g.All)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func busyGuard(t *testing.T, name string) Guard {
 	waited := make(chan struct{})
 	go func() {
 		defer close(waited)
-		_, _ = g.All.Acquire(ctx, admission.Anonymous)
+		_, _ = admission.AcquireAll(ctx, admission.Anonymous, g.All)
 	}()
 	t.Cleanup(func() { cancel(); <-waited; p.Release() })
 	fixture.WaitFor(t, "the waiter", func() bool { return g.All.Stats().QueuedAnonymous == 1 })

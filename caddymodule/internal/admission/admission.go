@@ -301,18 +301,14 @@ func (p Permit) Release() {
 	}
 }
 
-// Acquire waits for a slot for a caller of class c. It returns a *BusyError
-// when the queue is full or the wait bound passes, and ctx.Err() as soon as ctx
-// ends while the caller waits. On error the Permit is zero and nothing is held.
-// A free slot is granted without looking at ctx: admitting costs nothing, and
-// a caller whose context has ended finds out at its next step. Any Class other
-// than Keyed counts as Anonymous.
-func (l *Limiter) Acquire(ctx context.Context, c Class) (Permit, error) {
-	return l.acquire(ctx, c, time.Time{})
-}
-
-// acquire is Acquire with an optional deadline, earlier than the limiter's own
-// wait bound, that AcquireAll shares between its limiters.
+// acquire waits for a slot for a caller of class c. It returns a *BusyError
+// when the queue is full or the wait bound passes (or deadline, when not
+// zero: the one AcquireAll shares between its limiters, earlier than the
+// limiter's own wait bound), and ctx.Err() as soon as ctx ends while the
+// caller waits. On error the Permit is zero and nothing is held. A free slot
+// is granted without looking at ctx: admitting costs nothing, and a caller
+// whose context has ended finds out at its next step. Any Class other than
+// Keyed counts as Anonymous.
 func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Permit, error) {
 	if l == nil || l.cfg.Load().limit == 0 {
 		return Permit{}, nil
@@ -503,12 +499,12 @@ func (l *Limiter) Stats() Stats {
 	return s
 }
 
-// MaxChain is the most limiters AcquireAll takes at once.
-const MaxChain = 4
+// maxChain is the most limiters AcquireAll takes at once.
+const maxChain = 4
 
 // Permits are the slots AcquireAll took. Release is idempotent.
 type Permits struct {
-	p [MaxChain]Permit
+	p [maxChain]Permit
 }
 
 // Release releases every slot, the last acquired first.
@@ -533,12 +529,12 @@ func (ps Permits) Release() {
 // The whole chain waits at most the longest of its limiters' wait bounds, not
 // their sum: time spent waiting for the station counts against the wait for
 // the global limiter. ctx bounds the whole. Nil limiters are skipped. It panics
-// if given more than MaxChain limiters, or the same limiter twice (a caller
+// if given more than maxChain limiters, or the same limiter twice (a caller
 // would wait for a slot it holds itself).
 func AcquireAll(ctx context.Context, c Class, ls ...*Limiter) (Permits, error) {
 	var ps Permits
-	if len(ls) > MaxChain {
-		panic(fmt.Sprintf("admission: AcquireAll of %d limiters; at most %d", len(ls), MaxChain))
+	if len(ls) > maxChain {
+		panic(fmt.Sprintf("admission: AcquireAll of %d limiters; at most %d", len(ls), maxChain))
 	}
 	var longest time.Duration
 	for i, l := range ls {

@@ -20,11 +20,11 @@ import (
 	"time"
 )
 
-// Piece is the most a Writer writes under one deadline: the timeout must
+// pieceSize is the most a Writer writes under one deadline: the timeout must
 // pass without the client taking this much before it is cut off, so a
-// client is held to at least Piece bytes per timeout (32 KiB per 10 s is a
+// client is held to at least pieceSize bytes per timeout (32 KiB per 10 s is a
 // rate no honest client on any network falls below).
-const Piece = 32 << 10
+const pieceSize = 32 << 10
 
 // Writer is an http.ResponseWriter whose writes each complete within the
 // timeout, piece by piece, or fail. Call Done when the response is written.
@@ -60,14 +60,14 @@ func New(w http.ResponseWriter, timeout time.Duration) *Writer {
 	return pw
 }
 
-// Write writes p in pieces of at most Piece bytes, each within the timeout.
+// Write writes p in pieces of at most pieceSize bytes, each within the timeout.
 func (w *Writer) Write(p []byte) (int, error) {
 	if w.timeout == 0 {
 		return w.ResponseWriter.Write(p)
 	}
 	written := 0
 	for len(p) > 0 {
-		piece := p[:min(Piece, len(p))]
+		piece := p[:min(pieceSize, len(p))]
 		w.arm()
 		n, err := w.ResponseWriter.Write(piece)
 		written += n

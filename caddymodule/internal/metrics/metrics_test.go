@@ -412,7 +412,7 @@ func TestRegistryConflict(t *testing.T) {
 		// Same name, other labels.
 		prometheus.NewCounterVec(prometheus.CounterOpts{Name: "caddy_http_statusgate_fields_removed_total", Help: "x"}, []string{"x"}),
 		// Same name, labels and help, but a gauge.
-		prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: "filter_out_bytes_total",
+		prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: "filter_out_bytes_total",
 			Help: "Response bytes the field layer wrote to callers."}, []string{"endpoint"}),
 	} {
 		reg := prometheus.NewPedanticRegistry()

@@ -60,11 +60,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Namespace and Subsystem make the names caddy_http_statusgate_*, beside
+// namespace and subsystem make the names caddy_http_statusgate_*, beside
 // Caddy's caddy_http_* series.
 const (
-	Namespace = "caddy"
-	Subsystem = "http_statusgate"
+	namespace = "caddy"
+	subsystem = "http_statusgate"
 )
 
 // OtherEndpoint is the endpoint label of requests that match no configured
@@ -126,7 +126,7 @@ type collectors struct {
 }
 
 func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem, Name: name, Help: help}, labels)
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
 }
 
 func newCollectors() *collectors {
@@ -137,7 +137,7 @@ func newCollectors() *collectors {
 			"Requests that presented an accepted API key, by the key's name.", "key"),
 		keyRefused: counterVec("key_refused_total",
 			"Requests with an accepted API key refused because the endpoint needs a key and is outside the key's scope, by the key's name.", "key"),
-		unknownKey: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Subsystem: Subsystem,
+		unknownKey: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem,
 			Name: "unknown_key_requests_total",
 			Help: "Requests that presented an API key that matches no configured key."}),
 		fields: counterVec("fields_removed_total",

@@ -6,10 +6,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/statusgate/statusgate/caddymodule/admission"
-	"github.com/statusgate/statusgate/caddymodule/coalesce"
-	"github.com/statusgate/statusgate/caddymodule/hold"
-	"github.com/statusgate/statusgate/caddymodule/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 )
 
 // Guard is one backend guard's units, whose own counters the metrics read
@@ -44,7 +44,7 @@ type guardCollector struct {
 }
 
 func guardDesc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, Subsystem, name), help, append([]string{"guard"}, labels...), nil)
+	return prometheus.NewDesc(prometheus.BuildFQName(namespace, subsystem, name), help, append([]string{"guard"}, labels...), nil)
 }
 
 var (

@@ -27,7 +27,7 @@ type liveCollectors struct {
 
 func newLiveCollectors() liveCollectors {
 	return liveCollectors{
-		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: Namespace, Subsystem: Subsystem, Name: "streams_open",
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: "streams_open",
 			Help: "Live streams (server-sent events) open now, by endpoint."}, []string{"endpoint"}),
 		events: counterVec("stream_events_total",
 			"Events written to live streams, by endpoint (heartbeats not counted).", "endpoint"),
