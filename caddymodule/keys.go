@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
@@ -392,4 +394,26 @@ func (h *Handler) withAddress(c caller, r *http.Request) caller {
 		c.holder = clientAddress(r, h.guard.prefix6)
 	}
 	return c
+}
+
+// clientAddress is the caller's address as Caddy determined it (after
+// trusted_proxies), or the connection's; an IPv6 address stands for its
+// prefix of prefix6 bits, because one host commonly has a whole /64 to pick
+// addresses from.
+func clientAddress(r *http.Request, prefix6 int) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		addr = ap.Addr()
+	}
+	addr = addr.Unmap()
+	if addr.Is4() || prefix6 >= 128 {
+		return addr.String()
+	}
+	p, _ := addr.WithZone("").Prefix(prefix6)
+	return p.String()
 }

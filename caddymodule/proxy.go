@@ -43,22 +43,22 @@ var errBrokeOff = errors.New("backend response broke off")
 // nothing has reached the client. When the answer was already streaming to
 // the client, only a cut connection tells the client that the rest is
 // missing: proxy then returns a *streamed that says so.
-func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.Outcome, error) {
-	pw := writers.get(sp, x.filtered(), x.ep.fields)
-	err := forward(pw, x.r, next)
-	if ctxErr := x.r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
+func (h *Handler) proxy(sp *spool, r *http.Request, ep *endpoint, filtered bool, next caddyhttp.Handler) (metrics.Outcome, error) {
+	pw := writers.get(sp, filtered, ep.fields)
+	err := runNext(pw, r, next)
+	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
 		// reverse_proxy answers a request whose context was cancelled with a
 		// bare 499 and no error: no answer from the backend, but the wait's end.
 		writers.put(pw)
 		return 0, contextRefusal(ctxErr)
 	}
-	if x.filtered() && err == nil {
-		x.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
-		x.ep.metrics.FieldsRemoved(pw.filter.Hidden())
+	if filtered && err == nil {
+		ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
+		ep.metrics.FieldsRemoved(pw.filter.Hidden())
 	}
 	writers.put(pw)
 	if err == nil {
-		if x.filtered() {
+		if filtered {
 			return metrics.Filtered, nil
 		}
 		return metrics.Served, nil
@@ -82,12 +82,12 @@ func (h *Handler) proxy(x exchange, sp *spool, next caddyhttp.Handler) (metrics.
 	return 0, ref
 }
 
-// forward runs next into pw and finishes the body. reverse_proxy panics with
+// runNext runs next into pw and finishes the body. reverse_proxy panics with
 // http.ErrAbortHandler when the body breaks off or the filter refuses it
 // mid-copy; while nothing has been sent that becomes an error the gateway can
 // still answer. Once the client has part of the response, and for any other
 // panic, the panic goes on: pw is then not reused.
-func forward(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err error) {
+func runNext(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec != http.ErrAbortHandler || pw.sent() {

@@ -106,6 +106,35 @@ type AuthConfig struct {
 	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
 }
 
+// UnmarshalJSON reads the auth object, refusing null where it would read as
+// an absence that opens more than the author meant: a require_key entry of
+// null would make the endpoint public, and a protected_fields entry of null
+// would hide nothing. Config generators write null for an empty value; the
+// error names the path, as the handler's other config errors do.
+func (a *AuthConfig) UnmarshalJSON(b []byte) error {
+	type plain AuthConfig // without this method
+	var raw struct {
+		RequireKey      map[string]json.RawMessage `json:"require_key"`
+		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
+	}
+	if err := json.Unmarshal(b, &raw); err == nil {
+		for _, section := range []struct {
+			name, why string
+			m         map[string]json.RawMessage
+		}{
+			{"require_key", "write true or false", raw.RequireKey},
+			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
+		} {
+			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
+				if string(bytes.TrimSpace(section.m[ep])) == "null" {
+					return fmt.Errorf("auth.%s.%s: null is not a value: %s, or leave %s out for its default", section.name, ep, section.why, ep)
+				}
+			}
+		}
+	}
+	return json.Unmarshal(b, (*plain)(a))
+}
+
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -201,6 +230,19 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	return nil
 }
 
+// Cleanup gives the handler's guard back to the pool: the last handler using
+// it removes it, and until then the limits of the newest load still using
+// it are in force.
+func (h *Handler) Cleanup() error {
+	h.cleanupLive()
+	if h.guard.key != "" {
+		h.guard.leave(h.guard.load)
+		_, _ = guards.Delete(h.guard.key)
+		h.guard.key = "" // once: the pool counts each handler once
+	}
+	return nil
+}
+
 // ServeHTTP decides the request in a fixed order (docs/request.md, "The order
 // of decisions"): path, preflight, a target the access log could not filter,
 // endpoint, key (which counts only within its scope: callerFor), method;
@@ -284,7 +326,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	h.identify(x.repl, r, rt.ep, x.who)
 	live := h.wantsStream(r, rt.ep) // before the rewrite makes a HEAD a GET
-	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shared(rt.ep))
+	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
 	x.who = h.withAddress(x.who, r)
 	if live {
 		x.end(h.stream(x, next)) // stream.go: the same answers, as events
@@ -292,106 +334,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	x.end(h.forward(x, next))
 	return nil
-}
-
-// exchange is one request on its way through the gateway: what the steps
-// after routing and conclude need to know about it.
-type exchange struct {
-	w           http.ResponseWriter // the client's writer
-	r           *http.Request       // rewritten for the backend once forwarded
-	repl        *caddy.Replacer     // the request's, for the placeholders; nil for a background refresh
-	ep          *endpoint           // nil until routed
-	who         caller              // who the caller is for ep
-	decodedPath string              // what the gateway's error envelopes show
-
-	forwarded bool    // the request went to the backend step
-	ended     bool    // a step said how the request ended: verdict holds it
-	verdict   verdict // how it ended
-}
-
-// filtered reports whether the response goes through the field layer.
-func (x *exchange) filtered() bool { return x.who.filtered() }
-
-// end records how the request ended, for conclude.
-func (x *exchange) end(v verdict) { x.verdict, x.ended = v, true }
-
-// verdict is how a request ended, as the step that ended it reports it: the
-// outcome, and, unless the step answered the client itself, what conclude
-// answers with.
-type verdict struct {
-	outcome metrics.Outcome
-	// status is the gateway's envelope to answer with; 0: the step answered.
-	status     int
-	retryAfter string // of a 429 or 503
-	cause      error  // a backend failure, logged
-	// cut says the answer was under way when it broke off: only a cut
-	// connection tells the client the rest is missing.
-	cut bool
-}
-
-// statusClientClosed is what the access log shows for a request whose client
-// left before its answer: nginx's 499, which Caddy's reverse_proxy records
-// too.
-const statusClientClosed = 499
-
-// refused is the verdict of a refusal the gateway decides before the
-// backend step.
-func refused(o metrics.Outcome, status int) verdict { return verdict{outcome: o, status: status} }
-
-// conclude ends every request, deferred by ServeHTTP: it answers a refusal in
-// the gateway's envelope, and sets the placeholders and counts the outcome
-// (observe.go), once. A request whose step panicked, as reverse_proxy does
-// when an answer under way breaks off, is counted too, and the panic goes on
-// unrecovered, with its stack.
-//
-// A client that left while its request was in the backend step (queued,
-// following an identical request, at the backend) ends the same way
-// wherever it waited: client_gone, and nothing written but the status for
-// the access log; not the busy queue, the timeout or the broken answer its
-// leaving caused, and nothing logged as a backend failure.
-func (h *Handler) conclude(x *exchange) {
-	if !x.forwarded {
-		h.identify(x.repl, x.r, x.ep, x.who)
-	}
-	v := x.verdict
-	if !x.ended {
-		// Panicking: the answer, if any, broke off.
-		v = verdict{outcome: metrics.BackendError}
-	}
-	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
-		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
-	}
-	h.settle(x.repl, x.ep, v.outcome)
-	switch {
-	case !x.ended:
-		return // the panic goes on
-	case v.cut:
-		if v.cause != nil {
-			h.logFailure(http.StatusBadGateway, x.ep, v.cause)
-		}
-		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
-	case v.status == 0:
-		return
-	}
-	// The header holds what the site's handlers before the gateway set (HSTS,
-	// Alt-Svc, Server), which every refusal keeps, and nothing of a backend
-	// answer: that stays in the spool's own header until the answer is
-	// written, after which nothing is refused any more, only cut.
-	hdr := x.w.Header()
-	switch v.status {
-	case statusClientClosed:
-		x.w.WriteHeader(v.status) // for the access log; nobody reads it
-		return
-	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		if v.retryAfter != "" {
-			hdr.Set("Retry-After", v.retryAfter)
-		}
-	default:
-		if v.cause != nil {
-			h.logFailure(v.status, x.ep, v.cause)
-		}
-	}
-	writeError(x.w, v.status, x.decodedPath)
 }
 
 // allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
@@ -403,32 +345,3 @@ var (
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )
-
-// UnmarshalJSON reads the auth object, refusing null where it would read as
-// an absence that opens more than the author meant: a require_key entry of
-// null would make the endpoint public, and a protected_fields entry of null
-// would hide nothing. Config generators write null for an empty value; the
-// error names the path, as the handler's other config errors do.
-func (a *AuthConfig) UnmarshalJSON(b []byte) error {
-	type plain AuthConfig // without this method
-	var raw struct {
-		RequireKey      map[string]json.RawMessage `json:"require_key"`
-		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
-	}
-	if err := json.Unmarshal(b, &raw); err == nil {
-		for _, section := range []struct {
-			name, why string
-			m         map[string]json.RawMessage
-		}{
-			{"require_key", "write true or false", raw.RequireKey},
-			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
-		} {
-			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
-				if string(bytes.TrimSpace(section.m[ep])) == "null" {
-					return fmt.Errorf("auth.%s.%s: null is not a value: %s, or leave %s out for its default", section.name, ep, section.why, ep)
-				}
-			}
-		}
-	}
-	return json.Unmarshal(b, (*plain)(a))
-}

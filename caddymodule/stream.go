@@ -182,7 +182,7 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	// The topic: the answer's share key (policy, class, host, canonical
 	// request) and the path the error envelopes show.
 	topic := g.shareKey(x.r, x.filtered()) + " " + x.decodedPath
-	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), func() live.Fetch { return h.poller(*x, topic, next) })
+	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), func() live.Fetch { return h.poller(x, topic, next) })
 	if err != nil {
 		h.metrics.StreamRefused(metrics.StreamRefusedReload)
 		return busy(err, "1").verdict
@@ -323,38 +323,37 @@ func appendEvent(b []byte, ev live.Event) []byte {
 // canonical request gets, through forward (the micro-cache, coalescing with
 // plain GETs, admission, the queue), by a caller of x's class of its own,
 // counted apart from every viewer. It is made only if the topic is new, and
-// its request outlives x.
-func (h *Handler) poller(x exchange, topic string, next caddyhttp.Handler) live.Fetch {
+// its request outlives x's.
+func (h *Handler) poller(x *exchange, topic string, next caddyhttp.Handler) live.Fetch {
 	// The request's values (the server, Caddy's context) without the
 	// subscriber's end, and placeholders of the poller's own: no viewer's
 	// key or address, for the handlers after the gateway.
-	base := x
-	base.r = x.r.Clone(context.WithoutCancel(x.r.Context()))
-	base.r.Header.Set("Accept", "application/json")
-	delete(base.r.Header, "Last-Event-Id")
-	base.repl = caddy.NewReplacer()
-	base.repl.Set(placeholderEndpoint, x.ep.nameValue)
-	base.repl.Set(placeholderKey, noValue)
+	r := x.r.Clone(context.WithoutCancel(x.r.Context()))
+	r.Header.Set("Accept", "application/json")
+	delete(r.Header, "Last-Event-Id")
+	repl := caddy.NewReplacer()
+	repl.Set(placeholderEndpoint, x.ep.nameValue)
+	repl.Set(placeholderKey, noValue)
 	holder := "live " + live.ID([]byte(topic))
-	base.repl.Set(placeholderClient, holder)
-	base.who = caller{key: noKey, counts: x.who.counts, authenticated: x.who.authenticated, holder: holder}
+	repl.Set(placeholderClient, holder)
+	ep, path := x.ep, x.decodedPath
+	who := caller{key: noKey, counts: x.who.counts, authenticated: x.who.authenticated, holder: holder}
 	return func(ctx context.Context) ([]byte, time.Duration) {
-		answer := h.fetchLive(ctx, base, next)
-		return answer, liveInterval(base.ep, answer)
+		answer := h.fetchLive(ctx, &exchange{r: r, repl: repl, ep: ep, who: who, decodedPath: path}, next)
+		return answer, liveInterval(ep, answer)
 	}
 }
 
-// fetchLive is one poll: the answer as the client of a plain GET would read
-// it, the gateway's error envelope included (a backend failure is an event
-// too).
-func (h *Handler) fetchLive(ctx context.Context, base exchange, next caddyhttp.Handler) (answer []byte) {
+// fetchLive is one poll of the request base describes: the answer as the
+// client of a plain GET would read it, the gateway's error envelope included
+// (a backend failure is an event too).
+func (h *Handler) fetchLive(ctx context.Context, base *exchange, next caddyhttp.Handler) (answer []byte) {
 	rctx, cancel := context.WithCancel(base.r.Context())
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	rec := &recorder{header: http.Header{}}
-	x := base
-	x.w, x.r = rec, backgroundRequest(rctx, base)
+	x := &exchange{w: rec, r: backgroundRequest(rctx, base.r, base.repl), repl: base.repl, ep: base.ep, who: base.who, decodedPath: base.decodedPath}
 	v := func() (v verdict) {
 		defer func() {
 			// An answer that broke off ends in http.ErrAbortHandler.
@@ -365,7 +364,7 @@ func (h *Handler) fetchLive(ctx context.Context, base exchange, next caddyhttp.H
 				v = verdict{status: http.StatusBadGateway, outcome: metrics.BackendError}
 			}
 		}()
-		return h.forward(&x, next)
+		return h.forward(x, next)
 	}()
 	if v.cut {
 		v.status = http.StatusBadGateway
