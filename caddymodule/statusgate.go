@@ -33,6 +33,17 @@ func init() {
 // Handler is the statusgate gateway. It answers what it decides itself (404, 401,
 // 405, CORS preflight, the index) and hands every request it allows to the next
 // handler, normally reverse_proxy, rewritten to the canonical upstream path.
+//
+// It sets these placeholders on every request it decides, for log_append,
+// header, rate_limit keys and the like; every value comes from the config or
+// from Caddy, never from the request itself, and never a secret:
+//
+// Placeholder | Description
+// ------------|-------------
+// `{http.statusgate.endpoint}` | the endpoint's name ("status", "custom/votes"); empty when the path is no enabled endpoint
+// `{http.statusgate.key}` | the name of the caller's accepted key, also where its scope does not open the endpoint; empty without one, and while auth is off
+// `{http.statusgate.client}` | the key's name when the caller's key opens the endpoint, the client IP (Caddy's, after trusted_proxies) otherwise: one value that tells callers apart, for rate limits
+// `{http.statusgate.outcome}` | how the request ended: served, filtered, cached, coalesced, not_found, refused, busy, rate_limited, client_gone, ... (the full list in docs/observability.md)
 type Handler struct {
 	// Auth holds the access rules; it mirrors the backend plugin's auth.* keys.
 	// Absent means the defaults: auth on, no keys, hide_protected on.
