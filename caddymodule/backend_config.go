@@ -13,6 +13,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // BackendConfig is how the gateway spares the backend: the ServerAPI plugin
@@ -182,6 +183,7 @@ var whyNotOff = map[string]string{
 	"client_prefix_v6": "every address belongs to some client; 128 counts each IPv6 address as its own",
 	"guard":            "every handler has one; leave guard out for a guard of this handler's own",
 	"instances":        "every gateway is one of at least one; leave instances out (or write 1) for a gateway alone",
+	"stream_heartbeat": "a stream that stays silent is closed by the proxies in front",
 }
 
 // guardLimits is BackendConfig resolved: defaults applied, off as 0. The
@@ -248,8 +250,8 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
 		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
 	}
-	if c.Guard == "off" {
-		return l, fmt.Errorf("backend.guard cannot be off ('off' is not a guard name): %s", whyNotOff["guard"])
+	if err := guardNameError("backend.guard", c.Guard); c.Guard != "" && err != nil {
+		return l, err
 	}
 	switch {
 	case c.Instances == off:
@@ -274,16 +276,11 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 				return l, fmt.Errorf("%s: 0 is not a duration: write a positive one, or -1 for off (off in the Caddyfile); leave %s out for its default", path, name)
 			case d < off:
 				return l, fmt.Errorf("%s: %v is negative: write a positive duration, or -1 for off", path, time.Duration(d))
-			case d > 0 && section.name == "cache" && c.CacheSize == off:
-				return l, fmt.Errorf("%s: %v, but cache_size is -1 (no micro-cache): write -1 or leave %s out", path, time.Duration(d), name)
 			}
 		}
 	}
-	offOr := func(v, def int) int {
-		if v == off {
-			return 0
-		}
-		return orDefault(v, def)
+	if ep, ok := c.cachedWithoutCache(); ok {
+		return l, fmt.Errorf("backend.cache.%s: %v, but cache_size is -1 (no micro-cache): write -1 or leave %s out", ep, time.Duration(c.Cache[ep]), ep)
 	}
 	l.InFlight = offOr(c.MaxInFlight, admission.DefaultLimit)
 	l.MainThread = offOr(c.MaxMainThread, admission.DefaultMainThreadLimit)
@@ -307,6 +304,33 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
 	}
 	return l, nil
+}
+
+// guardNameError says why name, the value of the option at path, names no
+// guard, or nil: the Caddyfile's rule and the JSON's.
+func guardNameError(path, name string) error {
+	switch {
+	case name == "off":
+		return fmt.Errorf("%s cannot be off ('off' is not a guard name): %s", path, whyNotOff["guard"])
+	case !ident.Valid(name):
+		return fmt.Errorf("%s: '%s' is not a name of letters, digits, '_' and '-'", path, name)
+	}
+	return nil
+}
+
+// cachedWithoutCache is an endpoint, the first by name, that c gives a time
+// to live while cache_size is off: there is no micro-cache to keep it, a
+// config error in the Caddyfile and the JSON alike.
+func (c BackendConfig) cachedWithoutCache() (string, bool) {
+	if c.CacheSize != off {
+		return "", false
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Cache)) {
+		if c.Cache[name] > 0 {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // perInstance is this gateway's share of the limits when it is one of k in
@@ -365,11 +389,13 @@ func durationOr(d caddy.Duration, def time.Duration) time.Duration {
 	return time.Duration(d)
 }
 
-func orDefault(v, def int) int {
-	if v == 0 {
-		return def
+// offOr resolves a count option that can be off: 0 is def, and off is none
+// (0).
+func offOr(v, def int) int {
+	if v == off {
+		return 0
 	}
-	return v
+	return cmp.Or(v, def)
 }
 
 // logShare says at startup what this gateway, one of several, admits: the
@@ -395,4 +421,75 @@ func (h *Handler) logShare(l guardLimits) {
 	h.logger.Info("one of several gateways in front of the backend: this one admits its share",
 		zap.Int("instances", l.Instances), limit("max_in_flight", l.InFlight), limit("queue_length", l.Queue), zap.Int64("max_held", l.MaxHeld),
 		zap.Int("max_main_thread", l.MainThread), zap.String("main_thread_lane", lane))
+}
+
+// LiveConfig bounds the live streams. It is part of BackendConfig, so its
+// options sit beside the other limits in the JSON (backend.max_streams)
+// and the Caddyfile. As there, an absent field or 0 is the default, and -1
+// (off in the Caddyfile) switches off an option that can be off.
+type LiveConfig struct {
+	// MaxStreams is the most live streams open at once on this handler's
+	// guard; past it a caller gets 503 Backend busy with Retry-After, as a
+	// plain GET would get from a full queue. Default: 10000. Off (-1): no
+	// bound.
+	MaxStreams int `json:"max_streams,omitempty"`
+
+	// MaxStreamsPerClient is the most live streams one client has open at
+	// once: an address (an IPv6 address by its client_prefix_v6 prefix), or
+	// a key by its name where the key counts; past it the caller gets 429
+	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
+	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
+
+	// StreamLifetime is how long a stream lasts (less up to a tenth, so
+	// that streams opened together do not end together); then it ends
+	// cleanly and the client reconnects (EventSource does so by itself), so
+	// that its key and the policy are checked again. Default: 10m. Off (-1):
+	// no end of its own (a reload still ends it).
+	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
+
+	// StreamHeartbeat is how long a stream stays silent before a comment
+	// line is written, which keeps proxies and load balancers in front from
+	// closing it as idle. Default: 15s. Cannot be off: a silent stream is
+	// closed by whatever sits in front.
+	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty"`
+}
+
+// Defaults of LiveConfig.
+const (
+	defaultMaxStreams          = 10000
+	defaultMaxStreamsPerClient = 4
+	defaultStreamLifetime      = 10 * time.Minute
+	defaultStreamHeartbeat     = 15 * time.Second
+)
+
+// liveLimits is LiveConfig resolved: defaults applied, off as 0.
+type liveLimits struct {
+	maxStreams, perClient int
+	lifetime, heartbeat   time.Duration
+}
+
+// resolveLive checks c and applies the defaults.
+func resolveLive(c LiveConfig) (liveLimits, error) {
+	var l liveLimits
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}} {
+		if n.v < off {
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
+		}
+	}
+	switch {
+	case c.StreamLifetime < off:
+		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", time.Duration(c.StreamLifetime))
+	case c.StreamHeartbeat == off:
+		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
+	case c.StreamHeartbeat < 0:
+		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.StreamHeartbeat))
+	}
+	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
+	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
+	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
+	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
+	return l, nil
 }

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -13,7 +12,6 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/internal/ident"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -98,7 +96,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
-	auth := &h.Auth
+	auth, b := &h.Auth, &h.Backend
 	var keyLines []keyLine // what sealKey compares a key line with
 	seen := map[string]bool{}
 	once := func(what string) error {
@@ -108,329 +106,212 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[what] = true
 		return nil
 	}
-	// onceSwitch reads the on|off value of an option that may appear once.
-	onceSwitch := func(opt string, optional bool) (bool, error) {
-		if err := once(opt); err != nil {
-			return false, err
-		}
-		return onoff.Parse(d, opt, optional)
-	}
 	for d.NextBlock(0) {
 		opt := d.Val()
+		if !repeatable[opt] {
+			if err := once(opt); err != nil {
+				return err
+			}
+		}
+		var err error
 		switch opt {
 		case "auth":
-			on, err := onceSwitch(opt, false)
-			if err != nil {
-				return err
-			}
-			auth.Enabled = &on
-
+			auth.Enabled, err = switchArg(d, opt, false)
 		case "key":
-			key, err := keyArgs(d)
-			if err != nil {
+			var key apikey.Key
+			var line keyLine
+			if key, err = keyArgs(d); err != nil {
 				return err
 			}
-			if err := keyBlock(d, &key); err != nil {
+			if err = keyBlock(d, &key); err != nil {
 				return err
 			}
-			key, line, err := sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines)
-			if err != nil {
+			if key, line, err = sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines); err != nil {
 				return d.Errf("%v", err)
 			}
 			keyLines = append(keyLines, line)
 			auth.Keys = append(auth.Keys, key)
-
 		case "allow_query_key":
-			on, err := onceSwitch(opt, true)
-			if err != nil {
-				return err
-			}
-			auth.AllowQueryKey = on
-
+			var on *bool
+			on, err = switchArg(d, opt, true)
+			auth.AllowQueryKey = on != nil && *on
 		case "hide_protected":
-			on, err := onceSwitch(opt, true)
-			if err != nil {
-				return err
-			}
-			auth.HideProtected = &on
-
+			auth.HideProtected, err = switchArg(d, opt, true)
 		case "require_key":
-			name, err := endpointArg(d)
-			if err != nil {
-				return err
-			}
-			if err := once(opt + " " + name); err != nil {
-				return err
-			}
-			on, err := onoff.Parse(d, opt, false)
-			if err != nil {
-				return err
-			}
-			if auth.RequireKey == nil {
-				auth.RequireKey = map[string]bool{}
-			}
-			auth.RequireKey[name] = on
-
+			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoff.Parse(d, opt, false) })
 		case "protected_fields":
-			name, err := endpointArg(d)
-			if err != nil {
-				return err
-			}
-			if err := once(opt + " " + name); err != nil {
-				return err
-			}
-			fields := []string{} // no fields: hide nothing, not "use the default"
-			for d.NextArg() {
-				if d.Val() == "" {
-					return d.Errf("protected_fields: empty field name")
-				}
-				if !slices.Contains(fields, d.Val()) {
-					fields = append(fields, d.Val())
-				}
-			}
-			if auth.ProtectedFields == nil {
-				auth.ProtectedFields = map[string][]string{}
-			}
-			auth.ProtectedFields[name] = fields
+			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) { return fieldArgs(d) })
+		case "enable":
+			err = switchEndpoints(d, once, &h.Endpoints, true)
+		case "disable":
+			err = switchEndpoints(d, once, &h.Endpoints, false)
 
-		case "enable", "disable":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			for {
-				name := d.Val()
-				if !validEndpointName(name) {
-					return d.Errf("%s: %v", opt, endpointNameError(name))
-				}
-				if err := once("enable/disable " + name); err != nil {
-					return err
-				}
-				if h.Endpoints == nil {
-					h.Endpoints = map[string]bool{}
-				}
-				h.Endpoints[name] = opt == "enable"
-				if !d.NextArg() {
-					break
-				}
-			}
-
-		case "max_streams", "max_streams_per_client":
-			if err := once(opt); err != nil {
-				return err
-			}
-			n, err := limitArg(d, true)
-			if err != nil {
-				return err
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if opt == "max_streams" {
-				h.Backend.MaxStreams = n
-			} else {
-				h.Backend.MaxStreamsPerClient = n
-			}
-
-		case "stream_lifetime", "stream_heartbeat":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if opt == "stream_heartbeat" && d.Val() == "off" {
-				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
-			}
-			t, err := durationArg(d, opt, true)
-			if err != nil {
-				return err
-			}
-			if opt == "stream_lifetime" {
-				h.Backend.StreamLifetime = t
-			} else {
-				h.Backend.StreamHeartbeat = t
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
-		case "max_in_flight", "max_main_thread", "max_per_client":
-			if err := once(opt); err != nil {
-				return err
-			}
-			n, err := limitArg(d, true)
-			if err != nil {
-				return err
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			switch opt {
-			case "max_in_flight":
-				h.Backend.MaxInFlight = n
-			case "max_main_thread":
-				h.Backend.MaxMainThread = n
-			default:
-				h.Backend.MaxPerClient = n
-			}
-
+		case "max_in_flight":
+			b.MaxInFlight, err = oneArg(d, opt, limitWord)
+		case "max_main_thread":
+			b.MaxMainThread, err = oneArg(d, opt, limitWord)
+		case "max_per_client":
+			b.MaxPerClient, err = oneArg(d, opt, limitWord)
 		case "queue":
-			if err := once(opt); err != nil {
-				return err
-			}
-			n, err := limitArg(d, true)
-			if err != nil {
-				return err
-			}
-			h.Backend.QueueLength = n
-			if d.NextArg() {
-				if n == off {
-					return d.Errf("%s: '%s' after off: with the queue off nobody waits", opt, d.Val())
-				}
-				if d.Val() == "off" {
-					return d.Errf("%s: the wait cannot be off: %s; write queue off to refuse at once when the backend is busy", opt, whyNotOff["queue_wait"])
-				}
-				wait, err := durationArg(d, opt, false)
-				if err != nil {
-					return err
-				}
-				h.Backend.QueueWait = wait
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
-		case "timeout", "write_timeout":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			t, err := durationArg(d, opt, true)
-			if err != nil {
-				return err
-			}
-			if opt == "timeout" {
-				h.Backend.Timeout = t
-			} else {
-				h.Backend.WriteTimeout = t
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
+			err = queueArgs(d, b)
+		case "timeout":
+			b.Timeout, err = oneArg(d, opt, durationWord)
 		case "coalesce":
-			on, err := onceSwitch(opt, false)
-			if err != nil {
-				return err
+			b.Coalesce, err = switchArg(d, opt, false)
+		case "cache":
+			err = perEndpoint(d, once, &b.Cache, func() (caddy.Duration, error) { return oneArg(d, opt, durationWord) })
+			if ep, ok := b.cachedWithoutCache(); ok && err == nil {
+				return d.Errf("cache: %s %s, but cache_size is off: there is no micro-cache; write cache %s off or leave the line out", ep, d.Val(), ep)
 			}
-			h.Backend.Coalesce = &on
-
-		case "cache", "snapshot":
-			name, err := endpointArg(d)
-			if err != nil {
-				return err
+		case "snapshot":
+			err = perEndpoint(d, once, &b.Snapshot, func() (caddy.Duration, error) { return oneArg(d, opt, durationWord) })
+		case "cache_size":
+			b.CacheSize, err = oneArg(d, opt, sizeWord)
+			if ep, ok := b.cachedWithoutCache(); ok && err == nil {
+				return d.Errf("cache_size: off, but cache %s has a time to live: there would be no micro-cache to keep it", ep)
 			}
-			if err := once(opt + " " + name); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			ttl, err := durationArg(d, opt, true)
-			if err != nil {
-				return err
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			m := &h.Backend.Cache
-			if opt == "snapshot" {
-				m = &h.Backend.Snapshot
-			}
-			if opt == "cache" && ttl != off && h.Backend.CacheSize == off {
-				return d.Errf("cache: %s %s, but cache_size is off: there is no micro-cache; write cache %s off or leave the line out", name, d.Val(), name)
-			}
-			if *m == nil {
-				*m = map[string]caddy.Duration{}
-			}
-			(*m)[name] = ttl
-
-		case "cache_size", "max_response", "max_held":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := sizeArg(d, opt, opt == "cache_size")
-			if err != nil {
-				return err
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			if ep := cachedEndpoint(h.Backend.Cache); n == off && ep != "" {
-				return d.Errf("%s: off, but cache %s has a time to live: there would be no micro-cache to keep it", opt, ep)
-			}
-			switch opt {
-			case "cache_size":
-				h.Backend.CacheSize = n
-			case "max_response":
-				h.Backend.MaxResponse = n
-			default:
-				h.Backend.MaxHeld = n
-			}
-
-		case "client_prefix_v6", "instances":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if d.Val() == "off" {
-				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
-			}
-			most, want := 128, "a prefix length from 1 to 128"
-			if opt == "instances" {
-				most, want = math.MaxInt, "a count of gateways: write a whole number of at least 1"
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 || n > most {
-				return d.Errf("%s: '%s' is not %s", opt, d.Val(), want)
-			}
-			if opt == "instances" {
-				h.Backend.Instances = n
-			} else {
-				h.Backend.ClientPrefix6 = n
-			}
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-
+		case "max_response":
+			b.MaxResponse, err = oneArg(d, opt, sizeWord)
+		case "max_held":
+			b.MaxHeld, err = oneArg(d, opt, sizeWord)
+		case "write_timeout":
+			b.WriteTimeout, err = oneArg(d, opt, durationWord)
+		case "client_prefix_v6":
+			b.ClientPrefix6, err = oneArg(d, opt, countWord(128, "a prefix length from 1 to 128"))
 		case "guard":
-			if err := once(opt); err != nil {
-				return err
-			}
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			if d.Val() == "off" {
-				return d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
-			}
-			if !ident.Valid(d.Val()) {
-				return d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
-			}
-			h.Backend.Guard = d.Val()
-			if d.NextArg() {
-				return d.ArgErr()
-			}
+			b.Guard, err = oneArg(d, opt, func(d *caddyfile.Dispenser, opt string) (string, error) {
+				if _, ok, err := offWord(d, opt); ok {
+					return "", err
+				}
+				if err := guardNameError(opt, d.Val()); err != nil {
+					return "", d.Errf("%v", err)
+				}
+				return d.Val(), nil
+			})
+		case "instances":
+			b.Instances, err = oneArg(d, opt, countWord(math.MaxInt, "a count of gateways: write a whole number of at least 1"))
+
+		case "max_streams":
+			b.MaxStreams, err = oneArg(d, opt, limitWord)
+		case "max_streams_per_client":
+			b.MaxStreamsPerClient, err = oneArg(d, opt, limitWord)
+		case "stream_lifetime":
+			b.StreamLifetime, err = oneArg(d, opt, durationWord)
+		case "stream_heartbeat":
+			b.StreamHeartbeat, err = oneArg(d, opt, durationWord)
 
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)
 		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repeatable are the options that may appear more than once: key, and those
+// that name an endpoint, once per endpoint.
+var repeatable = map[string]bool{
+	"key": true, "require_key": true, "protected_fields": true, "enable": true, "disable": true,
+	"cache": true, "snapshot": true,
+}
+
+// switchArg reads an option's on|off (or true|false) as a pointer, the way
+// the JSON spells a switch whose absence means its default; optional says a
+// bare option means on.
+func switchArg(d *caddyfile.Dispenser, opt string, optional bool) (*bool, error) {
+	on, err := onoff.Parse(d, opt, optional)
+	return &on, err
+}
+
+// perEndpoint reads an option that names an endpoint and then its value for
+// it, read by value, into the map m, once per endpoint.
+func perEndpoint[T any](d *caddyfile.Dispenser, once func(string) error, m *map[string]T, value func() (T, error)) error {
+	opt := d.Val()
+	name, err := endpointArg(d)
+	if err != nil {
+		return err
+	}
+	if err := once(opt + " " + name); err != nil {
+		return err
+	}
+	v, err := value()
+	if err != nil {
+		return err
+	}
+	if *m == nil {
+		*m = map[string]T{}
+	}
+	(*m)[name] = v
+	return nil
+}
+
+// fieldArgs reads the rest of a protected_fields line: the member names,
+// each once; none means hide nothing, not the default.
+func fieldArgs(d *caddyfile.Dispenser) ([]string, error) {
+	fields := []string{}
+	for d.NextArg() {
+		if d.Val() == "" {
+			return nil, d.Errf("protected_fields: empty field name")
+		}
+		if !slices.Contains(fields, d.Val()) {
+			fields = append(fields, d.Val())
+		}
+	}
+	return fields, nil
+}
+
+// switchEndpoints reads an enable or disable line: at least one endpoint,
+// each switched at most once in the block, whichever line names it.
+func switchEndpoints(d *caddyfile.Dispenser, once func(string) error, m *map[string]bool, on bool) error {
+	opt := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	for {
+		name := d.Val()
+		if !validEndpointName(name) {
+			return d.Errf("%s: %v", opt, endpointNameError(name))
+		}
+		if err := once("enable/disable " + name); err != nil {
+			return err
+		}
+		if *m == nil {
+			*m = map[string]bool{}
+		}
+		(*m)[name] = on
+		if !d.NextArg() {
+			return nil
+		}
+	}
+}
+
+// queueArgs reads a queue line: its length or off, and an optional wait,
+// which cannot be off and means nothing after off.
+func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
+	opt := d.Val()
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	n, err := limitWord(d, opt)
+	if err != nil {
+		return err
+	}
+	b.QueueLength = n
+	if d.NextArg() {
+		if n == off {
+			return d.Errf("%s: '%s' after off: with the queue off nobody waits", opt, d.Val())
+		}
+		if d.Val() == "off" {
+			return d.Errf("%s: the wait cannot be off: %s; write queue off to refuse at once when the backend is busy", opt, whyNotOff["queue_wait"])
+		}
+		if b.QueueWait, err = positiveDuration(d, opt, false); err != nil {
+			return err
+		}
+	}
+	if d.NextArg() {
+		return d.ArgErr()
 	}
 	return nil
 }
@@ -464,12 +345,9 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
 				return d.Errf("'%s' given twice", opt)
 			}
 			seen[opt] = true
-			n, err := limitArg(d, false)
+			n, err := oneArg(d, opt, func(d *caddyfile.Dispenser, opt string) (int, error) { return positiveInt(d, opt, false) })
 			if err != nil {
 				return err
-			}
-			if d.NextArg() {
-				return d.ArgErr()
 			}
 			k.MaxInFlight = n
 
@@ -480,77 +358,117 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
 	return nil
 }
 
-// limitArg reads the next argument of the current subdirective as a positive
-// whole number, or off (as -1) where off is allowed.
-func limitArg(d *caddyfile.Dispenser, offOK bool) (int, error) {
-	opt := d.Val()
+// oneArg reads the one argument left on the line of the option opt with
+// word, which reads the current token, and refuses a second.
+func oneArg[T any](d *caddyfile.Dispenser, opt string, word func(d *caddyfile.Dispenser, opt string) (T, error)) (T, error) {
+	var zero T
 	if !d.NextArg() {
-		return 0, d.ArgErr()
+		return zero, d.ArgErr()
 	}
-	word := d.Val()
-	if offOK && word == "off" {
-		return off, nil
+	v, err := word(d, opt)
+	if err != nil {
+		return zero, err
 	}
-	n, err := strconv.Atoi(word)
+	if d.NextArg() {
+		return zero, d.ArgErr()
+	}
+	return v, nil
+}
+
+// offWord reads the current token, an argument of opt, when it is off: as
+// -1 where opt can be off, and where it cannot (whyNotOff), as the error that
+// says why. ok is false for any other word.
+func offWord(d *caddyfile.Dispenser, opt string) (v int, ok bool, err error) {
+	if d.Val() != "off" {
+		return 0, false, nil
+	}
+	if why, cannot := whyNotOff[opt]; cannot {
+		return 0, true, d.Errf("%s cannot be off: %s", opt, why)
+	}
+	return off, true, nil
+}
+
+// canBeOff reports whether the option opt can be off: whyNotOff names those
+// that cannot, for the Caddyfile and the JSON alike.
+func canBeOff(opt string) bool {
+	_, cannot := whyNotOff[opt]
+	return !cannot
+}
+
+// limitWord reads the current token, an argument of opt, as a whole number
+// of at least 1, or off (as -1).
+func limitWord(d *caddyfile.Dispenser, opt string) (int, error) {
+	if v, ok, err := offWord(d, opt); ok {
+		return v, err
+	}
+	return positiveInt(d, opt, canBeOff(opt))
+}
+
+// positiveInt reads the current token, an argument of opt, as a whole number
+// of at least 1; orOff says the error offers off too.
+func positiveInt(d *caddyfile.Dispenser, opt string, orOff bool) (int, error) {
+	n, err := strconv.Atoi(d.Val())
 	if err != nil || n < 1 {
-		want := "a whole number of at least 1"
-		if offOK {
-			want += " or off"
-		}
-		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
+		return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), orOffWant("a whole number of at least 1", " or off", orOff))
 	}
 	return n, nil
 }
 
-// durationArg reads the current token, an argument of opt, as a positive
-// duration in Caddy's syntax (500ms, 2s, 1m30s), or off (as -1) where allowed.
-func durationArg(d *caddyfile.Dispenser, opt string, offOK bool) (caddy.Duration, error) {
-	word := d.Val()
-	if offOK && word == "off" {
-		return off, nil
+// durationWord reads the current token, an argument of opt, as a positive
+// duration, or off (as -1) where opt can be off.
+func durationWord(d *caddyfile.Dispenser, opt string) (caddy.Duration, error) {
+	if v, ok, err := offWord(d, opt); ok {
+		return caddy.Duration(v), err
 	}
-	t, err := caddy.ParseDuration(word)
+	return positiveDuration(d, opt, canBeOff(opt))
+}
+
+// positiveDuration reads the current token, an argument of opt, as a
+// positive duration in Caddy's syntax (500ms, 2s, 1m30s); orOff says the
+// error offers off too.
+func positiveDuration(d *caddyfile.Dispenser, opt string, orOff bool) (caddy.Duration, error) {
+	t, err := caddy.ParseDuration(d.Val())
 	if err != nil || t <= 0 {
-		want := "a positive duration such as 500ms or 2s"
-		if offOK {
-			want += ", or off"
-		}
-		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
+		return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), orOffWant("a positive duration such as 500ms or 2s", ", or off", orOff))
 	}
 	return caddy.Duration(t), nil
 }
 
-// sizeArg reads the current token, an argument of opt, as a size in bytes
-// (16MiB, 512KiB), or off (as -1) where allowed; off where it is not says
-// why.
-func sizeArg(d *caddyfile.Dispenser, opt string, offOK bool) (int64, error) {
-	word := d.Val()
-	if word == "off" {
-		if !offOK {
-			return 0, d.Errf("%s cannot be off: %s", opt, whyNotOff[opt])
-		}
-		return off, nil
+// sizeWord reads the current token, an argument of opt, as a size in bytes
+// (16MiB, 512KiB), or off (as -1) where opt can be off.
+func sizeWord(d *caddyfile.Dispenser, opt string) (int64, error) {
+	if v, ok, err := offWord(d, opt); ok {
+		return int64(v), err
 	}
-	n, err := humanize.ParseBytes(word)
+	n, err := humanize.ParseBytes(d.Val())
 	if err != nil || n == 0 || n > 1<<40 {
-		want := "a size such as 16MiB"
-		if offOK {
-			want += ", or off"
-		}
-		return 0, d.Errf("%s: '%s' is not %s", opt, word, want)
+		return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), orOffWant("a size such as 16MiB", ", or off", canBeOff(opt)))
 	}
 	return int64(n), nil
 }
 
-// cachedEndpoint is an endpoint that m gives a time to live, if any, the
-// first by name.
-func cachedEndpoint(m map[string]caddy.Duration) string {
-	for _, name := range slices.Sorted(maps.Keys(m)) {
-		if m[name] != off {
-			return name
-		}
+// orOffWant is what an option takes, want, and orOff's words when it can be
+// off.
+func orOffWant(want, orOff string, offers bool) string {
+	if offers {
+		return want + orOff
 	}
-	return ""
+	return want
+}
+
+// countWord is the reader of a whole number from 1 to most, which cannot be
+// off; want says what the option takes.
+func countWord(most int, want string) func(*caddyfile.Dispenser, string) (int, error) {
+	return func(d *caddyfile.Dispenser, opt string) (int, error) {
+		if _, ok, err := offWord(d, opt); ok {
+			return 0, err
+		}
+		n, err := strconv.Atoi(d.Val())
+		if err != nil || n < 1 || n > most {
+			return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), want)
+		}
+		return n, nil
+	}
 }
 
 // endpointArg reads the endpoint name argument of the current subdirective.

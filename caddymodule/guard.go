@@ -26,7 +26,6 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/caddymodule/internal/place"
-	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
@@ -161,9 +160,6 @@ func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits, own []byte) e
 	lg := loadOf(ctx)
 	site, placed := lg.placeOf(ctx, own)
 	if c.Guard != "" {
-		if !ident.Valid(c.Guard) {
-			return fmt.Errorf("backend.guard: '%s' is not a name of letters, digits, '_' and '-'", c.Guard)
-		}
 		if err := lg.named(c.Guard, l, site); err != nil {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -27,91 +26,10 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
-// LiveConfig bounds the live streams. It is part of BackendConfig, so its
-// options sit beside the other limits in the JSON (backend.max_streams)
-// and the Caddyfile. As there, an absent field or 0 is the default, and -1
-// (off in the Caddyfile) switches off an option that can be off.
-type LiveConfig struct {
-	// MaxStreams is the most live streams open at once on this handler's
-	// guard; past it a caller gets 503 Backend busy with Retry-After, as a
-	// plain GET would get from a full queue. Default: 10000. Off (-1): no
-	// bound.
-	MaxStreams int `json:"max_streams,omitempty"`
-
-	// MaxStreamsPerClient is the most live streams one client has open at
-	// once: an address (an IPv6 address by its client_prefix_v6 prefix), or
-	// a key by its name where the key counts; past it the caller gets 429
-	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
-	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
-
-	// StreamLifetime is how long a stream lasts (less up to a tenth, so
-	// that streams opened together do not end together); then it ends
-	// cleanly and the client reconnects (EventSource does so by itself), so
-	// that its key and the policy are checked again. Default: 10m. Off (-1):
-	// no end of its own (a reload still ends it).
-	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
-
-	// StreamHeartbeat is how long a stream stays silent before a comment
-	// line is written, which keeps proxies and load balancers in front from
-	// closing it as idle. Default: 15s. Cannot be off: a silent stream is
-	// closed by whatever sits in front.
-	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty"`
-}
-
-// Defaults of LiveConfig.
-const (
-	defaultMaxStreams          = 10000
-	defaultMaxStreamsPerClient = 4
-	defaultStreamLifetime      = 10 * time.Minute
-	defaultStreamHeartbeat     = 15 * time.Second
-)
-
 // retryHint is the reconnection delay a stream asks of EventSource, in
 // milliseconds: after a reload every viewer reconnects, and a spread of a
 // few seconds is kinder to the new config than all at once.
 const retryHint = "3000"
-
-// liveLimits is LiveConfig resolved: defaults applied, off as 0.
-type liveLimits struct {
-	maxStreams, perClient int
-	lifetime, heartbeat   time.Duration
-}
-
-func init() {
-	whyNotOff["stream_heartbeat"] = "a stream that stays silent is closed by the proxies in front"
-}
-
-// resolveLive checks c and applies the defaults.
-func resolveLive(c LiveConfig) (liveLimits, error) {
-	var l liveLimits
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}} {
-		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
-		}
-	}
-	switch {
-	case c.StreamLifetime < off:
-		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", time.Duration(c.StreamLifetime))
-	case c.StreamHeartbeat == off:
-		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
-	case c.StreamHeartbeat < 0:
-		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.StreamHeartbeat))
-	}
-	offOr := func(v, def int) int {
-		if v == off {
-			return 0
-		}
-		return cmp.Or(v, def)
-	}
-	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
-	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
-	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
-	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
-	return l, nil
-}
 
 // liveState is one handler's live streams: its hub, closed with the handler
 // (a reload). The seats are its guard's (guardState.seats), bounded by the
