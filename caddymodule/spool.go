@@ -14,20 +14,20 @@ import (
 
 // writeHeld sends an answer the gateway holds whole: from the backend, the
 // micro-cache, or an identical request's trip. Headers it has replace the
-// writer's; a shared answer (other callers may get the same bytes) tells
+// writer's; a shareable answer (other callers may get the same bytes) tells
 // clients not to store it, because it is as fresh as the backend's and no
 // fresher.
-func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byte, shared bool) {
+func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byte, shareable bool) {
 	hdr := w.Header()
 	for k, vs := range header {
-		if shared {
+		if shareable {
 			// A copy each: a later handler may append to a caller's
 			// header values.
 			vs = slices.Clone(vs)
 		}
 		hdr[k] = vs
 	}
-	if shared {
+	if shareable {
 		hdr.Set("Cache-Control", "no-store")
 	}
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
