@@ -6,13 +6,11 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
@@ -148,22 +146,6 @@ func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
 // conditionalHeaders are the request headers that ask the backend for part
 // of an answer, or for none if the caller's copy is current.
 var conditionalHeaders = []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"}
-
-// logFailure logs a backend failure without the request: its headers and query
-// may carry a key. A *url.Error would print the upstream URL with its query, so
-// only its cause is kept.
-func (h *Handler) logFailure(status int, ep *endpoint, cause error) {
-	var he caddyhttp.HandlerError
-	if errors.As(cause, &he) && he.Err != nil {
-		cause = he.Err
-	}
-	var ue *url.Error
-	if errors.As(cause, &ue) {
-		cause = ue.Err
-	}
-	h.logger.Error("backend response refused",
-		zap.String("endpoint", ep.name), zap.Int("status", status), zap.Error(cause))
-}
 
 // proxyWriter is the ResponseWriter next writes the backend's response to. In
 // pass-through mode it only notes whether anything was written. In filter mode

@@ -3,8 +3,11 @@ package caddymodule
 import (
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
@@ -167,4 +170,20 @@ func (h *Handler) conclude(x *exchange) {
 		}
 	}
 	writeError(x.w, v.status, x.decodedPath)
+}
+
+// logFailure logs a backend failure without the request: its headers and query
+// may carry a key. A *url.Error would print the upstream URL with its query, so
+// only its cause is kept.
+func (h *Handler) logFailure(status int, ep *endpoint, cause error) {
+	var he caddyhttp.HandlerError
+	if errors.As(cause, &he) && he.Err != nil {
+		cause = he.Err
+	}
+	var ue *url.Error
+	if errors.As(cause, &ue) {
+		cause = ue.Err
+	}
+	h.logger.Error("backend response refused",
+		zap.String("endpoint", ep.name), zap.Int("status", status), zap.Error(cause))
 }
