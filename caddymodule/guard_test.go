@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
@@ -396,11 +397,28 @@ func (c *counter) n() int {
 	return len(c.calls)
 }
 
+// cacheClock gives h's guard a micro-cache on a clock of the test's own, so
+// that an entry's time to live passes when the test says and never while a
+// busy machine stalls it.
+func cacheClock(h *Handler) *fixture.Clock {
+	clk := fixture.NewClock()
+	h.guard.cache = microcache.New(microcache.Config{MaxBytes: h.guard.lim.Load().CacheSize, Grace: staleGrace, Now: clk.Now})
+	return clk
+}
+
+// refreshing reports whether a background refresh of h's guard is under way.
+func refreshing(h *Handler) bool {
+	busy := false
+	h.guard.refreshing.Range(func(any, any) bool { busy = true; return false })
+	return busy
+}
+
 // TestMicroCache checks that a cached endpoint reaches the backend once per
 // time to live and class, that anonymous and keyed callers never share an
 // entry, and that clients are still told not to store the answer.
 func TestMicroCache(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\ncache status 300ms\ncache player off")
+	clk := cacheClock(h)
 	be := &counter{body: `{"ok":true,"data":{"online":[],"op":true},"meta":{"authenticated":true}}`}
 	var anon []string
 	for range 3 {
@@ -427,7 +445,7 @@ func TestMicroCache(t *testing.T) {
 	}
 	// Past its time to live the entry is still served, at once, while one
 	// request refreshes it in the background; then the new one is served.
-	time.Sleep(350 * time.Millisecond)
+	clk.Advance(350 * time.Millisecond)
 	old := be.body
 	be.body = `{"ok":true,"data":{"online":["new"]},"meta":{"authenticated":true}}`
 	var stale []string
@@ -439,8 +457,7 @@ func TestMicroCache(t *testing.T) {
 	if !strings.Contains(stale[0], `"online":[]`) {
 		t.Errorf("past the time to live a caller waited for the backend instead of getting the stale entry: %s", stale[0])
 	}
-	fixture.WaitFor(t, "the background refresh", func() bool { return be.n() >= 4 })
-	time.Sleep(20 * time.Millisecond) // the refresh stores what it got
+	fixture.WaitFor(t, "the background refresh to store what it got", func() bool { return be.n() >= 4 && !refreshing(h) })
 	if fresh := serve(t, h, be, "GET", "/api/v1/status", nil).Body.String(); !strings.Contains(fresh, `"new"`) || be.n() != 4 {
 		t.Errorf("after the refresh: backend %d calls (want 4: one refresh), body %s", be.n(), fresh)
 	}

@@ -8,27 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
-
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 func entry(body string) Entry {
 	return Entry{Status: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)}
@@ -124,7 +106,7 @@ func TestPut(t *testing.T) {
 }
 
 func TestTTL(t *testing.T) {
-	clk := newClock()
+	clk := fixture.NewClock()
 	c := New(Config{Now: clk.Now})
 	c.Put("status", entry("s"), time.Second)
 	c.Put("worlds", entry("w"), 10*time.Minute)
@@ -251,7 +233,7 @@ func TestNewDefaults(t *testing.T) {
 // body stored under its own key, the byte limit always holds, and the ring,
 // the map and the byte count agree at the end.
 func TestRace(t *testing.T) {
-	clk := newClock()
+	clk := fixture.NewClock()
 	one := sizeOf("key00", "body-key00")
 	c := New(Config{MaxBytes: 16 * one, Now: clk.Now})
 	var wg sync.WaitGroup
@@ -334,7 +316,7 @@ func BenchmarkPut(b *testing.B) {
 // as stale until the grace ends, and is gone after it; and what the counters
 // make of each lookup.
 func TestGrace(t *testing.T) {
-	clk := newClock()
+	clk := fixture.NewClock()
 	c := New(Config{Grace: 5 * time.Second, Now: clk.Now})
 	c.Put("k", entry("v1"), time.Second)
 	if e, fresh, ok := c.GetStale("k"); !ok || !fresh || string(e.Body) != "v1" {
