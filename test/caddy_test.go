@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -151,7 +150,7 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 			}
 		}
 		if open == "" {
-			listening, known := listeningTCP()
+			listening, known := harness.ListeningTCP()
 			for port, n := range sockets {
 				if known && listening[port] > n {
 					open = fmt.Sprintf("port %d (%d sockets)", port, listening[port])
@@ -165,30 +164,4 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 			t.Fatalf("the previous config's listener on %s is still open %v after the reload", open, patience)
 		}
 	}
-}
-
-// listeningTCP counts the listening TCP sockets by local port, from Linux's
-// /proc/net/tcp and tcp6; known is false where they cannot be read.
-func listeningTCP() (byPort map[uint]int, known bool) {
-	byPort = map[uint]int{}
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		known = true
-		lines := strings.Split(string(b), "\n")
-		for _, line := range lines[1:] {
-			// sl local_address rem_address st ...; st 0A is LISTEN
-			fields := strings.Fields(line)
-			if len(fields) < 4 || fields[3] != "0A" {
-				continue
-			}
-			_, hexPort, ok := strings.Cut(fields[1], ":")
-			if port, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil {
-				byPort[uint(port)]++
-			}
-		}
-	}
-	return byPort, known
 }

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/sim"
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
@@ -168,7 +169,10 @@ func startGateway(ctx context.Context, bin, dir, name string, c gatewayConfig, r
 
 // reload loads c into the running gateway through its admin endpoint, as
 // `caddy reload --force` does (an unchanged config is loaded anew too), and
-// returns once the new config serves.
+// returns once the new config alone serves: the load returns while the old
+// config's socket still listens beside the new one, and a connection the
+// kernel hands the old socket then is reset when it closes (one flood in 20
+// stress runs met one), so reload waits for that socket to close.
 func (g *gateway) reload(c gatewayConfig, redisPort, simPort int) error {
 	body := caddyfile(c, g.port, g.admin, redisPort, simPort)
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:"+strconv.Itoa(g.admin)+"/load", strings.NewReader(body))
@@ -183,7 +187,15 @@ func (g *gateway) reload(c gatewayConfig, redisPort, simPort int) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: reload: %d %s", g.name, resp.StatusCode, msg)
 	}
-	return nil
+	for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(2 * time.Millisecond) {
+		listening, known := harness.ListeningTCP()
+		if !known || listening[uint(g.port)] <= 1 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: the old config's listener on port %d is still open %v after the reload", g.name, g.port, fixture.Patience)
+		}
+	}
 }
 
 // logLines are the gateway's log lines since offset bytes, and the offset

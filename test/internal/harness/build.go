@@ -1,7 +1,8 @@
-// Package harness holds what the load harnesses (test/perf, test/flood)
-// share: building this repository's Caddy, running it as a child process on
-// loopback ports, and latency percentiles. The harnesses are separate
-// commands; this keeps one copy of their plumbing.
+// Package harness holds what the load harnesses (test/perf, test/flood) and
+// the tests that run Caddy share: building this repository's Caddy, running
+// it as a child process on loopback ports, the listening sockets a reload
+// leaves, and latency percentiles. The harnesses are separate commands; this
+// keeps one copy of their plumbing.
 package harness
 
 import (

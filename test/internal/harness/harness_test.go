@@ -1,10 +1,15 @@
 package harness
 
 import (
+	"context"
+	"net"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestMedian(t *testing.T) {
@@ -77,5 +82,40 @@ func TestBuildReuse(t *testing.T) {
 	msg, err := Build(repo, repo+"/bin/caddy", false)
 	if err != nil || !strings.HasPrefix(msg, "reused") {
 		t.Errorf("Build = %q, %v; want the binary reused", msg, err)
+	}
+}
+
+// TestListeningTCP counts what a reload leaves: two sockets on one port
+// (SO_REUSEPORT, as Caddy listens), then one when the old closes.
+func TestListeningTCP(t *testing.T) {
+	if _, known := ListeningTCP(); !known {
+		t.Skip("no /proc/net/tcp here")
+	}
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	old, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	port := uint(old.Addr().(*net.TCPAddr).Port)
+	cur, err := lc.Listen(context.Background(), "tcp", old.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	if byPort, _ := ListeningTCP(); byPort[port] != 2 {
+		t.Errorf("two listeners on port %d: counted %d", port, byPort[port])
+	}
+	old.Close()
+	if byPort, _ := ListeningTCP(); byPort[port] != 1 {
+		t.Errorf("one listener left on port %d: counted %d", port, byPort[port])
 	}
 }

@@ -133,3 +133,33 @@ func Tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// ListeningTCP counts the listening TCP sockets by local port, from Linux's
+// /proc/net/tcp and tcp6; known is false where they cannot be read.
+// A config load leaves the old config's socket listening beside the new one
+// for a moment (Caddy listens with SO_REUSEPORT on Linux), and a connection
+// the kernel hands it then is reset when it closes: a test that reloads
+// waits for the count to drop before it sends.
+func ListeningTCP() (byPort map[uint]int, known bool) {
+	byPort = map[uint]int{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		known = true
+		lines := strings.Split(string(b), "\n")
+		for _, line := range lines[1:] {
+			// sl local_address rem_address st ...; st 0A is LISTEN
+			fields := strings.Fields(line)
+			if len(fields) < 4 || fields[3] != "0A" {
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fields[1], ":")
+			if port, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil {
+				byPort[uint(port)]++
+			}
+		}
+	}
+	return byPort, known
+}
