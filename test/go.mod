@@ -7,10 +7,17 @@ require (
 	github.com/chromedp/cdproto v0.0.0-20250724212937-08a3db8b4327
 	github.com/chromedp/chromedp v0.14.2
 	github.com/mholt/caddy-ratelimit v0.1.0
+	github.com/pberkel/caddy-storage-redis v1.8.1
 	github.com/statusgate/statusgate v0.0.0
 	github.com/tidwall/gjson v1.20.0
 	golang.org/x/net v0.60.0
 	golang.org/x/sys v0.48.0
+)
+
+require (
+	github.com/bsm/redislock v0.9.4 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 require (
