@@ -278,15 +278,15 @@ func (g *backendGuard) store(key string, ep *endpoint, res *coalesce.Result) {
 	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
 		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
-	ttl := ep.cacheTTL
+	cache, ttl := g.caching(), ep.cacheTTL
 	if ep.snapshot > 0 {
 		if at, ok := snapshotTime(res.Body); ok {
-			if due := time.Until(at.Add(ep.snapshot)); due > ttl {
+			if due := at.Add(ep.snapshot).Sub(cache.Now()); due > ttl {
 				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
 			}
 		}
 	}
-	g.caching().Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
 }
 
 // snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot

@@ -511,7 +511,10 @@ func TestCoalescing(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); out[i] = serve(t, h, be, "GET", player, callers[i]) }()
 		}
-		time.Sleep(100 * time.Millisecond)
+		// Every caller is at the backend or waiting for a trip it joined.
+		fixture.WaitFor(t, "the callers to reach the backend or join a trip", func() bool {
+			return be.n()+h.guard.flights.Stats().Waiting == len(callers)
+		})
 		go func() {
 			for range be.release {
 			}
@@ -626,23 +629,25 @@ func TestMaxPerClient(t *testing.T) {
 // next snapshot is due sooner.
 func TestSnapshotAwareCache(t *testing.T) {
 	h, _ := newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
+	clk := cacheClock(h)
 	body := func(at time.Time) string {
 		return fmt.Sprintf(`{"ok":true,"data":{"online":[]},"meta":{"authenticated":true,"cachedAt":%d}}`, at.UnixMilli())
 	}
-	be := &counter{body: body(time.Now().Add(-time.Second))} // next snapshot in about 4 s
+	be := &counter{body: body(clk.Now().Add(-time.Second))} // next snapshot in 4 s
 	serve(t, h, be, "GET", "/api/v1/status", nil)
-	time.Sleep(300 * time.Millisecond)
-	serve(t, h, be, "GET", "/api/v1/status", nil)
-	time.Sleep(50 * time.Millisecond)
+	clk.Advance(300 * time.Millisecond)
+	serve(t, h, be, "GET", "/api/v1/status", nil) // a stale entry would start a refresh
+	fixture.WaitFor(t, "no refresh under way", func() bool { return !refreshing(h) })
 	if be.n() != 1 {
 		t.Errorf("the snapshot is current for 4 more seconds, yet the backend was asked %d times", be.n())
 	}
 
 	h.Cleanup() // the same config again would share its guard and cache
 	h, _ = newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
-	be = &counter{body: body(time.Now().Add(-4990 * time.Millisecond))} // next snapshot due now
+	clk = cacheClock(h)
+	be = &counter{body: body(clk.Now().Add(-4990 * time.Millisecond))} // next snapshot due in 10 ms
 	serve(t, h, be, "GET", "/api/v1/status", nil)
-	time.Sleep(300 * time.Millisecond)
+	clk.Advance(300 * time.Millisecond)
 	serve(t, h, be, "GET", "/api/v1/status", nil) // stale: refreshed in the background
 	fixture.WaitFor(t, "the background refresh", func() bool { return be.n() >= 2 })
 	if be.n() != 2 {
@@ -902,7 +907,9 @@ func (b reverseProxyGone) ServeHTTP(w http.ResponseWriter, r *http.Request) erro
 // backend failure.
 func TestClientGone(t *testing.T) {
 	const server = "/api/v1/server"
-	leave := func(t *testing.T, h *Handler, next caddyhttp.Handler, target string, hdr http.Header, waiting <-chan struct{}) {
+	// leave sends target and has its client leave once there holds: the
+	// request waits where the case means it to.
+	leave := func(t *testing.T, h *Handler, next caddyhttp.Handler, target string, hdr http.Header, there func() bool) {
 		t.Helper()
 		r, repl := newRequest("GET", target)
 		for k, v := range hdr {
@@ -916,11 +923,7 @@ func TestClientGone(t *testing.T) {
 			defer close(done)
 			_ = h.ServeHTTP(rec, r.WithContext(ctx), next)
 		}()
-		if waiting != nil {
-			<-waiting
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
+		fixture.WaitFor(t, target+" where its client leaves it", there)
 		cancel()
 		select {
 		case <-done:
@@ -945,7 +948,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server+"?n=2", keyHeader(testKey), nil)
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.all.Stats().QueuedKeyed == 1 })
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the caller at the backend got %d", r.Code)
@@ -958,7 +961,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server, keyHeader(testKey), nil)
+		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.flights.Stats().Waiting == 1 })
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the leader got %d", r.Code)
@@ -976,7 +979,14 @@ func TestClientGone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h, logs := newTestHandler(t, "key "+testKey)
 			be := reverseProxyGone{entered: make(chan struct{}, 1)}
-			leave(t, h, be, tc.target, tc.hdr, be.entered)
+			leave(t, h, be, tc.target, tc.hdr, func() bool {
+				select {
+				case <-be.entered:
+					return true
+				default:
+					return false
+				}
+			})
 			noFailures(t, logs)
 		})
 	}

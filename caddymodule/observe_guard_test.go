@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // TestGuardMetrics drives a guard through ServeHTTP and reads what its units
@@ -37,8 +38,11 @@ func TestGuardMetrics(t *testing.T) {
 	for range 2 {
 		wg.Go(func() { serve(t, h, slow, "GET", player, nil) })
 	}
-	time.Sleep(100 * time.Millisecond) // the followers join the leader's trip
-	during := scrapeStatusgate(t, ctx.GetMetricsRegistry())
+	var during map[string]float64
+	fixture.WaitFor(t, "the followers to join the leader's trip", func() bool {
+		during = scrapeStatusgate(t, ctx.GetMetricsRegistry())
+		return during[series("coalesce_waiting", "")] == 2
+	})
 	for k, v := range map[string]float64{
 		series("backend_requests_in_flight", ""): 1,
 		series("coalesce_in_flight", ""):         1,
@@ -69,6 +73,7 @@ func TestGuardMetrics(t *testing.T) {
 		series("coalesce_unshared_total", `,reason="released"`):                             0,
 		series("coalesce_unshared_total", `,reason="unshareable"`):                          0,
 		series("coalesce_in_flight", ""):                                                    0,
+		series("coalesce_waiting", ""):                                                      0,
 		series("backend_requests_in_flight", ""):                                            0,
 		series("held_bytes", ""):                                                            0,
 		`caddy_http_statusgate_backend_requests_queued{class="anonymous",guard="observed"}`: 0,

@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/scrape"
 )
 
@@ -364,6 +366,7 @@ func TestGuardMetricsScrape(t *testing.T) {
 		series("coalesce_unshared_total", `,reason="released"`):                            0,
 		series("coalesce_unshared_total", `,reason="unshareable"`):                         0,
 		series("coalesce_in_flight", ""):                                                   0,
+		series("coalesce_waiting", ""):                                                     0,
 		series("backend_requests_in_flight", ""):                                           0,
 		series("held_bytes", ""):                                                           0,
 		`caddy_http_statusgate_backend_requests_queued{class="anonymous",guard="scraped"}`: 0,
@@ -407,23 +410,39 @@ func TestClientGoneLogged(t *testing.T) {
 			"log_append statusgate_outcome {http.statusgate.outcome}",
 		},
 	}.start(t)
-	leave := func(target string, headers ...string) {
+	// leave sends target and hangs up once there holds: the request is
+	// where the test means to leave it.
+	leave := func(target string, there func() bool, headers ...string) {
 		t.Helper()
 		conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, gatewayAddr, strings.Join(append(headers, ""), "\r\n"))
-		time.Sleep(300 * time.Millisecond)
+		fixture.WaitFor(t, target+" where the client leaves it", there)
 		conn.Close()
 	}
-	be.misbehave(sendSlow)
-	leave("/api/v1/server?n=1", withKey(keyA))
-	leave("/api/v1/player/" + alex + "?n=2")
+	atBackend := func(n string) func() bool {
+		return func() bool {
+			be.mu.Lock()
+			defer be.mu.Unlock()
+			return slices.ContainsFunc(be.all, func(s seenRequest) bool { return strings.HasSuffix(s.RequestURI, "?n="+n) })
+		}
+	}
+	be.misbehave(sendSlow) // the answer waits 1.5 s, or until the gateway hangs up
+	leave("/api/v1/server?n=1", atBackend("1"), withKey(keyA))
+	leave("/api/v1/player/"+alex+"?n=2", atBackend("2"))
+	fixture.WaitFor(t, "the backend's slot to be free", func() bool {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_backend_requests_in_flight{guard=""}`] == 0
+	})
 	first := make(chan response, 1)
 	go func() { first <- send(t, "GET", "/api/v1/server?n=3", withKey(keyA)) }()
-	time.Sleep(100 * time.Millisecond) // n=3 holds the one slot
-	leave("/api/v1/server?n=4", withKey(keyA))
+	fixture.WaitFor(t, "n=3 to hold the one slot", atBackend("3"))
+	leave("/api/v1/server?n=4", func() bool { // queued; at the backend if n=3 was answered first on a stalled machine
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`] == 1 || atBackend("4")()
+	}, withKey(keyA))
 	if r := <-first; r.Status != http.StatusOK {
 		t.Errorf("the caller that stayed got %d", r.Status)
 	}

@@ -329,8 +329,8 @@ func (g *Group) shareable(res *Result) bool {
 // Stats is a snapshot of a Group's counters, for metrics.
 type Stats struct {
 	// InFlight is how many leaders' requests are running now that a
-	// caller can still join.
-	InFlight int
+	// caller can still join, and Waiting how many followers wait for them.
+	InFlight, Waiting int
 	// Counters since New, by Outcome: Led counts leaders, Shared the
 	// followers served by a leader, Alone the followers that ran their own
 	// request, Abandoned the followers that gave up waiting.
@@ -349,10 +349,14 @@ func (g *Group) Stats() Stats {
 		return Stats{}
 	}
 	g.mu.Lock()
-	n := len(g.calls)
+	n, waiting := len(g.calls), 0
+	for _, c := range g.calls {
+		waiting += c.waiting
+	}
 	g.mu.Unlock()
 	return Stats{
 		InFlight:    n,
+		Waiting:     waiting,
 		Led:         g.led.Load(),
 		Shared:      g.shared.Load(),
 		Alone:       g.alone.Load(),

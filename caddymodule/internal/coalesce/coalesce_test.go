@@ -99,7 +99,7 @@ func TestShare(t *testing.T) {
 		followers = append(followers, doAsync(ctx, g, "a|/api/v1/status", own(fmt.Sprint("f", i), &ownRuns)))
 	}
 	fixture.WaitFor(t, "followers to wait", func() bool { return waiting(g, "a|/api/v1/status") == n })
-	if st := g.Stats(); st.InFlight != 1 || st.Led != 1 {
+	if st := g.Stats(); st.InFlight != 1 || st.Waiting != n || st.Led != 1 {
 		t.Errorf("while running: %+v", st)
 	}
 	close(ld.release)
@@ -205,6 +205,9 @@ func TestKeys(t *testing.T) {
 	fixture.WaitFor(t, "followers", func() bool {
 		return waiting(g, "anon|/api/v1/server") == 1 && waiting(g, "keyed|/api/v1/server") == 1
 	})
+	if st := g.Stats(); st.InFlight != 2 || st.Waiting != 2 {
+		t.Errorf("two leaders with a follower each: %+v", st)
+	}
 	close(keyed.release)
 	if o := recv(t, fk); o.res != keyed.res {
 		t.Errorf("keyed follower got %+v", o)
@@ -231,6 +234,9 @@ func TestFollowerGivesUp(t *testing.T) {
 	cancel()
 	if o := recv(t, quitter); o.res != nil || o.how != Abandoned || !errors.Is(o.err, context.Canceled) {
 		t.Errorf("quitter: %+v", o)
+	}
+	if st := g.Stats(); st.Waiting != 1 {
+		t.Errorf("one follower left of two: Waiting %d", st.Waiting)
 	}
 	lctx := <-ld.ctx
 	if lctx.Err() != nil {

@@ -68,6 +68,8 @@ var (
 		"Leaders' backend trips whose answer was not shared, by guard and reason: released (too large to hold, the followers went their own way at once) or unshareable (an error, a 429 or 5xx).", "reason")
 	descCoalesceInFlight = guardDesc("coalesce_in_flight",
 		"Backend trips that identical requests can join now, by guard.")
+	descCoalesceWaiting = guardDesc("coalesce_waiting",
+		"Requests waiting now for a backend trip they joined, by guard.")
 )
 
 // ExportGuard has g's counters exported with those of the other guards of
@@ -92,7 +94,7 @@ func (c *guardCollector) add(g Guard) {
 func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld,
 		descCacheLookups, descCacheEvictions, descCacheEntries, descCacheBytes,
-		descCoalesced, descUnshared, descCoalesceInFlight} {
+		descCoalesced, descUnshared, descCoalesceInFlight, descCoalesceWaiting} {
 		ch <- d
 	}
 }
@@ -143,6 +145,7 @@ func (s *guardSums) add(g Guard) {
 		s.hasFlights = true
 		st := g.Flights.Stats()
 		s.flights.InFlight += st.InFlight
+		s.flights.Waiting += st.Waiting
 		s.flights.Led += st.Led
 		s.flights.Shared += st.Shared
 		s.flights.Alone += st.Alone
@@ -204,6 +207,7 @@ func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(descUnshared, s.flights.Released, name, "released")
 			counter(descUnshared, s.flights.Unshareable, name, "unshareable")
 			gauge(descCoalesceInFlight, float64(s.flights.InFlight), name)
+			gauge(descCoalesceWaiting, float64(s.flights.Waiting), name)
 		}
 	}
 }

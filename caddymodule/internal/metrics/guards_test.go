@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +21,9 @@ import (
 
 // busyGuard is a guard with every unit, caught in the middle of its work:
 // one request at the backend and one (anonymous) waiting for it, 20 KiB
-// held for a client, a cache entry found once fresh and once missed, and a
-// coalesced trip whose answer, a 503, was not shared. The waiter leaves when
-// the test ends.
+// held for a client, a cache entry found once fresh and once missed, a
+// coalesced trip whose answer, a 503, was not shared, and a trip under way
+// with one follower waiting for it. The waiters leave when the test ends.
 func busyGuard(t *testing.T, name string) Guard {
 	t.Helper()
 	g := Guard{
@@ -55,6 +56,21 @@ func busyGuard(t *testing.T, name string) Guard {
 	g.Flights.Do(context.Background(), "k", func(context.Context) (*coalesce.Result, error) {
 		return &coalesce.Result{Status: http.StatusServiceUnavailable}, nil
 	})
+	started, release := make(chan struct{}), make(chan struct{})
+	var trip sync.WaitGroup
+	trip.Go(func() {
+		g.Flights.Do(context.Background(), "slow", func(context.Context) (*coalesce.Result, error) {
+			close(started)
+			<-release
+			return &coalesce.Result{Status: http.StatusOK}, nil
+		})
+	})
+	<-started
+	trip.Go(func() {
+		g.Flights.Do(context.Background(), "slow", func(context.Context) (*coalesce.Result, error) { return nil, nil })
+	})
+	t.Cleanup(func() { close(release); trip.Wait() })
+	fixture.WaitFor(t, "the follower", func() bool { return g.Flights.Stats().Waiting == 1 })
 	return g
 }
 
@@ -78,13 +94,14 @@ func guardSeries(name string, n float64) map[string]float64 {
 		s("cache_evictions_total", ""):                        0,
 		s("cache_entries", ""):                                n,
 		s("cache_bytes", ""):                                  n * (256 + 3), // the entry overhead, the key and the body
-		s("coalesce_requests_total", `,role="led"`):           n,
+		s("coalesce_requests_total", `,role="led"`):           2 * n,
 		s("coalesce_requests_total", `,role="shared"`):        0,
 		s("coalesce_requests_total", `,role="alone"`):         0,
 		s("coalesce_requests_total", `,role="abandoned"`):     0,
 		s("coalesce_unshared_total", `,reason="released"`):    0,
 		s("coalesce_unshared_total", `,reason="unshareable"`): n,
-		s("coalesce_in_flight", ""):                           0,
+		s("coalesce_in_flight", ""):                           n,
+		s("coalesce_waiting", ""):                             n,
 	}
 }
 

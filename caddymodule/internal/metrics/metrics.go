@@ -35,6 +35,7 @@
 //	caddy_http_statusgate_coalesce_requests_total{guard,role}     coalescing callers: led, shared, alone, abandoned
 //	caddy_http_statusgate_coalesce_unshared_total{guard,reason}   leaders' answers not shared: released, unshareable
 //	caddy_http_statusgate_coalesce_in_flight{guard}               gauge: trips identical requests can join
+//	caddy_http_statusgate_coalesce_waiting{guard}                 gauge: requests waiting for a trip they joined
 //
 // Requests that match no configured endpoint (an unknown path, a preflight
 // answered before routing) count under the endpoint OtherEndpoint, "_other",

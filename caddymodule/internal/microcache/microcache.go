@@ -111,6 +111,16 @@ func New(c Config) *Cache {
 	return ca
 }
 
+// Now is the time on the clock the cache's entries expire by (Config.Now),
+// for a caller that works out a time to live from a time of its own; the nil
+// Cache's clock is time.Now.
+func (c *Cache) Now() time.Time {
+	if c == nil {
+		return time.Now()
+	}
+	return c.now()
+}
+
 // SetMaxBytes changes the bound on the cache's memory: past a lower one the
 // least recently used entries go at once. It panics unless n is positive.
 func (c *Cache) SetMaxBytes(n int64) {

@@ -108,6 +108,9 @@ func TestPut(t *testing.T) {
 func TestTTL(t *testing.T) {
 	clk := fixture.NewClock()
 	c := New(Config{Now: clk.Now})
+	if !c.Now().Equal(clk.Now()) {
+		t.Fatalf("Now = %v, want the clock's %v", c.Now(), clk.Now())
+	}
 	c.Put("status", entry("s"), time.Second)
 	c.Put("worlds", entry("w"), 10*time.Minute)
 	clk.Advance(999 * time.Millisecond)
@@ -213,6 +216,9 @@ func TestNilCache(t *testing.T) {
 	}
 	if _, ok := c.Get("k"); ok || c.Stats() != (Stats{}) {
 		t.Error("nil cache hit")
+	}
+	if before, now := time.Now(), c.Now(); now.Before(before) {
+		t.Errorf("the nil cache's Now %v is before time.Now %v", now, before)
 	}
 }
 
