@@ -26,7 +26,7 @@ func runKeyCommand(t *testing.T, args ...string) (string, error) {
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs(args)
+	cmd.SetArgs(append([]string{}, args...)) // never nil: cobra would parse the test binary's own arguments
 	err := cmd.Execute()
 	return out.String(), err
 }
