@@ -1,9 +1,12 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -180,4 +183,35 @@ func exportGuard(t *testing.T, reg *prometheus.Registry, g Guard) {
 		t.Fatal(err)
 	}
 	m.ExportGuard(g)
+}
+
+// TestDocumented: every family a config exports has its row in
+// docs/observability.md, and every family the page names exists.
+func TestDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m, err := New(reg, testConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ExportGuard(busyGuard(t, ""))
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{}
+	for _, f := range families {
+		exported[f.GetName()] = true
+		if !bytes.Contains(doc, []byte("| `"+f.GetName()+"` |")) {
+			t.Errorf("%s has no row in docs/observability.md", f.GetName())
+		}
+	}
+	for _, name := range regexp.MustCompile("`(caddy_http_statusgate_[a-z_]+)`").FindAllSubmatch(doc, -1) {
+		if !exported[string(name[1])] {
+			t.Errorf("docs/observability.md names %s, which no config exports", name[1])
+		}
+	}
 }
