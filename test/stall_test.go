@@ -112,6 +112,7 @@ func TestStalledClientCutOff(t *testing.T) {
 	be.respond = func(u *url.URL) (int, []byte) { return http.StatusOK, huge }
 	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "write_timeout 1s", "max_response 8MiB"}}.start(t)
 	player := "/api/v1/player/" + alex
+	sent := time.Now()
 	conn := stalledConn(t, player, withKey(keyA))
 	waitSeen(t, be, 1)
 	// The request is counted when the gateway has ended it: only the cut
@@ -126,6 +127,12 @@ func TestStalledClientCutOff(t *testing.T) {
 		}
 		return n == 1
 	})
+	// Under the default write_timeout (10 s, docs/backend-protection.md)
+	// the cut could come no sooner than 10 s after the request was sent;
+	// sooner, the config's 1 s is the one in force.
+	if took := time.Since(sent); took >= 10*time.Second {
+		t.Errorf("the stalled client was cut %v after its request, not before the default write_timeout (10s): the config's 1s was not in force", took)
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, _ := io.Copy(io.Discard, conn)
 	if n >= int64(len(huge)) {
