@@ -358,6 +358,9 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 		l.dequeue(displaced)
 	}
 	w := &waiter{class: c, ready: make(chan struct{})}
+	// Counted before the queue shows it: Stats, which reads the counts
+	// without the lock, never shows a queued caller that Waited leaves out.
+	l.waited.Add(1)
 	l.enqueue(w)
 	if displaced != nil {
 		// Woken only once the queue holds its successor, so that whatever
@@ -365,7 +368,6 @@ func (l *Limiter) acquire(ctx context.Context, c Class, deadline time.Time) (Per
 		displaced.decide(Permit{}, b.busy[Displaced])
 	}
 	l.mu.Unlock()
-	l.waited.Add(1)
 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
