@@ -15,6 +15,7 @@ import (
 // same process (a second watch of it) and a process under another ID are
 // not taken for a shared ID, nor is a heartbeat too old to be a live one.
 func TestSharedInstanceID(t *testing.T) {
+	warned.Clear() // the process-wide "named once" of an earlier run (-count)
 	store := &certmagic.FileStorage{Path: t.TempDir()}
 	ctx := context.Background()
 	core, logs := observer.New(zap.WarnLevel)
