@@ -1,0 +1,148 @@
+package caddymodule
+
+// This file is authentication: the one keyring lookup of a request, where
+// the key may come from, and keeping it out of the backend's request and
+// the access log.
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// noKey is the key position of a caller without an accepted key.
+const noKey = -1
+
+// authenticate returns the keyring position of the accepted key the request
+// carries, or noKey. It is the request's one keyring lookup, made for every
+// request under /api whatever its path, and counts the key (or the unknown
+// key) in the metrics. A key longer than apikey.MaxSecretLength is unknown
+// without being hashed. While auth is off no key is looked up: every caller
+// counts as authenticated, as the backend reports it, and none is named.
+//
+// The X-API-Key header decides when present, even empty (as the backend does);
+// only when it is absent, and allow_query_key is on, does the first ?key= pair
+// count. Values are trimmed of spaces and tabs like the backend's JDK server
+// trims header values; an empty value is no key at all.
+func (h *Handler) authenticate(r *http.Request) int {
+	if !h.authOn {
+		return noKey
+	}
+	var key string
+	if vals, ok := r.Header["X-Api-Key"]; ok {
+		key = vals[0]
+	} else if h.qkey {
+		key, _ = queryKey(r.URL.RawQuery)
+	}
+	key = strings.Trim(key, " \t")
+	if key == "" {
+		return noKey
+	}
+	i, ok := h.keys.Match(key)
+	if !ok {
+		h.metrics.UnknownKey()
+		return noKey
+	}
+	h.metrics.KeyUsed(i)
+	return i
+}
+
+// plainTarget reports whether Caddy's access log can filter the request
+// target as the gateway reads it. The log's query filter (format filter with
+// request>uri query { delete key }) parses the logged target with net/url:
+// an absolute-form target ("GET http://host/api/v1/bans?x=#&key=…") leaves
+// everything after a '#' to the fragment, which it writes back unfiltered,
+// and when the fragment holds a bad escape the parse fails and the target is
+// logged as it came; the gateway, like Go's server, reads the query to the
+// end, '#' and all. url.ParseQuery also skips every pair with a ';' or a bad
+// %-escape, which the gateway and the backend read. A target with a '#'
+// anywhere, or such a query, is refused before the key is read, so that no
+// request that works puts a key where the filter cannot see it, and the
+// refusal is left out of the access log (ServeHTTP).
+func plainTarget(r *http.Request) bool {
+	if strings.IndexByte(r.RequestURI, '#') >= 0 {
+		return false
+	}
+	q := r.URL.RawQuery
+	for i := 0; i < len(q); i++ {
+		switch q[i] {
+		case ';':
+			return false
+		case '%':
+			if i+2 >= len(q) || !isHex(q[i+1]) || !isHex(q[i+2]) {
+				return false
+			}
+			i += 2
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// queryKeyName is the query parameter that carries a key.
+const queryKeyName = "key"
+
+// forEachQueryPair calls fn for each '&'-separated pair of a raw query with the
+// pair's decoded name, the way the backend reads names ('+' is a space,
+// %-escapes decoded; a name that does not decode is compared as written).
+// fn returns false to stop.
+func forEachQueryPair(raw string, fn func(pair, name string) bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		name, _, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(name, "%+") {
+			if dec, err := url.QueryUnescape(name); err == nil {
+				name = dec
+			}
+		}
+		if !fn(pair, name) {
+			return
+		}
+	}
+}
+
+// queryKey returns the value of the first key pair in a raw query, decoded.
+func queryKey(raw string) (value string, found bool) {
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			return true
+		}
+		_, v, _ := strings.Cut(pair, "=")
+		if dec, err := url.QueryUnescape(v); err == nil {
+			v = dec
+		}
+		value, found = v, true
+		return false
+	})
+	return value, found
+}
+
+// stripQueryKey returns the raw query without any key pair, in any spelling
+// the backend would read as key. The rest is kept byte for byte.
+func stripQueryKey(raw string) string {
+	found := false
+	forEachQueryPair(raw, func(_, name string) bool {
+		found = name == queryKeyName
+		return !found
+	})
+	if !found {
+		return raw
+	}
+	var b strings.Builder
+	first := true
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			if !first {
+				b.WriteByte('&')
+			}
+			b.WriteString(pair)
+			first = false
+		}
+		return true
+	})
+	return b.String()
+}

@@ -1,0 +1,85 @@
+package caddymodule
+
+// This file is the caller: who sent a request, as far as one endpoint is
+// concerned, and the name the per-client limits count it by.
+
+import (
+	"net/http"
+	"net/netip"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// caller is who sent the request, as far as one endpoint is concerned: worked
+// out once per request after routing, from the accepted key and its scope.
+// A key outside its scope counts for nothing: its caller is, in everything
+// the client can see or the limits count, a caller without a key.
+type caller struct {
+	// key is the accepted key's keyring position, or noKey. It is kept when
+	// the key does not count here, for the key placeholder alone.
+	key int
+	// counts says the key opens this endpoint: the keyed queue class, no
+	// per-client limit, the key's own cap.
+	counts bool
+	// authenticated says the endpoint treats the caller as authenticated:
+	// its key counts, or auth is off. Everyone else gets the field layer and
+	// meta.authenticated:false, or the 401/404 of a protected endpoint.
+	authenticated bool
+	// holder names the caller for the per-client limits (max_per_client and
+	// the held bytes): its key's name when the key counts, its address
+	// otherwise, worked out only for a request that goes to the backend
+	// step (withAddress), so that a refusal costs the same whoever asks.
+	holder string
+	// keyCap is the key's own cap on open requests when the key counts;
+	// 0: none.
+	keyCap int
+}
+
+// anonymous is the caller of a request decided before its endpoint is known.
+var anonymous = caller{key: noKey}
+
+// filtered reports whether the caller's answers go through the field layer.
+func (c caller) filtered() bool { return !c.authenticated }
+
+// callerFor is the caller of a request to ep that presented key (a keyring
+// position, or noKey).
+func (h *Handler) callerFor(key int, ep *endpoint) caller {
+	c := caller{key: key, authenticated: !h.authOn}
+	if key != noKey && h.keyInfo[key].opens(ep.name) {
+		k := &h.keyInfo[key]
+		c.counts, c.authenticated = true, true
+		c.holder, c.keyCap = k.holder, k.maxInFlight
+	}
+	return c
+}
+
+// withAddress names a caller whose key does not count by its address, for
+// the per-client limits.
+func (h *Handler) withAddress(c caller, r *http.Request) caller {
+	if !c.counts {
+		c.holder = clientAddress(r, h.guard.prefix6)
+	}
+	return c
+}
+
+// clientAddress is the caller's address as Caddy determined it (after
+// trusted_proxies), or the connection's; an IPv6 address stands for its
+// prefix of prefix6 bits, because one host commonly has a whole /64 to pick
+// addresses from.
+func clientAddress(r *http.Request, prefix6 int) string {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		ap, err := netip.ParseAddrPort(r.RemoteAddr)
+		if err != nil {
+			return r.RemoteAddr
+		}
+		addr = ap.Addr()
+	}
+	addr = addr.Unmap()
+	if addr.Is4() || prefix6 >= 128 {
+		return addr.String()
+	}
+	p, _ := addr.WithZone("").Prefix(prefix6)
+	return p.String()
+}
