@@ -8,7 +8,20 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 )
+
+// access is what the key check needs: whether auth is on, the keyring and
+// what each key opens, and where a key may come from.
+type access struct {
+	authOn  bool
+	qkey    bool             // allow_query_key
+	keys    *apikey.Keyring  // the accepted keys
+	keyInfo []keyInfo        // each key's name, scope and cap, by keyring position
+	metrics *metrics.Metrics // counts each key used, and unknown keys
+}
 
 // noKey is the key position of a caller without an accepted key.
 const noKey = -1
@@ -24,26 +37,26 @@ const noKey = -1
 // only when it is absent, and allow_query_key is on, does the first ?key= pair
 // count. Values are trimmed of spaces and tabs like the backend's JDK server
 // trims header values; an empty value is no key at all.
-func (h *Handler) authenticate(r *http.Request) int {
-	if !h.authOn {
+func (a *access) authenticate(r *http.Request) int {
+	if !a.authOn {
 		return noKey
 	}
 	var key string
 	if vals, ok := r.Header["X-Api-Key"]; ok {
 		key = vals[0]
-	} else if h.qkey {
+	} else if a.qkey {
 		key, _ = queryKey(r.URL.RawQuery)
 	}
 	key = strings.Trim(key, " \t")
 	if key == "" {
 		return noKey
 	}
-	i, ok := h.keys.Match(key)
+	i, ok := a.keys.Match(key)
 	if !ok {
-		h.metrics.UnknownKey()
+		a.metrics.UnknownKey()
 		return noKey
 	}
-	h.metrics.KeyUsed(i)
+	a.metrics.KeyUsed(i)
 	return i
 }
 

@@ -401,13 +401,13 @@ func offOr(v, def int) int {
 // logShare says at startup what this gateway, one of several, admits: the
 // operator checks there that the shares add up to the backend's capacity,
 // and that the main-thread lane is open on one gateway only.
-func (h *Handler) logShare(l guardLimits) {
+func logShare(logger *zap.Logger, l guardLimits, t *endpointTable) {
 	if l.Instances <= 1 {
 		return
 	}
 	lane := "open here: route every gateway's /placeholders to this one, and disable placeholders on the others"
 	switch {
-	case h.table.lookup("placeholders") == nil:
+	case t.lookup("placeholders") == nil:
 		lane = "placeholders disabled here: another gateway owns the main-thread lane"
 	case l.MainThread == 0:
 		lane = "open here without a limit of its own (max_main_thread off)"
@@ -418,7 +418,7 @@ func (h *Handler) logShare(l guardLimits) {
 		}
 		return zap.Int(key, v)
 	}
-	h.logger.Info("one of several gateways in front of the backend: this one admits its share",
+	logger.Info("one of several gateways in front of the backend: this one admits its share",
 		zap.Int("instances", l.Instances), limit("max_in_flight", l.InFlight), limit("queue_length", l.Queue), zap.Int64("max_held", l.MaxHeld),
 		zap.Int("max_main_thread", l.MainThread), zap.String("main_thread_lane", lane))
 }

@@ -1,14 +1,17 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
@@ -30,7 +33,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
 //
-//	statusgate {
+//	statusgate [<upstream>...] {
 //		auth             on|off
 //		key              [<name>] <secret>|sha256:<hex> [{
 //			endpoints     <endpoint>...
@@ -64,7 +67,19 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_streams_per_client <n>|off
 //		stream_lifetime        <duration>|off
 //		stream_heartbeat       <duration>
+//
+//		proxy {
+//			<reverse_proxy subdirectives>
+//		}
 //	}
+//
+// The upstreams are the game server(s) statusgate sends the requests it lets
+// through to, as reverse_proxy takes them; proxy holds reverse_proxy's
+// subdirectives (header_up, transport, lb_policy, to, ...) but
+// handle_response, replace_status and response matchers, which would answer
+// in the backend's place. Both go to the JSON's "proxy", the reverse_proxy
+// handler's config. Without upstreams or proxy, statusgate is in the form of
+// 1.0 and relies on a reverse_proxy after it.
 //
 // A key with two arguments is a name and a secret, with one a secret alone
 // (named key-<n> by its position); either secret may be its SHA-256 digest
@@ -93,9 +108,14 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // divides max_in_flight, the queue's length and max_held by k.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
+	directive := d.Token()
+	upstreams := d.RemainingArgsAsTokens()
+	for _, u := range upstreams {
+		if optionWord(u.Text) {
+			return d.Errf("statusgate: '%s' is an option, not an upstream: options go in the block (statusgate <upstream>... {\n\t%s ...\n}); the line itself names the game server(s), as in statusgate 127.0.0.1:8080", u.Text, u.Text)
+		}
 	}
+	var proxyBlock caddyfile.Segment
 	auth, b := &h.Auth, &h.Backend
 	var keyLines []keyLine // what sealKey compares a key line with
 	seen := map[string]bool{}
@@ -200,6 +220,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "stream_heartbeat":
 			b.StreamHeartbeat, err = oneArg(d, opt, durationWord)
 
+		case "proxy":
+			proxyBlock, err = proxySegment(d)
+
 		default:
 			return d.Errf("unrecognized subdirective '%s'", opt)
 		}
@@ -207,7 +230,81 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	if len(upstreams) == 0 && proxyBlock == nil {
+		return nil // the form of 1.0: Provision warns
+	}
+	proxy, err := parseProxy(directive, upstreams, proxyBlock)
+	if err != nil {
+		return err
+	}
+	h.Proxy = proxy
 	return nil
+}
+
+// proxySegment reads a proxy block: its tokens, braces included, checked
+// for what a statusgate backend cannot have.
+func proxySegment(d *caddyfile.Dispenser) (caddyfile.Segment, error) {
+	if d.CountRemainingArgs() > 0 {
+		d.NextArg()
+		return nil, d.Errf("proxy: '%s': the upstreams go on the statusgate line (statusgate <upstream>... {), or in proxy's block as to <upstream>...", d.Val())
+	}
+	seg := d.NextSegment()
+	pd := caddyfile.NewDispenser(seg)
+	pd.Next()
+	for pd.NextBlock(0) {
+		opt := pd.Val()
+		switch {
+		case opt == "handle_response", opt == "replace_status", strings.HasPrefix(opt, "@"):
+			return nil, pd.Errf("proxy: '%s' is not allowed here: statusgate reads the backend's answer itself (the field layer, the cache, shared trips), so nothing may answer in its place", opt)
+		}
+	}
+	return seg, nil
+}
+
+// parseProxy reads the backend a statusgate line declares, its upstreams
+// and its proxy block, with reverse_proxy's own parser, into the JSON of
+// the reverse_proxy handler (without "handler"). directive is the
+// statusgate token, which errors about the upstreams point to.
+func parseProxy(directive caddyfile.Token, upstreams []caddyfile.Token, block caddyfile.Segment) (json.RawMessage, error) {
+	head := directive
+	head.Text = "reverse_proxy"
+	tokens := append([]caddyfile.Token{head}, upstreams...)
+	if len(block) > 1 {
+		// The block without the word proxy, opened on the line of the
+		// upstreams, where reverse_proxy's parser looks for it.
+		open := block[1]
+		open.File, open.Line = head.File, head.Line
+		tokens = append(append(tokens, open), block[2:]...)
+	}
+	rp := new(reverseproxy.Handler)
+	if err := rp.UnmarshalCaddyfile(caddyfile.NewDispenser(tokens)); err != nil {
+		return nil, err
+	}
+	if len(rp.Upstreams) == 0 && rp.DynamicUpstreamsRaw == nil {
+		d := caddyfile.NewDispenser([]caddyfile.Token{directive})
+		d.Next()
+		return nil, d.Errf("statusgate: a proxy block without upstreams: name the game server, as in statusgate 127.0.0.1:8080 { ... }, or with to or dynamic in the proxy block")
+	}
+	return json.Marshal(rp)
+}
+
+// optionWord reports whether w is a word of statusgate's block, or a
+// switch's on or off, which no upstream is called: written on the
+// directive's line by mistake, it would be read as a host name.
+func optionWord(w string) bool {
+	switch w {
+	case "on", "off", "true", "false":
+		return true
+	}
+	return slices.Contains(optionNames, w)
+}
+
+// optionNames are the words of statusgate's block.
+var optionNames = []string{
+	"auth", "key", "allow_query_key", "hide_protected", "require_key", "protected_fields", "enable", "disable",
+	"max_in_flight", "max_main_thread", "max_per_client", "queue", "timeout", "coalesce", "cache", "snapshot",
+	"cache_size", "max_response", "max_held", "write_timeout", "client_prefix_v6", "guard", "instances",
+	"max_streams", "max_streams_per_client", "stream_lifetime", "stream_heartbeat", "proxy",
 }
 
 // repeatable are the options that may appear more than once: key, and those

@@ -33,6 +33,16 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"bare directive", `statusgate`, `{}`},
 		{"empty block", "statusgate {\n}", `{}`},
 
+		// The declared backend: reverse_proxy's JSON under "proxy".
+		{"upstream", "statusgate 127.0.0.1:8080", `{"proxy":{"upstreams":[{"dial":"127.0.0.1:8080"}]}}`},
+		{"upstreams with a block", "statusgate 10.0.0.2:8080 10.0.0.3:8080 {\n\tkey s3cret-s3cret-s3cret\n}",
+			`{"auth":{"keys":["` + apikey.Digest("s3cret-s3cret-s3cret") + `"]},"proxy":{"upstreams":[{"dial":"10.0.0.2:8080"},{"dial":"10.0.0.3:8080"}]}}`},
+		{"upstream with a scheme", "statusgate http://127.0.0.1:8080", `{"proxy":{"upstreams":[{"dial":"127.0.0.1:8080"}]}}`},
+		{"proxy block", "statusgate 127.0.0.1:8080 {\n\tproxy {\n\t\theader_up Host creative.internal\n\t\ttransport http {\n\t\t\tresponse_header_timeout 5s\n\t\t}\n\t}\n}",
+			`{"proxy":{"transport":{"protocol":"http","response_header_timeout":5000000000},"upstreams":[{"dial":"127.0.0.1:8080"}],"headers":{"request":{"set":{"Host":["creative.internal"]}}}}}`},
+		{"upstreams in the proxy block", "statusgate {\n\tproxy {\n\t\tto 127.0.0.1:8080\n\t}\n}", `{"proxy":{"upstreams":[{"dial":"127.0.0.1:8080"}]}}`},
+		{"a placeholder upstream", "statusgate {game}", `{"proxy":{"upstreams":[{"dial":"{game}"}]}}`},
+
 		{"auth on", "statusgate {\n\tauth on\n}", `{"auth":{"enabled":true}}`},
 		{"auth off", "statusgate {\n\tauth off\n}", `{"auth":{"enabled":false}}`},
 		{"auth true", "statusgate {\n\tauth true\n}", `{"auth":{"enabled":true}}`},
@@ -164,8 +174,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"extra args hide_protected", "statusgate {\n\thide_protected off now\n}", []string{"wrong argument count", "'now'"}, 2},
 		{"extra args require_key", "statusgate {\n\trequire_key status on player\n}", []string{"wrong argument count", "'player'"}, 2},
 
-		{"args after the directive name", "statusgate on {\n\tauth off\n}", []string{"wrong argument count", "'on'"}, 1},
-		{"args after the bare directive name", "statusgate auth off", []string{"wrong argument count", "'auth'"}, 1},
+		{"an option word after the directive name", "statusgate on {\n\tauth off\n}", []string{"'on' is an option, not an upstream", "statusgate 127.0.0.1:8080"}, 1},
+		{"an option on the directive's line", "statusgate auth off", []string{"'auth' is an option, not an upstream", "options go in the block"}, 1},
+		{"a proxy block without upstreams", "statusgate {\n\tproxy {\n\t\theader_up Host a\n\t}\n}", []string{"a proxy block without upstreams"}, 1},
+		{"handle_response in proxy", "statusgate 127.0.0.1:1 {\n\tproxy {\n\t\thandle_response {\n\t\t\trespond 200\n\t\t}\n\t}\n}", []string{"'handle_response' is not allowed here", "reads the backend's answer itself"}, 3},
+		{"a response matcher in proxy", "statusgate 127.0.0.1:1 {\n\tproxy {\n\t\t@e status 5xx\n\t}\n}", []string{"'@e' is not allowed here"}, 3},
+		{"replace_status in proxy", "statusgate 127.0.0.1:1 {\n\tproxy {\n\t\treplace_status 200\n\t}\n}", []string{"'replace_status' is not allowed here"}, 3},
+		{"upstreams on the proxy line", "statusgate {\n\tproxy 127.0.0.1:1\n}", []string{"proxy: '127.0.0.1:1': the upstreams go on the statusgate line"}, 2},
+		{"proxy twice", "statusgate 127.0.0.1:1 {\n\tproxy {\n\t}\n\tproxy {\n\t}\n}", []string{"'proxy' given twice"}, 4},
+		{"a bad upstream", "statusgate ws://127.0.0.1:1", []string{"ws://"}, 1},
 
 		{"auth twice", "statusgate {\n\tauth on\n\tauth on\n}", []string{"'auth' given twice"}, 3},
 		{"allow_query_key twice", "statusgate {\n\tallow_query_key\n\tallow_query_key off\n}", []string{"'allow_query_key' given twice"}, 3},

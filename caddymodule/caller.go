@@ -18,6 +18,9 @@ type caller struct {
 	// key is the accepted key's keyring position, or noKey. It is kept when
 	// the key does not count here, for the key placeholder alone.
 	key int
+	// name is the accepted key's name, as the key placeholder's value: the
+	// empty string without one.
+	name any
 	// counts says the key opens this endpoint: the keyed queue class, no
 	// per-client limit, the key's own cap.
 	counts bool
@@ -35,29 +38,37 @@ type caller struct {
 	keyCap int
 }
 
+// noValue is the empty placeholder value, made an interface value once:
+// turning a string into one on every request would allocate.
+var noValue any = ""
+
 // anonymous is the caller of a request decided before its endpoint is known.
-var anonymous = caller{key: noKey}
+var anonymous = caller{key: noKey, name: noValue}
 
 // filtered reports whether the caller's answers go through the field layer.
 func (c caller) filtered() bool { return !c.authenticated }
 
 // callerFor is the caller of a request to ep that presented key (a keyring
 // position, or noKey).
-func (h *Handler) callerFor(key int, ep *endpoint) caller {
-	c := caller{key: key, authenticated: !h.authOn}
-	if key != noKey && h.keyInfo[key].opens(ep.name) {
-		k := &h.keyInfo[key]
+func (a *access) callerFor(key int, ep *endpoint) caller {
+	c := caller{key: key, name: noValue, authenticated: !a.authOn}
+	if key == noKey {
+		return c
+	}
+	k := &a.keyInfo[key]
+	c.name = k.name
+	if k.opens(ep.name) {
 		c.counts, c.authenticated = true, true
 		c.holder, c.keyCap = k.holder, k.maxInFlight
 	}
 	return c
 }
 
-// withAddress names a caller whose key does not count by its address, for
-// the per-client limits.
-func (h *Handler) withAddress(c caller, r *http.Request) caller {
+// withAddress names a caller whose key does not count by its address (an
+// IPv6 address by its prefix of prefix6 bits), for the per-client limits.
+func (c caller) withAddress(r *http.Request, prefix6 int) caller {
 	if !c.counts {
-		c.holder = clientAddress(r, h.guard.prefix6)
+		c.holder = clientAddress(r, prefix6)
 	}
 	return c
 }

@@ -1,11 +1,9 @@
 package caddymodule
 
 import (
-	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
+	"context"
+	"crypto/rand"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -25,11 +23,18 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
-	"github.com/statusgate/statusgate/caddymodule/internal/place"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
+// This file is the guard: what stands between the gateway's callers and one
+// backend (the admission limits, the per-client and per-key counts, the held
+// bytes, coalescing, the micro-cache and the stream seats), how it is named,
+// and how a handler joins it. A guard is named by what the handler declares
+// and by nothing else (guardName); the handler's own use of it, with the
+// backend it sends requests to, is a guard value (fetch.go has its one entry).
+
 // guardState is what a guard keeps across requests, handlers and reloads: it
-// lives in the guards pool under its name (guardKey), and goes when the last
+// lives in the guards pool under its name (guardName), and goes when the last
 // handler using it is cleaned up. Its units are always there; the limits in
 // force (lim) say which of them act, and a reload changes them in place
 // (use), so that what is in flight, queued, held and cached stays counted.
@@ -135,12 +140,19 @@ func (*guardState) Destruct() error { return nil }
 // guards holds every guard in the process, by guardKey.
 var guards = caddy.NewUsagePool()
 
-// backendGuard is one handler's use of a guard: the shared state and what
-// the handler decides for itself.
-type backendGuard struct {
+// guard is one handler's use of a guard: the shared state, the backend the
+// handler sends requests to, and what the handler decides for itself. Its
+// one entry is fetch (fetch.go).
+type guard struct {
 	*guardState
-	key          string        // in guards
-	load         uint64        // the handler's config load (guardState.use)
+	name    string            // in guards
+	load    uint64            // the handler's config load (guardState.use)
+	backend *upstream.Backend // the declared backend; nil: the handlers after statusgate reach it (the 1.0 form)
+	// scope names what the guard's answers may be shared within: the
+	// declared backend; in the 1.0 form the guard the operator named, or
+	// else this handler of this load alone (it cannot know where the
+	// handlers after it send requests).
+	scope        string
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	writeTimeout time.Duration // progress deadline of client writes; 0: none
 	maxResponse  int
@@ -149,46 +161,174 @@ type backendGuard struct {
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
 	policy string
+	logger *zap.Logger
 }
 
-// provisionGuard takes this handler's guard from the pool, making it if it is
-// new, and puts the limits l, resolved from h.Backend, in force: the guard
-// named by backend.guard, or the handler's own, named by its place (see
-// guardName). own is the handler's config as Caddy gave it.
-func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits, own []byte) error {
-	c := h.Backend
-	lg := loadOf(ctx)
-	site, placed := lg.placeOf(ctx, own)
-	if c.Guard != "" {
-		if err := lg.named(c.Guard, l, site); err != nil {
-			return err
-		}
-	} else if !placed && len(site.Listen) > 0 {
-		h.logger.Warn("cannot see where this handler stands in its server's routes (a named route, or routes inside another module): its guard is named by its server's addresses and its config; name it with guard <name> to be sure it is the backend's",
-			zap.String("site", site.String()))
+// guardName names a guard in the pool by what the handler declares: the
+// name it gives (guard <name>: handlers in front of one game server at two
+// addresses), or else its backend (handlers that declare the same backend
+// share one guard; any difference in the upstreams or the proxy's settings
+// makes another). Handlers of the 1.0 form, which declare no backend, share
+// one guard for their counts in the whole process: merging the counts of
+// two backends is safe (it only spares them more), splitting one backend's
+// counts would double what it is sent.
+func guardName(name string, b *upstream.Backend) string {
+	switch {
+	case name != "":
+		return "statusgate/guard/name/" + name
+	case b != nil:
+		return "statusgate/guard/backend/" + b.ID()
 	}
-	key, err := lg.guardKey(c.Guard, site, placed)
+	return "statusgate/guard/undeclared"
+}
+
+// joinGuard takes the guard the handler's config names from the pool,
+// making it if it is new, and puts the limits l in force on it. c is the
+// handler's backend options, b its declared backend (nil: none), policy
+// the field lists' fingerprint (policyOf), where the handler's place for
+// error messages.
+func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger) (*guard, error) {
+	name := guardName(c.Guard, b)
+	ld := loadOf(ctx)
+	if err := ld.agree(name, l, handlerAt(ctx, b)); err != nil {
+		return nil, err
+	}
+	v, _, err := guards.LoadOrNew(name, func() (caddy.Destructor, error) { return newGuardState(), nil })
 	if err != nil {
-		return err
+		return nil, err
 	}
-	v, _, err := guards.LoadOrNew(key, func() (caddy.Destructor, error) { return newGuardState(), nil })
-	if err != nil {
-		return err
-	}
-	g := v.(*guardState)
-	g.use(lg.seq, l)
-	h.guard = backendGuard{
-		guardState:   g,
-		key:          key,
-		load:         lg.seq,
+	s := v.(*guardState)
+	s.use(ld.seq, l)
+	g := &guard{
+		guardState:   s,
+		name:         name,
+		load:         ld.seq,
+		backend:      b,
 		timeout:      l.Timeout,
 		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
 		maxResponse:  int(l.MaxResponse),
 		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
-		policy:       policyOf(h.authOn, h.table),
+		policy:       policy,
+		logger:       logger,
 	}
-	// The units this load has on, for its metrics.
-	m := metrics.Guard{Name: c.Guard, Held: g.held}
+	switch {
+	case b != nil:
+		g.scope = "backend " + b.ID()
+	case c.Guard != "":
+		// The 1.0 form, but the operator named the backend: one game
+		// server, whatever the handlers after each statusgate say.
+		g.scope = "guard " + c.Guard
+	default:
+		g.scope = "handler " + rand.Text()
+	}
+	return g, nil
+}
+
+// leave gives the handler's guard back to the pool: the last handler using
+// it removes it, and until then the limits of the newest load still using
+// it are in force.
+func (g *guard) leave() {
+	if g == nil || g.name == "" {
+		return
+	}
+	g.guardState.leave(g.load)
+	_, _ = guards.Delete(g.name)
+	g.name = "" // once: the pool counts each handler once
+}
+
+// handlerAt describes a handler for an error message: its server's addresses,
+// the only thing of its place that Caddy tells a handler, and the backend
+// it declares.
+func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
+	s := "a statusgate handler"
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.Listen) > 0 {
+		s += " on " + strings.Join(slices.Sorted(slices.Values(srv.Listen)), " ")
+	}
+	if b != nil {
+		return s + " in front of " + b.String()
+	}
+	return s + " without upstreams"
+}
+
+// A load is one config's handlers: those whose caddy.Context ends together,
+// which is what a caddy.Context is for (the lifetime of the modules of one
+// config). Loads are numbered as they are first seen, which Caddy does one
+// config at a time: a guard's newest load's limits are in force.
+type load struct {
+	seq    uint64
+	mu     sync.Mutex
+	guards map[string]firstUse // by guard name: the limits of its first handler in this load
+}
+
+// firstUse is the limits a guard was first given in a load, and by whom.
+type firstUse struct {
+	limits guardLimits
+	where  string
+}
+
+// loads holds the loads whose config is running or being provisioned, by
+// the channel that closes when the config stops; an entry goes then.
+var loads sync.Map // <-chan struct{} → *load
+
+// loadSeq numbers loads.
+var loadSeq atomic.Uint64
+
+func loadOf(ctx caddy.Context) *load {
+	done := ctx.Done()
+	v, seen := loads.Load(done)
+	if !seen {
+		v, seen = loads.LoadOrStore(done, &load{seq: loadSeq.Add(1), guards: map[string]firstUse{}})
+		if !seen {
+			context.AfterFunc(ctx, func() { loads.Delete(done) })
+		}
+	}
+	return v.(*load)
+}
+
+// agree records that a handler at w uses the guard name with limits l in
+// this load, and refuses limits other than those the guard was first given
+// here: handlers that share a guard share its limits.
+func (ld *load) agree(name string, l guardLimits, w string) error {
+	ld.mu.Lock()
+	defer ld.mu.Unlock()
+	first, ok := ld.guards[name]
+	if !ok {
+		ld.guards[name] = firstUse{l, w}
+		return nil
+	}
+	if first.limits == l {
+		return nil
+	}
+	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; give both the same limits, or each a guard <name> of its own",
+		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l))
+}
+
+// shareReason says why two handlers share the guard name.
+func shareReason(name string) string {
+	switch {
+	case strings.HasPrefix(name, "statusgate/guard/name/"):
+		return "both name it guard " + strings.TrimPrefix(name, "statusgate/guard/name/")
+	case strings.HasPrefix(name, "statusgate/guard/backend/"):
+		return "they declare the same backend"
+	}
+	return "neither declares its upstreams, and such handlers share one guard"
+}
+
+// policyOf fingerprints the field lists: what a filtered answer's bytes
+// depend on besides the request.
+func policyOf(authOn bool, t *endpointTable) string {
+	f := fnv.New64a()
+	fmt.Fprintf(f, "auth=%v\n", authOn)
+	for _, ep := range t.ordered {
+		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
+	}
+	return strconv.FormatUint(f.Sum64(), 36)
+}
+
+// units is what the guard has on under the limits l, for its metrics:
+// name is the guard's name as the config gives it ("" unless guard <name>).
+func (g *guard) units(name string, l guardLimits) metrics.Guard {
+	m := metrics.Guard{Name: name, Held: g.held}
 	if l.InFlight > 0 {
 		m.All = g.all
 	}
@@ -201,148 +341,5 @@ func (h *Handler) provisionGuard(ctx caddy.Context, l guardLimits, own []byte) e
 	if l.CacheSize > 0 {
 		m.Cache = g.cache
 	}
-	h.metrics.ExportGuard(m)
-	return nil
-}
-
-// loads tells config loads apart, by the metrics registry Caddy makes for
-// each, to find each handler's place and to check named guards. An entry goes
-// when its config stops.
-var loads sync.Map // *prometheus.Registry → *loadGuards
-
-// loadSeq numbers config loads in the order their first handler is
-// provisioned: a guard's newest load's limits are in force.
-var loadSeq atomic.Uint64
-
-type loadGuards struct {
-	seq     uint64
-	mu      sync.Mutex
-	servers map[*caddyhttp.Server]*serverPlaces
-	counts  map[string]int         // handlers by identity, to number the equal ones
-	names   map[string]namedLimits // named guards' limits and where they were first seen
-}
-
-// serverPlaces are the places of a server's handlers (place.Find), taken one
-// by one as the handlers are provisioned.
-type serverPlaces struct {
-	list []place.Place
-	next int
-	lost bool // a handler was not where the list said: the rest are unplaced
-}
-
-type namedLimits struct {
-	limits guardLimits
-	site   place.Place
-}
-
-func loadOf(ctx caddy.Context) *loadGuards {
-	reg := ctx.GetMetricsRegistry()
-	v, loaded := loads.LoadOrStore(reg, &loadGuards{
-		seq:     loadSeq.Add(1), // numbers left unused when loaded keep the order
-		servers: map[*caddyhttp.Server]*serverPlaces{}, counts: map[string]int{}, names: map[string]namedLimits{},
-	})
-	if !loaded && reg != nil {
-		ctx.OnCancel(func() { loads.Delete(reg) })
-	}
-	return v.(*loadGuards)
-}
-
-// placeOf is the place of the handler being provisioned, whose config is
-// own, and whether it was found: Caddy provisions a server's handlers in the
-// order place.Find lists them, and a handler whose config is not its
-// place's is one Find could not see (and so are the server's handlers after
-// it). An unplaced handler's place has only its server's addresses.
-func (lg *loadGuards) placeOf(ctx caddy.Context, own []byte) (place.Place, bool) {
-	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if srv == nil {
-		return place.Place{Config: own}, false // outside an HTTP server: in tests
-	}
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
-	sp := lg.servers[srv]
-	if sp == nil {
-		sp = &serverPlaces{list: place.Find(srv, "statusgate")}
-		lg.servers[srv] = sp
-	}
-	unplaced := place.Place{Listen: slices.Sorted(slices.Values(srv.Listen)), Config: own}
-	if sp.lost || sp.next >= len(sp.list) {
-		sp.lost = true
-		return unplaced, false
-	}
-	p := sp.list[sp.next]
-	sp.next++
-	if !sameConfig(p.Config, own) {
-		sp.lost = true
-		return unplaced, false
-	}
-	return p, true
-}
-
-// sameConfig reports whether raw, a handler's JSON in the config, is the
-// config own (json.Marshal of a Handler as Caddy decoded it).
-func sameConfig(raw json.RawMessage, own []byte) bool {
-	var h Handler
-	if json.Unmarshal(raw, &h) != nil {
-		return false
-	}
-	b, err := json.Marshal(&h)
-	return err == nil && bytes.Equal(b, own)
-}
-
-// guardKey names a guard in the pool. A named guard is its name's. A guard of
-// a handler's own is named by its place: the server's listener addresses, the
-// host matchers around it and its backend, which tell apart any two handlers
-// in front of different backends, and stay the same across reloads that
-// change anything else. Handlers at equal places (in front of one backend,
-// for the same hosts) are numbered in the order Caddy provisions them, which
-// within one server follows the routes. An unplaced handler is named by its
-// server's addresses and its config; two unplaced handlers of one server with
-// the same config could swap backends across reloads, which is a config
-// error.
-func (lg *loadGuards) guardKey(name string, site place.Place, placed bool) (string, error) {
-	if name != "" {
-		return "statusgate/guard/name/" + name, nil
-	}
-	id := site.Identity()
-	if !placed {
-		sum := sha256.Sum256(site.Config)
-		id += " unplaced config=" + hex.EncodeToString(sum[:8])
-	}
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
-	lg.counts[id]++
-	n := lg.counts[id]
-	if !placed && n > 1 && len(site.Listen) > 0 {
-		return "", fmt.Errorf("two handlers with the same config on %s stand where statusgate cannot tell their backends apart (a named route, or routes inside another module): write guard <name> in each, one name per backend", strings.Join(site.Listen, " "))
-	}
-	return "statusgate/guard/site/" + id + " #" + strconv.Itoa(n), nil
-}
-
-// named records that the guard name has the limits l at site in this load,
-// and refuses limits other than those it was first seen with: handlers that
-// share a guard share its limits.
-func (lg *loadGuards) named(name string, l guardLimits, site place.Place) error {
-	lg.mu.Lock()
-	defer lg.mu.Unlock()
-	first, ok := lg.names[name]
-	if !ok {
-		lg.names[name] = namedLimits{l, site}
-		return nil
-	}
-	if first.limits == l {
-		return nil
-	}
-	return fmt.Errorf("backend.guard: '%s' has other limits here, at %s (%s), than at %s (%s): handlers that share a guard share its limits; give both the same, or each a guard of its own",
-		name, site, limitsDiff(l, first.limits), first.site, limitsDiff(first.limits, l))
-}
-
-// policyOf fingerprints the field lists: what a filtered answer's bytes
-// depend on besides the request.
-func policyOf(authOn bool, t *endpointTable) string {
-	f := fnv.New64a()
-	fmt.Fprintf(f, "auth=%v\n", authOn)
-	for _, ep := range t.ordered {
-		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
-	}
-	return strconv.FormatUint(f.Sum64(), 36)
+	return m
 }

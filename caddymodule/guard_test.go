@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
@@ -792,52 +793,92 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 	}
 }
 
-// TestGuardSharing checks the guard pool outside an HTTP server, where a
-// handler has no place (test/ checks guards named by their place through a
-// real Caddy): the same config provisioned again (a reload) shares the guard,
-// a handler of another config does not, a named guard is shared across
-// configs, and one name with two sets of limits in one config is an error.
+// TestGuardSharing checks what names a guard, outside an HTTP server (test/
+// checks it through a real Caddy): a declared backend, in any spelling of
+// the same declaration, and nothing else; a name; and, for the handlers of
+// the 1.0 form, one guard for the process, whose answers stay each
+// handler's. Handlers that share a guard in one load share its limits, and
+// a later load's are in force.
 func TestGuardSharing(t *testing.T) {
-	a, _ := newTestHandler(t, "max_in_flight 3")
-	b, _ := newTestHandler(t, "max_in_flight 3")
-	c, _ := newTestHandler(t, "max_in_flight 4")
-	if a.guard.guardState != b.guard.guardState {
-		t.Error("a reload of the same config got a guard of its own")
-	}
-	if a.guard.guardState == c.guard.guardState {
-		t.Error("other limits share a guard")
-	}
-	n1, _ := newTestHandler(t, "guard survival")
-	n2, _ := newTestHandler(t, "guard survival\nkey "+testKey)
-	if n1.guard.guardState != n2.guard.guardState || n1.guard.guardState == a.guard.guardState {
-		t.Error("a named guard is not shared by name")
-	}
-	// Two handlers in one config: their own guards, or one by name.
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	defer cancel()
-	provision := func(block string) (*Handler, error) {
-		h, err := parseTestCaddyfile("statusgate {\n" + block + "\n}")
+	join := func(ctx caddy.Context, c BackendConfig, declared string) (*guard, error) {
+		t.Helper()
+		var b *upstream.Backend
+		if declared != "" {
+			var err error
+			if b, err = upstream.Parse("proxy", json.RawMessage(declared)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := resolveLimits(c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = h.provisionWith(ctx, zap.NewNop())
+		g, err := joinGuard(ctx, c, l, b, "policy", zap.NewNop())
 		if err == nil {
-			t.Cleanup(func() { _ = h.Cleanup() })
+			t.Cleanup(g.leave)
 		}
-		return h, err
+		return g, err
 	}
-	x, _ := provision("max_in_flight 5")
-	y, _ := provision("max_in_flight 5")
-	if x.guard.guardState == y.guard.guardState {
-		t.Error("two handlers of one config share a guard they did not name")
+	newLoad := func() caddy.Context {
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		return ctx
 	}
-	if _, err := provision("guard hub\nmax_in_flight 5"); err != nil {
-		t.Fatal(err)
+	const survival = `{"upstreams":[{"dial":"10.0.0.2:8080"}]}`
+	load1 := newLoad()
+	g1, _ := join(load1, BackendConfig{}, survival)
+	g2, err := join(load1, BackendConfig{}, "{\n  \"upstreams\": [ { \"dial\": \"10.0.0.2:8080\" } ]\n}")
+	if err != nil || g2.guardState != g1.guardState || g2.scope != g1.scope {
+		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.guardState == g1.guardState)
 	}
-	if _, err := provision("guard hub\nmax_in_flight 6"); err == nil || !strings.Contains(err.Error(), "backend.guard: 'hub' has other limits here, at a handler outside any HTTP server (max_in_flight 6), than at a handler outside any HTTP server (max_in_flight 5)") {
-		t.Errorf("one guard name with two sets of limits: %v", err)
+	for name, other := range map[string]string{
+		"another upstream":      `{"upstreams":[{"dial":"10.0.0.3:8080"}]}`,
+		"another Host":          `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["creative.internal"]}}}}`,
+		"a rewrite":             `{"upstreams":[{"dial":"10.0.0.2:8080"}],"rewrite":{"uri":"/creative{http.request.uri}"}}`,
+		"the upstreams swapped": `{"upstreams":[{"dial":"10.0.0.3:8080"},{"dial":"10.0.0.2:8080"}]}`,
+	} {
+		g, err := join(load1, BackendConfig{}, other)
+		if err != nil || g.guardState == g1.guardState || g.scope == g1.scope {
+			t.Errorf("%s shares the guard or its answers (%v)", name, err)
+		}
 	}
-	if _, err := provision("max_response 2MiB\nmax_held 1MiB"); err == nil || !strings.Contains(err.Error(), "max_response") {
+	if _, err := join(load1, BackendConfig{MaxInFlight: 4}, survival); err == nil ||
+		!strings.Contains(err.Error(), "share a guard (they declare the same backend) but not its limits: here max_in_flight 4, there max_in_flight 8") ||
+		!strings.Contains(err.Error(), "in front of 10.0.0.2:8080") {
+		t.Errorf("one backend with two sets of limits in one load: %v", err)
+	}
+	// A reload keeps the declared backend's guard, and puts its limits in force.
+	load2 := newLoad()
+	g3, err := join(load2, BackendConfig{MaxInFlight: 4}, survival)
+	if err != nil || g3.guardState != g1.guardState || g3.scope != g1.scope || g3.lim.Load().InFlight != 4 {
+		t.Errorf("a reload that keeps the declaration: %v", err)
+	}
+
+	// Named guards: by name, across declarations and loads; not the
+	// answers of two declarations.
+	n1, _ := join(load1, BackendConfig{Guard: "survival"}, survival)
+	n2, _ := join(load2, BackendConfig{Guard: "survival"}, `{"upstreams":[{"dial":"10.0.0.9:8080"}]}`)
+	if n1.guardState != n2.guardState || n1.guardState == g1.guardState || n1.scope == n2.scope {
+		t.Error("a named guard is not shared by name alone")
+	}
+	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
+		t.Errorf("one guard name with two sets of limits in one load: %v", err)
+	}
+
+	// The 1.0 form: one guard in the process, answers each handler's own.
+	u1, _ := join(load1, BackendConfig{}, "")
+	u2, err := join(load1, BackendConfig{}, "")
+	if err != nil || u1.guardState != u2.guardState || u1.scope == u2.scope || u1.guardState == g1.guardState {
+		t.Errorf("two handlers without upstreams: %v", err)
+	}
+	if _, err := join(load1, BackendConfig{MaxInFlight: 5}, ""); err == nil || !strings.Contains(err.Error(), "neither declares its upstreams") {
+		t.Errorf("handlers without upstreams with two sets of limits in one load: %v", err)
+	}
+	u3, err := join(load2, BackendConfig{MaxInFlight: 5}, "")
+	if err != nil || u3.guardState != u1.guardState || u3.lim.Load().InFlight != 5 {
+		t.Errorf("a later load of the 1.0 form: %v", err)
+	}
+	if _, err := resolveLimits(BackendConfig{MaxResponse: 2 << 20, MaxHeld: 1 << 20}); err == nil || !strings.Contains(err.Error(), "max_response") {
 		t.Errorf("max_response over max_held: %v", err)
 	}
 }

@@ -108,8 +108,8 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint) verdict {
-	data := h.index.list(who, h.hide)
+func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) verdict {
+	data := c.list(who, hide)
 	b := make([]byte, 0, len(data)+96)
 	b = append(b, apijson.DataHead...)
 	b = append(b, data...)
@@ -121,7 +121,7 @@ func (h *Handler) serveIndex(w http.ResponseWriter, who caller, ep *endpoint) ve
 		out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
 		if err != nil {
 			// The gateway rendered this body itself; failing here is a bug.
-			h.logger.Error("filtering the index", zap.Error(err))
+			logger.Error("filtering the index", zap.Error(err))
 			return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
 		}
 		ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))

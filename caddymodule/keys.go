@@ -17,13 +17,14 @@ import (
 // minKeyLength is the length under which a plain secret gets a startup warning.
 const minKeyLength = 16
 
-// provisionKeys expands the configured keys and builds the keyring. Errors and
-// warnings name a key by its position in auth.keys and its name (when it is a
-// valid one), never by its text: that may be the secret, or part of it.
-func (h *Handler) provisionKeys() error {
+// loadKeys expands the configured keys and builds the keyring, and what the
+// request path needs to know of each key. Errors and warnings name a key by
+// its position in auth.keys and its name (when it is a valid one), never by
+// its text: that may be the secret, or part of it.
+func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []keyInfo, error) {
 	repl := caddy.NewReplacer()
-	keys := make([]apikey.Key, len(h.Auth.Keys))
-	for i, k := range h.Auth.Keys {
+	keys := make([]apikey.Key, len(configured))
+	for i, k := range configured {
 		name := k.Name
 		if name == "" {
 			name = apikey.DefaultName(i + 1)
@@ -38,11 +39,11 @@ func (h *Handler) provisionKeys() error {
 			where += " " + k.Secret
 		}
 		if err := k.Validate(); err != nil {
-			return fmt.Errorf("%s: %v", where, err)
+			return nil, nil, fmt.Errorf("%s: %v", where, err)
 		}
 		for _, ep := range k.Endpoints {
 			if !validEndpointName(ep) {
-				return fmt.Errorf("%s: endpoints: %v", where, endpointNameError(ep))
+				return nil, nil, fmt.Errorf("%s: endpoints: %v", where, endpointNameError(ep))
 			}
 		}
 		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
@@ -52,28 +53,27 @@ func (h *Handler) provisionKeys() error {
 				// part of the key, which may be a secret with braces in it.
 				err = errPlaceholder
 			}
-			return fmt.Errorf("%s: %v", where, err)
+			return nil, nil, fmt.Errorf("%s: %v", where, err)
 		}
 		secret = strings.TrimSpace(secret)
 		if secret == "" {
-			return fmt.Errorf("%s resolves to an empty string", where)
+			return nil, nil, fmt.Errorf("%s resolves to an empty string", where)
 		}
 		if !strings.HasPrefix(secret, apikey.DigestPrefix) && len(secret) < minKeyLength {
-			h.logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
+			logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
 		keys[i] = apikey.Key{Name: k.Name, Secret: secret}
 	}
 	kr, err := apikey.NewKeyring(keys)
 	if err != nil {
-		return fmt.Errorf("auth.keys: %v", err)
+		return nil, nil, fmt.Errorf("auth.keys: %v", err)
 	}
-	h.keys = kr
-	h.keyInfo = h.keyInfo[:0]
+	info := make([]keyInfo, 0, kr.Len())
 	for i, name := range kr.Names() {
-		h.keyInfo = append(h.keyInfo, newKeyInfo(name, h.Auth.Keys[i]))
+		info = append(info, newKeyInfo(name, configured[i]))
 	}
-	return nil
+	return kr, info, nil
 }
 
 // keyInfo is what the request path needs to know of one accepted key: its

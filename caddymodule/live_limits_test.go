@@ -87,14 +87,14 @@ func TestLiveLimitsUnderLoad(t *testing.T) {
 // site matches and the port the request came in on, not by the port a client
 // writes in its Host.
 func TestShareKeySite(t *testing.T) {
-	g := &backendGuard{policy: "p"}
+	g := &guard{policy: "p"}
 	key := func(host string, port int) string {
 		r := httptest.NewRequest("GET", "/api/v1/worlds", nil)
 		r.Host = host
 		if port > 0 {
 			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}))
 		}
-		return g.shareKey(r, true)
+		return g.shareKey(r, true, nil)
 	}
 	if key("localhost:9001", 9001) == key("localhost:9002", 9002) {
 		t.Error("two ports of one host name share answers")

@@ -37,8 +37,7 @@ const (
 // The placeholder values are held as interface values made once, because
 // turning a string into an interface on every request would allocate.
 var (
-	noValue       any = ""
-	outcomeValues     = func() []any {
+	outcomeValues = func() []any {
 		v := make([]any, len(metrics.Outcomes()))
 		for _, o := range metrics.Outcomes() {
 			v[o] = o.String()
@@ -55,34 +54,30 @@ var (
 // open the endpoint (the request the scope refused shows which key it was);
 // the client placeholder is the key's name only where the key counts, and
 // the address, like any caller without a key's, everywhere else.
-func (h *Handler) identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
+func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 	endpoint := noValue
 	if ep != nil {
 		endpoint = ep.nameValue
 	}
 	repl.Set(placeholderEndpoint, endpoint)
-	key := noValue
-	if who.key != noKey {
-		key = h.keyInfo[who.key].name
-	}
-	repl.Set(placeholderKey, key)
+	repl.Set(placeholderKey, who.name)
 	if !who.counts {
 		// Stored by Caddy as an interface value already: no allocation.
 		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
 		return
 	}
-	repl.Set(placeholderClient, key)
+	repl.Set(placeholderClient, who.name)
 }
 
 // settle records the request's outcome, once, from conclude: the
 // placeholder, which the access log reads after the response, and the
 // endpoint's counter (requests that match no endpoint count under
-// metrics.OtherEndpoint).
-func (h *Handler) settle(repl *caddy.Replacer, ep *endpoint, o metrics.Outcome) {
+// metrics.OtherEndpoint, in m).
+func settle(repl *caddy.Replacer, ep *endpoint, m *metrics.Metrics, o metrics.Outcome) {
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
 		ep.metrics.Count(o)
 	} else {
-		h.metrics.Other().Count(o)
+		m.Other().Count(o)
 	}
 }

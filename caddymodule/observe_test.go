@@ -285,9 +285,9 @@ func BenchmarkObserve(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			repl := caddy.NewReplacer()
-			h.identify(repl, r, ep, h.callerFor(0, ep))
+			identify(repl, r, ep, h.callerFor(0, ep))
 			h.metrics.KeyUsed(0)
-			h.settle(repl, ep, metrics.Served)
+			settle(repl, ep, h.metrics, metrics.Served)
 		}
 	})
 }

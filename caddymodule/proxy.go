@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
@@ -34,58 +35,136 @@ var (
 // errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
 var errBrokeOff = errors.New("backend response broke off")
 
-// proxy hands the rewritten request to next, which writes the backend's
-// answer through the field layer, where it applies, into sp. It returns the
-// outcome of an answer that came whole, and a *refusal (502 or 504, or the
-// 429 of a rate limiter after the gateway) for a backend failure while
-// nothing has reached the client. When the answer was already streaming to
-// the client, only a cut connection tells the client that the rest is
-// missing: proxy then returns a *streamed that says so.
-func (h *Handler) proxy(sp *spool, r *http.Request, ep *endpoint, filtered bool, next caddyhttp.Handler) (metrics.Outcome, error) {
-	pw := writers.get(sp, filtered, ep.fields)
-	err := runNext(pw, r, next)
+// errAnsweredAfter is why a request is refused when, with a declared
+// backend, a handler after statusgate answered it: the answer is not the
+// declared backend's, which names the guard and everything it shares.
+var errAnsweredAfter = errors.New("a handler after statusgate answered the request, but statusgate declares its backend and sends the request there itself: remove the reverse_proxy (or other handler) that follows statusgate")
+
+// errUpstreamChanged is why a request is refused when a handler after
+// statusgate changed a placeholder of the declared backend: the request
+// would reach another backend than the one its answer is shared for.
+var errUpstreamChanged = errors.New("a handler after statusgate changed a placeholder of statusgate's upstreams: set it before statusgate (a map or vars before it)")
+
+// proxy sends the request r that t describes to the backend (send), which
+// writes its answer through the field layer, where it applies, into sp. The
+// verdict's outcome is that of an answer that came whole or streamed; a
+// backend failure while nothing has reached the client is a 502 or 504 (or
+// the 429 of a rate limiter after the gateway). When the answer was already
+// streaming to the client, only a cut connection tells the client that the
+// rest is missing: the verdict then says so.
+func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
+	filtered := t.who.filtered()
+	pw := writers.get(sp, filtered, t.ep.fields)
+	err := pw.run(func() error { return g.send(pw, r, t) })
 	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
 		// reverse_proxy answers a request whose context was cancelled with a
 		// bare 499 and no error: no answer from the backend, but the wait's end.
 		writers.put(pw)
-		return 0, contextRefusal(ctxErr)
+		return contextRefusal(ctxErr)
 	}
 	if filtered && err == nil {
-		ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
-		ep.metrics.FieldsRemoved(pw.filter.Hidden())
+		t.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
+		t.ep.metrics.FieldsRemoved(pw.filter.Hidden())
 	}
 	writers.put(pw)
-	if err == nil {
-		if filtered {
-			return metrics.Filtered, nil
-		}
-		return metrics.Served, nil
+	switch {
+	case err == nil && filtered:
+		return verdict{outcome: metrics.Filtered}
+	case err == nil:
+		return verdict{outcome: metrics.Served}
+	case sp.spilled:
+		return verdict{outcome: metrics.BackendError, cause: err, cut: true}
 	}
-	if sp.spilled {
-		return 0, &streamed{verdict{outcome: metrics.BackendError, cause: err, cut: true}}
-	}
-	ref := badGateway(err)
+	v := badGateway(err)
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
 		case http.StatusGatewayTimeout:
-			ref.status = http.StatusGatewayTimeout
+			v.status = http.StatusGatewayTimeout
 		case http.StatusTooManyRequests:
-			// A rate limiter between the gateway and reverse_proxy (rate_limit)
-			// refused the caller; it left Retry-After in the header.
-			ref.status, ref.outcome = http.StatusTooManyRequests, metrics.RateLimited
-			ref.retryAfter = sp.Header().Get("Retry-After")
+			// A rate limiter after the gateway (rate_limit) refused the
+			// caller; it left Retry-After in the header.
+			v.status, v.outcome = http.StatusTooManyRequests, metrics.RateLimited
+			v.retryAfter = sp.Header().Get("Retry-After")
 		}
 	}
-	return 0, ref
+	return v
 }
 
-// runNext runs next into pw and finishes the body. reverse_proxy panics with
-// http.ErrAbortHandler when the body breaks off or the filter refuses it
-// mid-copy; while nothing has been sent that becomes an error the gateway can
-// still answer. Once the client has part of the response, and for any other
-// panic, the panic goes on: pw is then not reused.
-func runNext(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err error) {
+// send hands the request r that t describes to the backend, writing its
+// answer to pw. The handlers after statusgate (t.next) come first: in the
+// 1.0 form they reach the backend themselves (a reverse_proxy); with a
+// declared backend they may refuse the request (a rate_limit, which then
+// counts only the trips that reach the backend) or pass it on, and then
+// statusgate's own proxy sends it to the backend.
+func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
+	if g.backend == nil {
+		return t.next.ServeHTTP(pw, r)
+	}
+	// Caddy marks a request that went through every handler unanswered as
+	// such ("unhandled": its access log then says NOP); for statusgate
+	// that is the way to its backend, and the mark is put back as it was.
+	ctx := r.Context()
+	mark := caddyhttp.GetVar(ctx, unhandledVar)
+	gate := gateWriter{hdr: pw.Header()}
+	err := gate.run(t.next, r)
+	caddyhttp.SetVar(ctx, unhandledVar, mark)
+	switch {
+	case gate.answered:
+		return errAnsweredAfter
+	case err != nil:
+		return err
+	case t.upstream != nil && !g.backend.Same(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer), t.upstream):
+		return errUpstreamChanged
+	}
+	return g.backend.ServeHTTP(pw, r)
+}
+
+// unhandledVar is the variable Caddy sets on a request that reached the end
+// of its handlers without an answer.
+const unhandledVar = "unhandled"
+
+// gateWriter is the writer of the handlers after statusgate when statusgate
+// sends the request on itself: they may set headers (a rate limiter's
+// Retry-After), which the answer keeps, but an answer of theirs is noted
+// and refused.
+type gateWriter struct {
+	hdr      http.Header
+	answered bool
+}
+
+// run runs the handlers after statusgate into g. One that answers (a
+// reverse_proxy) gives up when its writes fail, as when its client leaves:
+// that is no failure of the backend's.
+func (g *gateWriter) run(next caddyhttp.Handler, r *http.Request) (err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			if rec != http.ErrAbortHandler || !g.answered {
+				panic(rec)
+			}
+		}
+	}()
+	return next.ServeHTTP(g, r)
+}
+
+func (g *gateWriter) Header() http.Header { return g.hdr }
+func (g *gateWriter) WriteHeader(status int) {
+	if status >= 200 {
+		g.answered = true
+	}
+}
+func (g *gateWriter) Write(p []byte) (int, error) {
+	g.answered = true
+	return 0, errAnsweredAfter
+}
+
+// run runs send, which writes the answer into pw, and finishes the body.
+// reverse_proxy panics with http.ErrAbortHandler when the body breaks off
+// or the filter refuses it mid-copy; while nothing has been sent that
+// becomes an error the gateway can still answer. Once the client has part
+// of the response, and for any other panic, the panic goes on: pw is then
+// not reused.
+func (pw *proxyWriter) run(send func() error) (err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec != http.ErrAbortHandler || pw.sent() {
@@ -94,7 +173,7 @@ func runNext(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err erro
 			err = pw.cause(errBrokeOff)
 		}
 	}()
-	if err = next.ServeHTTP(pw, r); err == nil {
+	if err = send(); err == nil {
 		err = pw.finish()
 	}
 	return err
@@ -105,7 +184,7 @@ func runNext(pw *proxyWriter, r *http.Request, next caddyhttp.Handler) (err erro
 // client-supplied real-IP headers, GET for HEAD, no body and no trailers, and
 // an identity body when the response is going to be filtered or shared
 // (identity is the one encoding every caller can be given).
-func (h *Handler) prepareUpstream(r *http.Request, rt route, identity bool) {
+func prepareUpstream(r *http.Request, rt route, identity bool) {
 	path, rawPath := rt.upstreamPath()
 	r.URL.Path = path
 	r.URL.RawPath = rawPath

@@ -31,6 +31,9 @@ func writeError(w http.ResponseWriter, status int, path string) {
 	apijson.Write(w, status, b)
 }
 
+// allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
+const allowedMethods = "GET, HEAD, OPTIONS"
+
 // preflightMaxAge is how long browsers may cache the preflight answer, in seconds.
 const preflightMaxAge = "86400"
 

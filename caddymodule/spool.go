@@ -49,6 +49,12 @@ const spoolStart = 4 << 10
 // past what the held bytes allow, spills: onSpill runs (it releases the
 // followers of a shared trip), what was kept goes to the client, the rest
 // streams through, and nothing is shared.
+//
+// Its life follows a fetch: made there (newSpool), filled by one trip
+// (begin, then done when the backend is done: the held-bytes charge goes
+// back), and recycled there once the answer is written: the buffer goes back
+// to the pool then, unless keep said that the cache or the followers of a
+// shared trip have it.
 type spool struct {
 	client  http.ResponseWriter
 	max     int
@@ -60,6 +66,7 @@ type spool struct {
 	// mustHold refuses to spill: an answer that does not fit fails.
 	mustHold bool
 	err      error // why the answer failed in the spool, if it did
+	kept     bool  // body is no longer the spool's to give back
 
 	hint    int // the answer's expected length; 0: unknown
 	hdr     http.Header
@@ -68,8 +75,13 @@ type spool struct {
 	spilled bool
 }
 
-func newSpool(client http.ResponseWriter, max int, held *hold.Budget, onSpill func() error) *spool {
-	return &spool{client: client, max: max, held: held, onSpill: onSpill, hdr: http.Header{}}
+func newSpool(client http.ResponseWriter, max int, held *hold.Budget) *spool {
+	return &spool{client: client, max: max, held: held, hdr: http.Header{}}
+}
+
+// begin readies the spool for a trip: mustHold and onSpill as in spool.
+func (s *spool) begin(mustHold bool, onSpill func() error) {
+	s.mustHold, s.onSpill = mustHold, onSpill
 }
 
 func (s *spool) Header() http.Header {
@@ -165,7 +177,9 @@ func (s *spool) spill() error {
 	}
 	s.client.WriteHeader(s.status)
 	body := s.body
-	s.free()
+	s.done()
+	s.body = nil
+	defer buffers.put(body) // written: nobody else has it
 	if len(body) == 0 {
 		return nil
 	}
@@ -173,12 +187,24 @@ func (s *spool) spill() error {
 	return err
 }
 
-// free gives back the held bytes the buffer took. The body itself may live
-// on in what result returned, held then by whoever writes it, who gives it
-// to buffers.put when nobody else can have it.
-func (s *spool) free() {
+// done gives back the held bytes the buffer took, when the backend is done:
+// from then on whoever writes the answer holds it (deliver).
+func (s *spool) done() {
 	s.held.Give(s.charged)
 	s.charged = 0
+}
+
+// keep says the body lives on past the fetch (in the cache, or with the
+// followers of a shared trip): recycle leaves it to the garbage collector.
+func (s *spool) keep() { s.kept = true }
+
+// recycle gives the buffer back to the pool once the answer is written,
+// unless it was kept.
+func (s *spool) recycle() {
+	s.done()
+	if !s.kept {
+		buffers.put(s.body)
+	}
 	s.body = nil
 }
 

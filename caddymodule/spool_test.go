@@ -10,10 +10,10 @@ import (
 
 // TestSpoolChargesItsBuffers: what a spool holds is charged to the held
 // bytes as the memory it takes, its buffers' capacity, not the lengths it
-// asked for, and all of it is given back by free.
+// asked for, and all of it is given back by done.
 func TestSpoolChargesItsBuffers(t *testing.T) {
 	budget := hold.New(64<<20, 4<<20)
-	sp := newSpool(httptest.NewRecorder(), 1<<20, budget, func() error { return nil })
+	sp := newSpool(httptest.NewRecorder(), 1<<20, budget)
 	sp.expect(5000)
 	for _, n := range []int{5000, 20000, 100000} {
 		if _, err := sp.Write(bytes.Repeat([]byte{'x'}, n)); err != nil {
@@ -26,9 +26,9 @@ func TestSpoolChargesItsBuffers(t *testing.T) {
 			t.Errorf("after %d more bytes: %d held for a buffer of %d", n, held, c)
 		}
 	}
-	sp.free()
+	sp.done()
 	if held := budget.Held(); held != 0 {
-		t.Errorf("after free: %d held", held)
+		t.Errorf("after done: %d held", held)
 	}
 }
 
@@ -38,12 +38,12 @@ func TestSpoolChargesItsBuffers(t *testing.T) {
 func TestSpoolGrowsToMaxExactly(t *testing.T) {
 	const max = 3 << 20
 	budget := hold.New(max, max)
-	sp := newSpool(httptest.NewRecorder(), max, budget, func() error { return nil })
+	sp := newSpool(httptest.NewRecorder(), max, budget)
 	if _, err := sp.Write(bytes.Repeat([]byte{'x'}, max)); err != nil || sp.spilled {
 		t.Fatalf("an answer of max bytes: err %v, spilled %v", err, sp.spilled)
 	}
 	if held := budget.Held(); held != max || cap(sp.body) != max {
 		t.Errorf("%d held for a buffer of %d, want %d", held, cap(sp.body), max)
 	}
-	sp.free()
+	sp.recycle()
 }

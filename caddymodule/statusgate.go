@@ -24,6 +24,8 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 func init() {
@@ -59,13 +61,21 @@ type Handler struct {
 	// micro-cache. Absent means the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 
+	// Proxy is the backend itself: the game server(s) the requests that
+	// statusgate lets through go to, and how. It is the JSON of Caddy's
+	// reverse_proxy handler without "handler" ("upstreams", "headers",
+	// "transport", "load_balancing", ...), which the Caddyfile's
+	// `statusgate <upstream>... { proxy { ... } }` writes; handle_response
+	// is refused, because statusgate reads the answer itself. It names the
+	// handler's guard: handlers that declare the same proxy share one.
+	// Absent: the form of 1.0, in which the handlers after statusgate (a
+	// reverse_proxy) reach the backend; it logs a warning.
+	Proxy json.RawMessage `json:"proxy,omitempty"`
+
+	access  // the key check (auth.go)
 	table   *endpointTable
-	guard   backendGuard
-	keys    *apikey.Keyring
-	keyInfo []keyInfo // each key's name, scope and cap, by keyring position
-	authOn  bool
+	guard   *guard // the backend step (fetch.go)
 	hide    bool
-	qkey    bool
 	index   *indexCache
 	live    *liveState // the live streams (stream.go)
 	metrics *metrics.Metrics
@@ -185,18 +195,13 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
-	// The config as Caddy gave it, before anything below fills in: it
-	// tells this handler's place in the server's routes (provisionGuard).
-	own, err := json.Marshal(h)
-	if err != nil {
-		return err
-	}
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
 
-	if err := h.provisionKeys(); err != nil {
+	var err error
+	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, logger); err != nil {
 		return err
 	}
 	limits, err := resolveLimits(h.Backend)
@@ -215,52 +220,61 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	h.access.metrics = h.metrics
 	liveLimits, err := resolveLive(h.Backend.LiveConfig)
 	if err != nil {
 		return err
 	}
 	limits.Streams, limits.StreamsPerClient = liveLimits.maxStreams, liveLimits.perClient
-	if err := h.provisionGuard(ctx, limits, own); err != nil {
+	var backend *upstream.Backend
+	if h.Proxy != nil {
+		if backend, err = upstream.Parse("proxy", h.Proxy); err != nil {
+			return err
+		}
+		if err := backend.Provision(ctx); err != nil {
+			return err
+		}
+	} else {
+		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): its answers are shared within this handler only, and its counts with every other such handler; name the game server in statusgate itself",
+			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it"))
+	}
+	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policyOf(h.authOn, h.table), logger); err != nil {
 		return err
 	}
-	if err := h.provisionLive(liveLimits); err != nil {
-		return err
-	}
-	h.logShare(limits)
+	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
+	h.live = newLive(liveLimits, h.guard, h.metrics, logger)
+	logShare(logger, limits, h.table)
 	h.index = newIndexCache(h.authOn, h.table, h.keyInfo)
 
 	switch {
 	case !h.authOn:
-		h.logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
+		logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
 	case h.keys.Len() == 0:
-		h.logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
+		logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
 	}
 	if h.authOn && h.qkey {
-		h.logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
+		logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
 	}
 	return nil
 }
 
-// Cleanup gives the handler's guard back to the pool: the last handler using
-// it removes it, and until then the limits of the newest load still using
-// it are in force.
+// Cleanup ends the handler's live streams and gives its guard back to the
+// pool: the last handler using it removes it, and until then the limits of
+// the newest load still using it are in force.
 func (h *Handler) Cleanup() error {
-	h.cleanupLive()
-	if h.guard.key != "" {
-		h.guard.leave(h.guard.load)
-		_, _ = guards.Delete(h.guard.key)
-		h.guard.key = "" // once: the pool counts each handler once
-	}
+	h.live.close()
+	h.guard.leave()
 	return nil
 }
 
 // ServeHTTP decides the request in a fixed order (docs/request.md, "The order
 // of decisions"): path, preflight, a target the access log could not filter,
 // endpoint, key (which counts only within its scope: callerFor), method;
-// then answers the index itself or forwards the canonical request to next
-// and filters the response on its way back. Each step that ends the request
-// says how (exchange.end); conclude, deferred, writes the refusal and counts
-// the outcome, once, for every way a request can end.
+// then answers the index itself, or hands the canonical request to its
+// guard, which answers it from the backend through the field layer
+// (fetch.go), or as a live stream (stream.go). Each step that ends the
+// request says how (exchange.end); conclude, deferred, writes the refusal
+// and counts the outcome, once, for every way a request can end.
 //
 // It never returns an error, on purpose: Caddy's error log prints the original
 // request, headers and URI included, so any error would write the caller's key
@@ -332,23 +346,102 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
 	if rt.ep.name == "index" {
-		x.end(h.serveIndex(w, x.who, rt.ep))
+		x.end(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
 		return nil
 	}
-	h.identify(x.repl, r, rt.ep, x.who)
-	live := h.wantsStream(r, rt.ep) // before the rewrite makes a HEAD a GET
-	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
-	x.who = h.withAddress(x.who, r)
+	identify(x.repl, r, rt.ep, x.who)
+	live := h.live.wants(r, rt.ep) // before the rewrite makes a HEAD a GET
+	prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
+	x.who = x.who.withAddress(r, h.guard.prefix6)
+
+	// The backend step, the guard's: its answer, or its refusal, is written
+	// through the progress deadline, once.
+	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, next)
+	pw := progress.New(w, h.guard.writeTimeout)
+	defer pw.Done()
+	x.w, x.forwarded = pw, true
 	if live {
-		x.end(h.stream(x, next)) // stream.go: the same answers, as events
+		x.end(h.live.serve(pw, r, t))
 		return nil
 	}
-	x.end(h.forward(x, next))
+	x.end(h.guard.fetch(pw, r, t))
 	return nil
 }
 
-// allowedMethods is the Allow header of a 405 and the preflight's allowed methods.
-const allowedMethods = "GET, HEAD, OPTIONS"
+// exchange is one request on its way through ServeHTTP: what the steps up
+// to the backend step and conclude need to know about it. The steps below
+// take the ticket ServeHTTP makes of it (fetch.go).
+type exchange struct {
+	w           http.ResponseWriter // the client's writer; under the progress deadline once forwarded
+	r           *http.Request       // the client's, rewritten for the backend once routed
+	repl        *caddy.Replacer     // the request's, for the placeholders
+	ep          *endpoint           // nil until routed
+	who         caller              // who the caller is for ep
+	decodedPath string              // what the gateway's error envelopes show
+
+	forwarded bool    // the request went to the backend step
+	ended     bool    // a step said how the request ended: verdict holds it
+	verdict   verdict // how it ended
+}
+
+// end records how the request ended, for conclude.
+func (x *exchange) end(v verdict) { x.verdict, x.ended = v, true }
+
+// conclude ends every request, deferred by ServeHTTP: it answers a refusal in
+// the gateway's envelope, and sets the placeholders and counts the outcome
+// (observe.go), once. A request whose step panicked, as reverse_proxy does
+// when an answer under way breaks off, is counted too, and the panic goes on
+// unrecovered, with its stack.
+//
+// A client that left while its request was in the backend step (queued,
+// following an identical request, at the backend) ends the same way
+// wherever it waited: client_gone, and nothing written but the status for
+// the access log; not the busy queue, the timeout or the broken answer its
+// leaving caused, and nothing logged as a backend failure.
+func (h *Handler) conclude(x *exchange) {
+	if !x.forwarded {
+		identify(x.repl, x.r, x.ep, x.who)
+	}
+	v := x.verdict
+	if !x.ended {
+		// Panicking: the answer, if any, broke off.
+		v = verdict{outcome: metrics.BackendError}
+	}
+	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
+		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
+	}
+	settle(x.repl, x.ep, h.metrics, v.outcome)
+	switch {
+	case !x.ended:
+		return // the panic goes on
+	case v.cut:
+		if v.cause != nil {
+			logFailure(h.logger, http.StatusBadGateway, x.ep, v.cause)
+		}
+		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
+	case v.status == 0:
+		return
+	}
+	// The header holds what the site's handlers before the gateway set (HSTS,
+	// Alt-Svc, Server), which every refusal keeps, and nothing of a backend
+	// answer: that stays in the spool's own header until the answer is
+	// written, after which nothing is refused any more, only cut.
+	hdr := x.w.Header()
+	switch v.status {
+	case statusClientClosed:
+		x.w.WriteHeader(v.status) // for the access log; nobody reads it
+		return
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		if v.retryAfter != "" {
+			hdr.Set("Retry-After", v.retryAfter)
+		}
+	default:
+		if v.cause != nil {
+			logFailure(h.logger, v.status, x.ep, v.cause)
+		}
+	}
+	writeError(x.w, v.status, x.decodedPath)
+}
 
 // Interface guards
 var (

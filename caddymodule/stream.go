@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
@@ -32,36 +31,40 @@ import (
 const retryHint = "3000"
 
 // liveState is one handler's live streams: its hub, closed with the handler
-// (a reload). The seats are its guard's (guardState.seats), bounded by the
-// newest load's limits and kept, with the streams they count, across reloads.
+// (a reload), and the guard whose answers they carry. The seats are the
+// guard's (guardState.seats), bounded by the newest load's limits and kept,
+// with the streams they count, across reloads.
 type liveState struct {
-	limits liveLimits
-	hub    *live.Hub
-	seats  *live.Seats
-	closed bool
+	limits  liveLimits
+	hub     *live.Hub
+	seats   *live.Seats
+	guard   *guard
+	metrics *metrics.Metrics
+	logger  *zap.Logger
+	closed  bool
 }
 
-// provisionLive sets up the live streams, bounded by l, after the guard.
-func (h *Handler) provisionLive(l liveLimits) error {
-	h.live = &liveState{limits: l, hub: live.New(encodeEvent), seats: h.guard.seats}
-	return nil
+// newLive sets up the live streams of a handler whose guard is g, bounded
+// by l.
+func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
+	return &liveState{limits: l, hub: live.New(encodeEvent), seats: g.seats, guard: g, metrics: m, logger: logger}
 }
 
-// cleanupLive ends every stream of the handler: its clients reconnect, to
-// the config that replaces this one.
-func (h *Handler) cleanupLive() {
-	if h.live == nil || h.live.closed {
+// close ends every stream of the handler: its clients reconnect, to the
+// config that replaces this one.
+func (lv *liveState) close() {
+	if lv == nil || lv.closed {
 		return
 	}
-	h.live.hub.Close()
-	h.live.closed = true
+	lv.hub.Close()
+	lv.closed = true
 }
 
-// wantsStream reports whether r asks for a live stream of ep: a GET whose
+// wants reports whether r asks for a live stream of ep: a GET whose
 // Accept names text/event-stream, of an endpoint with a cache or snapshot
 // time. Any other request is answered as a plain GET, whatever its Accept.
-func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
-	if r.Method != http.MethodGet || h.live == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
+func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
+	if r.Method != http.MethodGet || lv == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
 		return false
 	}
 	for _, v := range r.Header.Values("Accept") {
@@ -75,41 +78,40 @@ func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
 	return false
 }
 
-// stream is the backend step of a live stream: ServeHTTP's forward for a
-// caller that asked for one, after every check of a plain GET. It takes a
-// seat, subscribes to the answer's topic, and writes each new answer as an
-// event until the client leaves, the stream's lifetime is over, a reload
-// ends it, or the client stops taking what is written (write_timeout: the
-// stream is cut and its seat given back).
-func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
-	lv, g := h.live, &h.guard
-	if err := g.held.Check(x.who.holder); err != nil {
-		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err).verdict
+// serve is the backend step of a live stream: ServeHTTP's fetch for a
+// caller that asked for one, after every check of a plain GET, writing to
+// pw. It takes a seat, subscribes to the answer's topic, and writes each
+// new answer as an event until the client leaves, the stream's lifetime is
+// over, a reload ends it, or the client stops taking what is written
+// (write_timeout: the stream is cut and its seat given back).
+func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verdict {
+	g, who := lv.guard, t.who
+	if err := g.held.Check(who.holder); err != nil {
+		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err)
 	}
-	if err := lv.seats.Take(x.who.holder); err != nil {
+	if err := lv.seats.Take(who.holder); err != nil {
 		if errors.Is(err, live.ErrClientFull) {
-			h.metrics.StreamRefused(metrics.StreamRefusedPerClient)
-			return tooMany(err).verdict
+			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
+			return tooMany(err)
 		}
-		h.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return busy(err, "1").verdict
+		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
+		return busy(err, "1")
 	}
-	defer lv.seats.Give(x.who.holder)
+	defer lv.seats.Give(who.holder)
 
-	// The topic: the answer's share key (policy, class, host, canonical
-	// request) and the path the error envelopes show.
-	topic := g.shareKey(x.r, x.filtered()) + " " + x.decodedPath
-	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), func() live.Fetch { return h.poller(x, topic, next) })
+	// The topic: the answer's share key (policy, class, backend, host,
+	// canonical request) and the path the error envelopes show.
+	topic := g.shareKey(r, who.filtered(), t.upstream) + " " + t.path
+	sub, err := lv.hub.Subscribe(topic, r.Header.Get("Last-Event-ID"), func() live.Fetch { return lv.poller(r, t, topic) })
 	if err != nil {
-		h.metrics.StreamRefused(metrics.StreamRefusedReload)
-		return busy(err, "1").verdict
+		lv.metrics.StreamRefused(metrics.StreamRefusedReload)
+		return busy(err, "1")
 	}
 	defer sub.Leave()
-	x.ep.metrics.StreamOpened()
-	defer x.ep.metrics.StreamClosed()
+	t.ep.metrics.StreamOpened()
+	defer t.ep.metrics.StreamClosed()
 
-	pw := progress.New(x.w, g.writeTimeout)
 	hdr := pw.Header()
 	setCORS(hdr)
 	hdr.Set("Content-Type", "text/event-stream")
@@ -117,31 +119,31 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	pw.WriteHeader(http.StatusOK)
-	if err := h.send(pw, retryLine); err != nil {
-		return h.ended(x, err)
+	if err := lv.send(pw, retryLine); err != nil {
+		return lv.ended(t.ep, err)
 	}
 
 	var lifetime <-chan time.Time
 	if lv.limits.lifetime > 0 {
 		// Less up to a tenth: streams opened together (after a reload) do
 		// not all end, and reconnect, together.
-		t := time.NewTimer(lv.limits.lifetime - rand.N(lv.limits.lifetime/10+1))
-		defer t.Stop()
-		lifetime = t.C
+		tm := time.NewTimer(lv.limits.lifetime - rand.N(lv.limits.lifetime/10+1))
+		defer tm.Stop()
+		lifetime = tm.C
 	}
 	heartbeat := time.NewTimer(lv.limits.heartbeat)
 	defer heartbeat.Stop()
 	for {
 		select {
-		case <-x.r.Context().Done():
+		case <-r.Context().Done():
 			return verdict{outcome: metrics.Streamed}
 		case <-sub.Done():
 			return verdict{outcome: metrics.Streamed}
 		case <-lifetime:
 			return verdict{outcome: metrics.Streamed}
 		case <-heartbeat.C:
-			if err := h.send(pw, heartbeatLine); err != nil {
-				return h.ended(x, err)
+			if err := lv.send(pw, heartbeatLine); err != nil {
+				return lv.ended(t.ep, err)
 			}
 		case <-sub.Ready():
 			ev, ok := sub.Take()
@@ -152,16 +154,16 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			if err := g.held.Hold(x.who.holder, ev.Wire); err != nil {
-				h.metrics.StreamRefused(metrics.StreamRefusedHeld)
+			if err := g.held.Hold(who.holder, ev.Wire); err != nil {
+				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
-			err := h.send(pw, ev.Wire) // encoded once for every stream
-			g.held.Release(x.who.holder, ev.Wire)
+			err := lv.send(pw, ev.Wire) // encoded once for every stream
+			g.held.Release(who.holder, ev.Wire)
 			if err != nil {
-				return h.ended(x, err)
+				return lv.ended(t.ep, err)
 			}
-			x.ep.metrics.EventSent()
+			t.ep.metrics.EventSent()
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
@@ -187,13 +189,13 @@ var errStalled = errors.New("the viewer took nothing within write_timeout")
 // that fails after the whole timeout failed because the client took nothing
 // (the deadline, on HTTP/1 and HTTP/2 alike); one that fails sooner, because
 // the client left.
-func (h *Handler) send(pw *progress.Writer, p []byte) error {
+func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 	start := time.Now()
 	_, err := pw.Write(p)
 	if err == nil {
 		err = pw.FlushError()
 	}
-	if err != nil && h.guard.writeTimeout > 0 && time.Since(start) >= h.guard.writeTimeout {
+	if err != nil && lv.guard.writeTimeout > 0 && time.Since(start) >= lv.guard.writeTimeout {
 		return errStalled
 	}
 	return err
@@ -202,11 +204,11 @@ func (h *Handler) send(pw *progress.Writer, p []byte) error {
 // ended is the end of a stream whose write failed: a stalled viewer's
 // connection (HTTP/1) or stream (HTTP/2) is cut and counted; a client that
 // left just ended its stream.
-func (h *Handler) ended(x *exchange, err error) verdict {
+func (lv *liveState) ended(ep *endpoint, err error) verdict {
 	if !errors.Is(err, errStalled) {
 		return verdict{outcome: metrics.Streamed}
 	}
-	x.ep.metrics.ViewerCut()
+	ep.metrics.ViewerCut()
 	return verdict{outcome: metrics.StreamCut, cut: true}
 }
 
@@ -237,63 +239,62 @@ func appendEvent(b []byte, ev live.Event) []byte {
 	return append(b, '\n', '\n')
 }
 
-// poller is the Fetch of a stream's topic: the answer a plain GET of x's
-// canonical request gets, through forward (the micro-cache, coalescing with
-// plain GETs, admission, the queue), by a caller of x's class of its own,
-// counted apart from every viewer. It is made only if the topic is new, and
-// its request outlives x's.
-func (h *Handler) poller(x *exchange, topic string, next caddyhttp.Handler) live.Fetch {
+// poller is the Fetch of a stream's topic: the answer a plain GET of the
+// canonical request r gets, through the guard's fetch (the micro-cache,
+// coalescing with plain GETs, admission, the queue), by a caller of t's
+// class of its own, counted apart from every viewer. It is made only if the
+// topic is new, and its request outlives r.
+func (lv *liveState) poller(r *http.Request, t *ticket, topic string) live.Fetch {
 	// The request's values (the server, Caddy's context) without the
 	// subscriber's end, and placeholders of the poller's own: no viewer's
 	// key or address, for the handlers after the gateway.
-	r := x.r.Clone(context.WithoutCancel(x.r.Context()))
-	r.Header.Set("Accept", "application/json")
-	delete(r.Header, "Last-Event-Id")
-	repl := caddy.NewReplacer()
-	repl.Set(placeholderEndpoint, x.ep.nameValue)
-	repl.Set(placeholderKey, noValue)
+	base := backgroundRequest(context.WithoutCancel(r.Context()), r, t)
+	base.Header.Set("Accept", "application/json")
+	delete(base.Header, "Last-Event-Id")
 	holder := "live " + live.ID([]byte(topic))
+	repl := base.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	repl.Set(placeholderKey, noValue)
 	repl.Set(placeholderClient, holder)
-	ep, path := x.ep, x.decodedPath
-	who := caller{key: noKey, counts: x.who.counts, authenticated: x.who.authenticated, holder: holder}
+	pt := *t
+	pt.who = caller{key: noKey, name: noValue, counts: t.who.counts, authenticated: t.who.authenticated, holder: holder}
 	return func(ctx context.Context) ([]byte, time.Duration) {
-		answer := h.fetchLive(ctx, &exchange{r: r, repl: repl, ep: ep, who: who, decodedPath: path}, next)
-		return answer, liveInterval(ep, answer)
+		answer := lv.poll(ctx, base, &pt)
+		return answer, liveInterval(pt.ep, answer)
 	}
 }
 
-// fetchLive is one poll of the request base describes: the answer as the
-// client of a plain GET would read it, the gateway's error envelope included
-// (a backend failure is an event too).
-func (h *Handler) fetchLive(ctx context.Context, base *exchange, next caddyhttp.Handler) (answer []byte) {
-	rctx, cancel := context.WithCancel(base.r.Context())
+// poll is one poll of the request base for t: the answer as the client of a
+// plain GET would read it, the gateway's error envelope included (a backend
+// failure is an event too).
+func (lv *liveState) poll(ctx context.Context, base *http.Request, t *ticket) []byte {
+	rctx, cancel := context.WithCancel(base.Context())
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
 	rec := &recorder{header: http.Header{}}
-	x := &exchange{w: rec, r: backgroundRequest(rctx, base.r, base.repl), repl: base.repl, ep: base.ep, who: base.who, decodedPath: base.decodedPath}
+	r := backgroundRequest(rctx, base, t)
 	v := func() (v verdict) {
 		defer func() {
 			// An answer that broke off ends in http.ErrAbortHandler.
-			if rec := recover(); rec != nil {
-				if rec != http.ErrAbortHandler {
-					h.logger.Error("live stream poll failed", zap.String("endpoint", x.ep.name), zap.Any("panic", rec))
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.ep.name), zap.Any("panic", p))
 				}
-				v = verdict{status: http.StatusBadGateway, outcome: metrics.BackendError}
+				v = badGateway(errBrokeOff)
 			}
 		}()
-		return h.forward(x, next)
+		return lv.guard.fetch(progress.New(rec, 0), r, t)
 	}()
 	if v.cut {
 		v.status = http.StatusBadGateway
 	}
 	if v.status != 0 {
 		// Logged as conclude logs a plain GET's: a failure, not a refusal.
-		if v.cause != nil && v.status != http.StatusTooManyRequests && v.status != http.StatusServiceUnavailable {
-			h.logFailure(v.status, x.ep, v.cause)
+		if v.failed() {
+			logFailure(lv.logger, v.status, t.ep, v.cause)
 		}
 		rec.body.Reset()
-		writeError(rec, v.status, x.decodedPath)
+		writeError(rec, v.status, t.path)
 	}
 	return rec.body.Bytes()
 }

@@ -397,7 +397,7 @@ func TestWantsStream(t *testing.T) {
 	} {
 		r := httptest.NewRequest(c.method, "/", nil)
 		r.Header.Set("Accept", c.accept)
-		if got := h.wantsStream(r, c.ep); got != c.want {
+		if got := h.live.wants(r, c.ep); got != c.want {
 			t.Errorf("%s %q %s: %v", c.method, c.accept, c.ep.name, got)
 		}
 	}

@@ -52,13 +52,15 @@ func (hb *honouringBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestConditionalRequestsNotShared is the fifth case: a scoped bot's
+// TestConditionalRequestsNotShared: a scoped bot's
 // Range and If-None-Match never reach the backend, and leave every other
 // caller, keyed or not, of a cached endpoint and of a coalesced one, a 200
 // with the whole body.
-func TestConditionalRequestsNotShared(t *testing.T) {
+func TestConditionalRequestsNotShared(t *testing.T) { forms(t, testConditionalRequestsNotShared) }
+
+func testConditionalRequestsNotShared(t *testing.T, legacy bool) {
 	hb := newHonouringBackend(t)
-	gateway{upstream: hb.srv.Listener.Addr().String(), shared: true, statusgate: []string{
+	gateway{upstream: hb.srv.Listener.Addr().String(), legacy: legacy, shared: true, statusgate: []string{
 		"key staff " + keyA,
 		"key bot " + keyB + " {\n\t\t\tendpoints worlds status\n\t\t}",
 		"max_per_client off",

@@ -50,16 +50,23 @@ var secrets = []string{keyA, keyB, keyC, keyEnv, keyFil, badKey}
 // withKey is the header line that sends k.
 func withKey(k string) string { return "X-API-Key: " + k }
 
-// gateway is one Caddy config: statusgate in front of reverse_proxy, on
+// gateway is one Caddy config: statusgate in front of its backend, on
 // httpPort of loopback.
 // It is the only config builder of the package.
 type gateway struct {
 	statusgate []string // lines of the statusgate block
-	upstream   string   // reverse_proxy's upstream, host:port
-	transport  []string // lines of reverse_proxy's transport http block
-	global     []string // global options; default: errors only on stderr
-	site       []string // more site directives, such as log
-	sites      []string // more site blocks, whole
+	upstream   string   // the backend, host:port
+	transport  []string // lines of the proxy's transport http block
+	// legacy writes the form of 1.0: statusgate without upstreams,
+	// followed by reverse_proxy; without it, statusgate declares its
+	// backend (statusgate <upstream> { ... proxy { ... } }).
+	legacy bool
+	// routes, when set, are the site's handlers in place of statusgate
+	// and its backend (statusgate in handle blocks, after a map, ...).
+	routes string
+	global []string // global options; default: errors only on stderr
+	site   []string // more site directives, such as log
+	sites  []string // more site blocks, whole
 	// autoHTTPS is the global auto_https value; default off. With any other
 	// (disable_redirects, say) Caddy writes its "adjusted config" debug log.
 	autoHTTPS string
@@ -89,10 +96,6 @@ func (g gateway) caddyfile() string {
 	if autoHTTPS == "" {
 		autoHTTPS = "off"
 	}
-	proxy := ""
-	if len(g.transport) > 0 {
-		proxy = " {\n\t\ttransport http {\n\t\t\t" + strings.Join(g.transport, "\n\t\t\t") + "\n\t\t}\n\t}"
-	}
 	return fmt.Sprintf(`{
 	skip_install_trust
 	admin localhost:%d
@@ -106,13 +109,60 @@ func (g gateway) caddyfile() string {
 
 :%d {
 	%s
-	statusgate {
-		%s
-	}
-	reverse_proxy %s%s
+	%s
 }
 %s`, adminPort, httpPort, httpsPort, autoHTTPS, strings.Join(global, "\n\t"), httpPort, strings.Join(g.site, "\n\t"),
-		strings.Join(lines, "\n\t\t"), g.upstream, proxy, strings.Join(g.sites, "\n"))
+		g.handlers(lines), strings.Join(g.sites, "\n"))
+}
+
+// handlers are the site's handlers after g.site: routes, or statusgate with
+// lines in front of g.upstream.
+func (g gateway) handlers(lines []string) string {
+	if g.routes != "" {
+		return g.routes
+	}
+	return backendLines(g.upstream, lines, g.transport, g.legacy)
+}
+
+// backendLines is statusgate with the lines of its block in front of
+// upstream, in the declared form or, when legacy, in the form of 1.0, as a
+// site block's lines (one tab in); transport are lines of the proxy's
+// transport http block.
+func backendLines(upstream string, lines, transport []string, legacy bool) string {
+	var proxy []string
+	if len(transport) > 0 {
+		proxy = append(proxy, "transport http {\n\t\t\t"+strings.Join(transport, "\n\t\t\t")+"\n\t\t}")
+	}
+	return statusgateLines(upstream, lines, proxy, legacy)
+}
+
+// statusgateLines is statusgate in front of upstream with the lines of its
+// block and proxy, reverse_proxy's subdirectives, in the declared form or,
+// when legacy, in the form of 1.0 (reverse_proxy after statusgate), as a
+// site block's lines (one tab in).
+func statusgateLines(upstream string, lines, proxy []string, legacy bool) string {
+	block := strings.Join(lines, "\n\t\t")
+	indent := func(ls []string, tabs string) string {
+		return strings.ReplaceAll(strings.Join(ls, "\n"), "\n", "\n"+tabs)
+	}
+	if legacy {
+		rp := "reverse_proxy " + upstream
+		if len(proxy) > 0 {
+			rp += " {\n\t\t" + indent(proxy, "\t\t") + "\n\t}"
+		}
+		return "statusgate {\n\t\t" + block + "\n\t}\n\t" + rp
+	}
+	if len(proxy) > 0 {
+		block += "\n\t\tproxy {\n\t\t\t" + indent(proxy, "\t") + "\n\t\t}"
+	}
+	return "statusgate " + upstream + " {\n\t\t" + block + "\n\t}"
+}
+
+// forms runs f as two subtests, one with statusgate declaring its backend
+// and one in the form of 1.0 (legacy): what both must keep.
+func forms(t *testing.T, f func(t *testing.T, legacy bool)) {
+	t.Run("declared", func(t *testing.T) { f(t, false) })
+	t.Run("1.0", func(t *testing.T) { f(t, true) })
 }
 
 // start loads the config into the in-process Caddy (caddy_test.go) and

@@ -6,6 +6,7 @@ package test
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -31,6 +32,9 @@ type gatedBackend struct {
 	entered chan string   // each request's URI as it arrives
 	release chan struct{} // one token lets one request answer
 	once    sync.Once
+	// metrics is the URL queued reads the guard's queue from; "": the
+	// admin API's /metrics.
+	metrics string
 }
 
 func newGatedBackend(t *testing.T) *gatedBackend {
@@ -92,19 +96,20 @@ func (g *gatedBackend) down(t *testing.T, n int32) {
 func (g *gatedBackend) queued(t *testing.T, n int) {
 	t.Helper()
 	fixture.WaitFor(t, fmt.Sprintf("%d callers queued or at the backend", n), func() bool {
-		got, _ := scrapeAdmin(t)
+		got, _ := scrapeURL(t, cmp.Or(g.metrics, adminURL+"/metrics"))
 		return int(got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`])+int(g.inFlight.Load()) == n
 	})
 }
 
-// TestGuardPerBackend is the issue's first case: two sites on two ports of
-// one host name, each in front of its own game server, default limits, no
-// guard name, each with its own staff key; /worlds is public without its
-// seed. Their micro-caches are primed,
-// then the config is reloaded 30 times, each time with another key added
-// (key rotation): every answer on each site, keyed or not, fresh or cached,
-// is its own backend's.
-func TestGuardPerBackend(t *testing.T) {
+// TestGuardPerBackend: two sites on two ports of one host name, each in
+// front of its own game server, default limits, no guard name, each with its
+// own staff key; /worlds is public without its seed. Their micro-caches are
+// primed, then the config is reloaded 30 times, each time with another key
+// added (key rotation): every answer on each site, keyed or not, fresh or
+// cached, is its own backend's, in both forms.
+func TestGuardPerBackend(t *testing.T) { forms(t, testGuardPerBackend) }
+
+func testGuardPerBackend(t *testing.T, legacy bool) {
 	ports, err := harness.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
@@ -119,8 +124,8 @@ func TestGuardPerBackend(t *testing.T) {
 	}
 	load := func(extra string) {
 		t.Helper()
-		gateway{upstream: beA.addr(), shared: true, statusgate: []string{"key staff-a " + keyA, "max_per_client off", "require_key worlds off", "protected_fields worlds seed"}, sites: []string{
-			fmt.Sprintf("http://%s {\n\tstatusgate {\n\t\tkey staff-b %s\n\t\tmax_per_client off\n\t\trequire_key worlds off\n\t\tprotected_fields worlds seed\n\t\t%s\n\t}\n\treverse_proxy %s\n}", addrB, keyB, extra, beB.addr()),
+		gateway{upstream: beA.addr(), legacy: legacy, shared: true, statusgate: []string{"key staff-a " + keyA, "max_per_client off", "require_key worlds off", "protected_fields worlds seed"}, sites: []string{
+			fmt.Sprintf("http://%s {\n\t%s\n}", addrB, statusgateLines(beB.addr(), []string{"key staff-b " + keyB, "max_per_client off", "require_key worlds off", "protected_fields worlds seed", extra}, nil, legacy)),
 		}}.start(t)
 	}
 	get := func(addr, key string) response {
@@ -152,21 +157,26 @@ func TestGuardPerBackend(t *testing.T) {
 		load(fmt.Sprintf("key rotated-%d k-%d-0123456789abcdef", i, i))
 		check(i)
 	}
-	if a, b := len(beA.take()), len(beB.take()); a == 0 || b == 0 || a+b > 8 {
+	// Declared, the caches outlive the reloads; in the form of 1.0 each
+	// handler of each load has answers of its own.
+	if a, b := len(beA.take()), len(beB.take()); a == 0 || b == 0 || !legacy && a+b > 8 {
 		t.Errorf("the backends saw %d and %d trips for 31 rounds of cached /worlds: the caches were not kept", a, b)
 	}
 }
 
-// TestLimitLoweredByReload is the issue's second case: max_in_flight lowered
-// from 8 to 2 by a reload while 8 requests are at the backend and 6 wait.
-// The guard stays, with its count: nobody new gets in until fewer than 2 are
-// at the backend, and from then on never more than 2; nobody is refused.
-func TestLimitLoweredByReload(t *testing.T) {
+// TestLimitLoweredByReload: max_in_flight lowered from 8 to 2 by a reload
+// while 8 requests are at the backend and 6 wait. The guard stays, with its
+// count: nobody new gets in until fewer than 2 are at the backend, and from
+// then on never more than 2; nobody is refused. Both forms; CI runs it under
+// the race detector.
+func TestLimitLoweredByReload(t *testing.T) { forms(t, testLimitLoweredByReload) }
+
+func testLimitLoweredByReload(t *testing.T, legacy bool) {
 	be := newGatedBackend(t)
 	lines := func(limit int) []string {
 		return []string{"key " + keyA, "max_in_flight " + strconv.Itoa(limit), "queue 64 60s", "timeout off"}
 	}
-	gateway{upstream: be.addr(), statusgate: lines(8)}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(8)}.start(t)
 	var wg sync.WaitGroup
 	statuses := make(chan int, 32)
 	for i := range 14 {
@@ -176,7 +186,7 @@ func TestLimitLoweredByReload(t *testing.T) {
 	}
 	be.await(t, 8)
 	be.queued(t, 14) // 8 at the backend, 6 in the guard's queue
-	gateway{upstream: be.addr(), statusgate: lines(2)}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(2)}.start(t)
 	be.mark()
 	var got []int
 	// 8 → 2 at the backend, one answer at a time, each in its caller's
@@ -209,22 +219,24 @@ func TestLimitLoweredByReload(t *testing.T) {
 	}
 }
 
-// TestTimeoutChangedUnderFullGuard is the issue's second case again with a
-// change that leaves max_in_flight alone: a reload changing only timeout
-// while the guard is full does not start a fresh guard beside it.
-func TestTimeoutChangedUnderFullGuard(t *testing.T) {
+// TestTimeoutChangedUnderFullGuard: a reload changing only timeout while
+// the guard is full (max_in_flight 2) does not start a fresh guard beside
+// it, in both forms.
+func TestTimeoutChangedUnderFullGuard(t *testing.T) { forms(t, testTimeoutChangedUnderFullGuard) }
+
+func testTimeoutChangedUnderFullGuard(t *testing.T, legacy bool) {
 	be := newGatedBackend(t)
 	lines := func(timeout string) []string {
 		return []string{"key " + keyA, "max_in_flight 2", "queue 64 60s", "timeout " + timeout}
 	}
-	gateway{upstream: be.addr(), statusgate: lines("60s")}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines("60s")}.start(t)
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?old="+strconv.Itoa(i), withKey(keyA)) })
 	}
 	be.await(t, 2)
 	be.queued(t, 6)
-	gateway{upstream: be.addr(), statusgate: lines("59s")}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines("59s")}.start(t)
 	for i := range 4 {
 		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?new="+strconv.Itoa(i), withKey(keyA)) })
 	}
@@ -240,22 +252,24 @@ func TestTimeoutChangedUnderFullGuard(t *testing.T) {
 	}
 }
 
-// TestKeyCapLoweredByReload is the issue's third case: a key capped at 4 with
-// 4 requests open, its cap lowered to 2 by a reload: the backend never sees a
-// 5th, and the key gets a place again only under its new cap.
-func TestKeyCapLoweredByReload(t *testing.T) {
+// TestKeyCapLoweredByReload: a key capped at 4 with 4 requests open, its cap
+// lowered to 2 by a reload: the backend never sees a 5th, and the key gets a
+// place again only under its new cap, in both forms.
+func TestKeyCapLoweredByReload(t *testing.T) { forms(t, testKeyCapLoweredByReload) }
+
+func testKeyCapLoweredByReload(t *testing.T, legacy bool) {
 	be := newGatedBackend(t)
 	lines := func(limit int) []string {
 		return []string{fmt.Sprintf("key bot %s {\n\t\t\tmax_in_flight %d\n\t\t}", keyA, limit), "timeout off"}
 	}
-	gateway{upstream: be.addr(), statusgate: lines(4)}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(4)}.start(t)
 	var wg sync.WaitGroup
 	finished := make(chan int, 8)
 	for i := range 4 {
 		wg.Go(func() { finished <- send(t, "GET", "/api/v1/player/"+alex+"?n="+strconv.Itoa(i), withKey(keyA)).Status })
 	}
 	be.await(t, 4)
-	gateway{upstream: be.addr(), statusgate: lines(2)}.start(t)
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(2)}.start(t)
 	refused := func(when string) {
 		t.Helper()
 		if r := send(t, "GET", "/api/v1/player/"+alex+"?more", withKey(keyA)); r.Status != 429 {
@@ -288,10 +302,12 @@ func TestKeyCapLoweredByReload(t *testing.T) {
 	}
 }
 
-// TestNamedGuardLimitsDisagree: two sites that name one guard with other
-// limits stop the load with an error that names both sites and the limits
-// that differ, and the running config stays.
-func TestNamedGuardLimitsDisagree(t *testing.T) {
+// TestGuardLimitsDisagree: two sites that share a guard with other limits
+// stop the load with an error that names both sites, why they share it and
+// the limits that differ, and the running config stays. They share it by
+// name, by declaring the same backend, or, in the form of 1.0, by declaring
+// none.
+func TestGuardLimitsDisagree(t *testing.T) {
 	ports, err := harness.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
@@ -299,30 +315,57 @@ func TestNamedGuardLimitsDisagree(t *testing.T) {
 	be := newBackend(t)
 	startDefault(t, be)
 	addrB := "localhost:" + strconv.Itoa(ports[0])
-	msg := loadRefused(t, gateway{upstream: be.addr(), statusgate: []string{"guard game", "max_in_flight 4"}, sites: []string{
-		fmt.Sprintf("http://%s {\n\tstatusgate {\n\t\tguard game\n\t\tmax_in_flight 6\n\t}\n\treverse_proxy %s\n}", addrB, be.addr()),
-	}}.caddyfile())
-	for _, want := range []string{"backend.guard: 'game' has other limits here", ":" + strconv.Itoa(httpPort), ":" + strconv.Itoa(ports[0]), "max_in_flight 4", "max_in_flight 6", "reverse_proxy " + be.addr()} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("the error lacks %q: %s", want, msg)
-		}
-	}
-	if r := send(t, "GET", "/api/v1/server", withKey(keyA)); r.Status != 200 {
-		t.Errorf("the running config after the refused load: %d", r.Status)
+	for _, c := range []struct {
+		name   string
+		legacy bool
+		lines  []string
+		why    string
+	}{
+		{"a guard name", false, []string{"guard game"}, "(both name it guard game)"},
+		{"one backend", false, nil, "(they declare the same backend)"},
+		{"1.0 with a guard name", true, []string{"guard game"}, "(both name it guard game)"},
+		{"1.0", true, nil, "(neither declares its upstreams, and such handlers share one guard)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			msg := loadRefused(t, gateway{upstream: be.addr(), legacy: c.legacy, statusgate: append([]string{"max_in_flight 4"}, c.lines...), sites: []string{
+				fmt.Sprintf("http://%s {\n\t%s\n}", addrB, statusgateLines(be.addr(), append([]string{"max_in_flight 6"}, c.lines...), nil, c.legacy)),
+			}}.caddyfile())
+			wants := []string{"share a guard " + c.why + " but not its limits", ":" + strconv.Itoa(httpPort), ":" + strconv.Itoa(ports[0]), "max_in_flight 4", "max_in_flight 6"}
+			if !c.legacy {
+				wants = append(wants, "in front of "+be.addr())
+			}
+			for _, want := range wants {
+				if !strings.Contains(msg, want) {
+					t.Errorf("the error lacks %q: %s", want, msg)
+				}
+			}
+			if r := send(t, "GET", "/api/v1/server", withKey(keyA)); r.Status != 200 {
+				t.Errorf("the running config after the refused load: %d", r.Status)
+			}
+		})
 	}
 }
 
 // TestFailedLoadLeavesLimits: a config that raises max_in_flight and then
-// fails to load (its reverse_proxy, provisioned after statusgate, cannot
-// read its client certificate) leaves the running config's limit in force
-// on the guard they share.
-func TestFailedLoadLeavesLimits(t *testing.T) {
+// fails to load (its proxy cannot read its client certificate) leaves the
+// running config's limit in force on the guard they share, in both forms.
+func TestFailedLoadLeavesLimits(t *testing.T) { forms(t, testFailedLoadLeavesLimits) }
+
+func testFailedLoadLeavesLimits(t *testing.T, legacy bool) {
 	be := newGatedBackend(t)
 	lines := func(limit int) []string {
 		return []string{"key " + keyA, "max_in_flight " + strconv.Itoa(limit), "queue 64 60s", "timeout off"}
 	}
-	gateway{upstream: be.addr(), statusgate: lines(2)}.start(t)
-	msg := loadRefused(t, gateway{upstream: be.addr(), statusgate: lines(8),
+	// The running config's metrics: after a failed load, the admin API's
+	// /metrics reads the failed config's registry (Caddy 2.11).
+	ports, err := harness.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsSite := fmt.Sprintf("http://127.0.0.1:%d {\n\tmetrics\n}", ports[0])
+	be.metrics = fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[0])
+	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(2), sites: []string{metricsSite}}.start(t)
+	msg := loadRefused(t, gateway{upstream: be.addr(), legacy: legacy, statusgate: lines(8), sites: []string{metricsSite},
 		transport: []string{"tls_client_auth /nonexistent/client.pem /nonexistent/client.key"}}.caddyfile())
 	if !strings.Contains(msg, "client.pem") {
 		t.Fatalf("refused for another reason: %s", msg)

@@ -311,8 +311,14 @@ func TestMetricsScrape(t *testing.T) {
 // whole text.
 func scrapeAdmin(t *testing.T) (map[string]float64, bytes.Buffer) {
 	t.Helper()
+	return scrapeURL(t, adminURL+"/metrics")
+}
+
+// scrapeURL reads statusgate's series from the metrics at url.
+func scrapeURL(t *testing.T, url string) (map[string]float64, bytes.Buffer) {
+	t.Helper()
 	var text bytes.Buffer
-	res, err := http.Get(adminURL + "/metrics")
+	res, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

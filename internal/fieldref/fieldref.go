@@ -7,7 +7,7 @@
 // reference (internal/fixture).
 //
 // It is for tests only. sjson copies the document for every delete, so it is
-// quadratic in the number of removals (FILTER-NOTES: seconds for one 2 MB
+// quadratic in the number of removals (seconds for one 2 MB
 // record); it needs the whole body in memory; gjson.Valid recurses once per
 // nesting level.
 //

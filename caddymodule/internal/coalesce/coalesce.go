@@ -12,8 +12,9 @@
 // Host, and the canonical upstream path and query. A caller's key, the
 // secret, is never part of it: every accepted key sees the same response.
 //
-// Only complete, reusable responses are shared (see Group.Do): an error, a 429
-// or 5xx, or a body over the size limit is the leader's alone, and each
+// Only complete, reusable responses are shared (see Group.Do): no result (a
+// failure, which the leader keeps as its own verdict), a 429 or 5xx, or a
+// body over the size limit is the leader's alone, and each
 // follower then runs its own request as if it had never waited, so that
 // coalescing never turns one caller's failure into everyone's.
 //
@@ -75,7 +76,7 @@ const (
 	// shared, and then ran its own fn.
 	Alone
 	// Abandoned: the caller's context ended while it waited for a leader;
-	// Do returned ctx.Err() and ran nothing.
+	// Do returned no result and ran nothing.
 	Abandoned
 )
 
@@ -181,27 +182,28 @@ func Release(ctx context.Context) {
 // with a context that keeps ctx's values and deadline but not its
 // cancellation. When ctx ends, that context is cancelled at once if no
 // follower waits, and otherwise when the last follower stops waiting or
-// Config.Timeout has passed, whichever comes first. fn's result and error are
-// returned to the leader as they are, with Led; the leader's caller is
-// therefore held until fn returns even when its own ctx has ended.
+// Config.Timeout has passed, whichever comes first. fn's result is returned
+// to the leader as it is, with Led; the leader's caller is therefore held
+// until fn returns even when its own ctx has ended. fn returns nil when it
+// has no answer to share: it failed, or answered its client itself (for
+// instance by streaming a large body). What else it has to tell its own
+// caller (how it failed) stays in the caller's fn, which is a closure of its
+// own: the Group carries results, not verdicts.
 //
 // A caller that finds a leader running for key follows: it waits for the
-// leader's fn to return, or for its own ctx to end (then Do returns nil,
-// Abandoned, ctx.Err(), and the leader carries on). If the leader's result
-// is shareable, the follower gets the same *Result with Shared and a nil
-// error. It is not shareable when fn returned an error or a nil Result (fn
-// returns nil, nil when it answered its client itself, for instance by
-// streaming a large body), a status of 429 or 500 and above (the backend's
-// verdict on that moment, not on the request), a body over Config.MaxBody,
-// or when fn panicked; then the follower runs its own fn with its own ctx and
-// gets its result with Alone.
+// leader's fn to return, or for its own ctx to end (then Do returns nil and
+// Abandoned, and the leader carries on). If the leader's result is
+// shareable, the follower gets the same *Result with Shared. It is not
+// shareable when fn returned nil, a status of 429 or 500 and above (the
+// backend's verdict on that moment, not on the request), a body over
+// Config.MaxBody, or when fn panicked; then the follower runs its own fn
+// with its own ctx and gets its result with Alone.
 //
 // A panic in fn is not recovered: it goes on up the leader's stack after the
 // followers have been released to run their own fn.
-func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*Result, error)) (*Result, Outcome, error) {
+func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) *Result) (*Result, Outcome) {
 	if g == nil {
-		res, err := fn(ctx)
-		return res, Led, err
+		return fn(ctx), Led
 	}
 	g.mu.Lock()
 	if c, ok := g.calls[key]; ok {
@@ -252,26 +254,25 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) (*R
 		}
 		cancel()
 	}()
-	res, err := fn(lctx)
+	res := fn(lctx)
 	returned = true
-	share := err == nil && g.shareable(res)
+	share := g.shareable(res)
 	if g.finish(c, res, share) && !share {
 		g.unshareable.Add(1)
 	}
-	return res, Led, err
+	return res, Led
 }
 
 // follow waits for c as a follower.
-func (g *Group) follow(ctx context.Context, c *call, fn func(context.Context) (*Result, error)) (*Result, Outcome, error) {
+func (g *Group) follow(ctx context.Context, c *call, fn func(context.Context) *Result) (*Result, Outcome) {
 	select {
 	case <-c.done:
 		if c.share {
 			g.shared.Add(1)
-			return c.res, Shared, nil
+			return c.res, Shared
 		}
 		g.alone.Add(1)
-		res, err := fn(ctx)
-		return res, Alone, err
+		return fn(ctx), Alone
 	case <-ctx.Done():
 		g.mu.Lock()
 		c.waiting--
@@ -280,7 +281,7 @@ func (g *Group) follow(ctx context.Context, c *call, fn func(context.Context) (*
 		}
 		g.mu.Unlock()
 		g.abandoned.Add(1)
-		return nil, Abandoned, ctx.Err()
+		return nil, Abandoned
 	}
 }
 

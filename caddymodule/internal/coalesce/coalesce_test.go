@@ -34,7 +34,7 @@ type outcome struct {
 func doAsync(ctx context.Context, g *Group, key string, fn func(context.Context) (*Result, error)) <-chan outcome {
 	ch := make(chan outcome, 1)
 	go func() {
-		res, how, err := g.Do(ctx, key, fn)
+		res, how, err := do(g, ctx, key, fn)
 		ch <- outcome{res, how, err}
 	}()
 	return ch
@@ -119,7 +119,7 @@ func TestShare(t *testing.T) {
 	}
 	// Coalescing is not caching: the next caller runs fn again.
 	var again atomic.Int32
-	if res, how, err := g.Do(ctx, "a|/api/v1/status", own("later", &again)); string(res.Body) != "later" || how != Led || err != nil || again.Load() != 1 {
+	if res, how, err := do(g, ctx, "a|/api/v1/status", own("later", &again)); string(res.Body) != "later" || how != Led || err != nil || again.Load() != 1 {
 		t.Errorf("a call after the leader finished: %v %v %v", res, how, err)
 	}
 }
@@ -143,8 +143,7 @@ func TestNotShared(t *testing.T) {
 		{"206", &Result{Status: 206, Body: []byte("{}")}, nil, false},
 		{"body at the limit", ok(big), nil, true},
 		{"body over the limit", ok(big + "x"), nil, false},
-		{"error", nil, errBackend, false},
-		{"error with a result", ok("{}"), errBackend, false},
+		{"no result: the leader failed", nil, errBackend, false},
 		{"nil result: the leader answered its client itself", nil, nil, false},
 		{"429", &Result{Status: 429}, nil, false},
 		{"500", &Result{Status: 500}, nil, false},
@@ -291,7 +290,7 @@ func TestLeaderDeadline(t *testing.T) {
 	want := time.Now().Add(time.Hour)
 	ctx, cancel := context.WithDeadline(context.Background(), want)
 	defer cancel()
-	g.Do(ctx, "k", func(lctx context.Context) (*Result, error) {
+	do(g, ctx, "k", func(lctx context.Context) (*Result, error) {
 		if d, ok := lctx.Deadline(); !ok || !d.Equal(want) {
 			t.Errorf("deadline %v %v, want the leader's %v", d, ok, want)
 		}
@@ -299,7 +298,7 @@ func TestLeaderDeadline(t *testing.T) {
 	})
 	// Without one, there is none: while the leader's client waits, its
 	// request is bounded like any other.
-	g.Do(context.Background(), "k", func(lctx context.Context) (*Result, error) {
+	do(g, context.Background(), "k", func(lctx context.Context) (*Result, error) {
 		if d, ok := lctx.Deadline(); ok {
 			t.Errorf("deadline %v from nowhere", d)
 		}
@@ -373,7 +372,7 @@ func TestOrphan(t *testing.T) {
 				t.Errorf("leader: %+v, want its fn's context.Canceled", o)
 			}
 			var runs atomic.Int32
-			if res, how, _ := g.Do(context.Background(), "k", own("fresh", &runs)); how != Led || string(res.Body) != "fresh" {
+			if res, how, _ := do(g, context.Background(), "k", own("fresh", &runs)); how != Led || string(res.Body) != "fresh" {
 				t.Errorf("after the orphan: %v %v", res, how)
 			}
 		})
@@ -386,7 +385,7 @@ func TestOrphan(t *testing.T) {
 	orphanDone := make(chan struct{})
 	go func() {
 		defer close(orphanDone)
-		g.Do(lparent, "k", func(ctx context.Context) (*Result, error) {
+		do(g, lparent, "k", func(ctx context.Context) (*Result, error) {
 			<-ctx.Done()
 			<-slow // still running after its context ended
 			return nil, ctx.Err()
@@ -396,7 +395,7 @@ func TestOrphan(t *testing.T) {
 	lcancel()
 	fixture.WaitFor(t, "the orphan to leave the map", func() bool { return waiting(g, "k") == -1 })
 	var runs atomic.Int32
-	if res, how, err := g.Do(context.Background(), "k", own("fresh", &runs)); how != Led || err != nil || string(res.Body) != "fresh" {
+	if res, how, err := do(g, context.Background(), "k", own("fresh", &runs)); how != Led || err != nil || string(res.Body) != "fresh" {
 		t.Errorf("caller during the orphan's wind-down: %v %v %v", res, how, err)
 	}
 	close(slow)
@@ -406,7 +405,7 @@ func TestOrphan(t *testing.T) {
 	// nobody: its request's context is cancelled from the start.
 	dead, kill := context.WithCancel(context.Background())
 	kill()
-	_, how, err := g.Do(dead, "k", func(ctx context.Context) (*Result, error) {
+	_, how, err := do(g, dead, "k", func(ctx context.Context) (*Result, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -427,7 +426,7 @@ func TestPanic(t *testing.T) {
 	panicked := make(chan any, 1)
 	go func() {
 		defer func() { panicked <- recover() }()
-		g.Do(context.Background(), "k", func(context.Context) (*Result, error) {
+		do(g, context.Background(), "k", func(context.Context) (*Result, error) {
 			close(started)
 			<-release
 			panic(http.ErrAbortHandler)
@@ -453,7 +452,7 @@ func TestNilGroup(t *testing.T) {
 	var g *Group
 	var runs atomic.Int32
 	for range 3 {
-		if res, how, err := g.Do(context.Background(), "k", own("x", &runs)); how != Led || err != nil || string(res.Body) != "x" {
+		if res, how, err := do(g, context.Background(), "k", own("x", &runs)); how != Led || err != nil || string(res.Body) != "x" {
 			t.Fatalf("%v %v %v", res, how, err)
 		}
 	}
@@ -501,7 +500,7 @@ func TestRace(t *testing.T) {
 				if j%7 == 0 {
 					go cancel()
 				}
-				res, how, err := g.Do(ctx, key, func(ctx context.Context) (*Result, error) {
+				res, how, err := do(g, ctx, key, func(ctx context.Context) (*Result, error) {
 					backend.Add(1)
 					time.Sleep(100 * time.Microsecond)
 					status := 200
@@ -559,7 +558,7 @@ func BenchmarkLead(b *testing.B) {
 	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
-		g.Do(ctx, "anon|/api/v1/status", fn)
+		do(g, ctx, "anon|/api/v1/status", fn)
 	}
 }
 
@@ -577,7 +576,7 @@ func BenchmarkHotKey(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		for pb.Next() {
-			g.Do(ctx, "anon|/api/v1/status", fn)
+			do(g, ctx, "anon|/api/v1/status", fn)
 		}
 	})
 	st := g.Stats()
@@ -593,7 +592,7 @@ func TestRelease(t *testing.T) {
 	finish := make(chan struct{})
 	leaderDone := make(chan outcome, 1)
 	go func() {
-		res, how, err := g.Do(context.Background(), "k", func(ctx context.Context) (*Result, error) {
+		res, how, err := do(g, context.Background(), "k", func(ctx context.Context) (*Result, error) {
 			Release(ctx)
 			close(released)
 			<-finish
@@ -603,7 +602,7 @@ func TestRelease(t *testing.T) {
 	}()
 	<-released
 	var runs atomic.Int32
-	res, how, err := g.Do(context.Background(), "k", own("own", &runs))
+	res, how, err := do(g, context.Background(), "k", own("own", &runs))
 	if how != Led || err != nil || string(res.Body) != "own" || runs.Load() != 1 {
 		t.Fatalf("a caller after Release: %v %v %q, want to lead its own call", how, err, res.Body)
 	}
@@ -627,7 +626,7 @@ func TestReleaseFreesWaitingFollowers(t *testing.T) {
 	lctx, lcancel := context.WithCancel(context.Background())
 	gotCtx := make(chan context.Context, 1)
 	release := make(chan struct{})
-	go g.Do(lctx, "k", func(ctx context.Context) (*Result, error) {
+	go do(g, lctx, "k", func(ctx context.Context) (*Result, error) {
 		gotCtx <- ctx
 		<-release
 		Release(ctx)
@@ -658,7 +657,7 @@ func TestReleaseFreesWaitingFollowers(t *testing.T) {
 // its Result: 0 when nobody followed, the followers' number otherwise.
 func TestFollowersCounted(t *testing.T) {
 	g := New(Config{})
-	res, _, _ := g.Do(context.Background(), "alone", func(context.Context) (*Result, error) {
+	res, _, _ := do(g, context.Background(), "alone", func(context.Context) (*Result, error) {
 		return &Result{Status: 200, Body: []byte("x")}, nil
 	})
 	if res.Followers != 0 {
@@ -677,4 +676,22 @@ func TestFollowersCounted(t *testing.T) {
 	if o.res.Followers != 2 {
 		t.Errorf("two followers, Followers %d", o.res.Followers)
 	}
+}
+
+// do is Do for a test's fn that fails with an error: the error stays in the
+// closure, as the gateway's verdicts do, and a failed fn has no result to
+// share. An abandoned call's error is its context's.
+func do(g *Group, ctx context.Context, key string, fn func(context.Context) (*Result, error)) (*Result, Outcome, error) {
+	var err error
+	res, how := g.Do(ctx, key, func(ctx context.Context) *Result {
+		var res *Result
+		if res, err = fn(ctx); err != nil {
+			return nil
+		}
+		return res
+	})
+	if how == Abandoned {
+		err = ctx.Err()
+	}
+	return res, how, err
 }

@@ -56,21 +56,21 @@ func busyGuard(t *testing.T, name string) Guard {
 	g.Cache.Put("k", microcache.Entry{Status: 200, Body: []byte("{}")}, time.Minute)
 	g.Cache.GetStale("k")
 	g.Cache.GetStale("other")
-	g.Flights.Do(context.Background(), "k", func(context.Context) (*coalesce.Result, error) {
-		return &coalesce.Result{Status: http.StatusServiceUnavailable}, nil
+	g.Flights.Do(context.Background(), "k", func(context.Context) *coalesce.Result {
+		return &coalesce.Result{Status: http.StatusServiceUnavailable}
 	})
 	started, release := make(chan struct{}), make(chan struct{})
 	var trip sync.WaitGroup
 	trip.Go(func() {
-		g.Flights.Do(context.Background(), "slow", func(context.Context) (*coalesce.Result, error) {
+		g.Flights.Do(context.Background(), "slow", func(context.Context) *coalesce.Result {
 			close(started)
 			<-release
-			return &coalesce.Result{Status: http.StatusOK}, nil
+			return &coalesce.Result{Status: http.StatusOK}
 		})
 	})
 	<-started
 	trip.Go(func() {
-		g.Flights.Do(context.Background(), "slow", func(context.Context) (*coalesce.Result, error) { return nil, nil })
+		g.Flights.Do(context.Background(), "slow", func(context.Context) *coalesce.Result { return nil })
 	})
 	t.Cleanup(func() { close(release); trip.Wait() })
 	fixture.WaitFor(t, "the follower", func() bool { return g.Flights.Stats().Waiting == 1 })

@@ -1,0 +1,315 @@
+package caddymodule
+
+// This file is the guard's one entry, fetch: the answer to one request that
+// the gateway let through, for ServeHTTP, for the micro-cache's refresh and
+// for a live stream's poll alike. The backend's time and the client's are
+// kept apart: within the request's budget the answer comes from the
+// micro-cache, from an identical request's trip, or from a trip of the
+// caller's own through admission; then, with every slot given back, it is
+// written to the client at the client's pace, under the progress deadline,
+// and held against the client's share of the held bytes until it is taken.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+)
+
+// fetch answers the request r that t describes, to pw: the guard's one
+// entry. It returns how the request ended; a refusal is the caller's to
+// write (conclude, or a stream's poll).
+func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
+	if err := g.held.Check(t.who.holder); err != nil {
+		return heldRefusal(err)
+	}
+	if g.timeout > 0 {
+		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+	}
+	// The answer's buffer, from the pool: taken by the spool as the answer
+	// comes, and given back here once it is written, unless the cache or
+	// the followers of a shared trip have it.
+	sp := newSpool(pw, g.maxResponse, g.held)
+	defer sp.recycle()
+	if t.share == "" {
+		res, v := g.trip(sp, r, t)
+		if res == nil {
+			return v
+		}
+		return g.deliver(pw, t.who, res, false, v.outcome)
+	}
+	// Only an endpoint with a time to live looks: a guard outlives a reload
+	// that turns an endpoint's cache off, and what the old config stored
+	// must not be served under the new one.
+	if t.ep.cacheTTL > 0 {
+		if e, fresh, ok := g.caching().GetStale(t.share); ok {
+			v := g.deliver(pw, t.who, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
+			if !fresh {
+				g.refresh(r, t)
+			}
+			return v
+		}
+	}
+	var v verdict // of the caller's own trip
+	res, how := g.coalescing().Do(r.Context(), t.share, func(ctx context.Context) *coalesce.Result {
+		var res *coalesce.Result
+		res, v = g.trip(sp, r.WithContext(ctx), t)
+		if g.store(t.share, t.ep, res) {
+			sp.keep()
+		}
+		return res
+	})
+	switch how {
+	case coalesce.Shared:
+		return g.deliver(pw, t.who, res, true, metrics.Coalesced)
+	case coalesce.Abandoned:
+		return contextRefusal(r.Context().Err())
+	}
+	if res == nil {
+		return v
+	}
+	if res.Followers > 0 {
+		sp.keep()
+	}
+	return g.deliver(pw, t.who, res, true, v.outcome)
+}
+
+// caching is the guard's micro-cache while the limits in force have one, or
+// nil, which holds nothing.
+func (g *guard) caching() *microcache.Cache {
+	if g.lim.Load().CacheSize > 0 {
+		return g.cache
+	}
+	return nil
+}
+
+// coalescing is the guard's coalescing group while the limits in force have
+// coalescing on, or nil, which just runs each call.
+func (g *guard) coalescing() *coalesce.Group {
+	if g.lim.Load().Coalesce {
+		return g.flights
+	}
+	return nil
+}
+
+// deliver writes a held answer to the client, pw, within the share of the
+// held bytes of the caller who, which it holds until the client has taken the
+// answer or the progress deadline cut it off. shareable says other callers
+// may get the same bytes: the client is then told not to store it.
+func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable bool, outcome metrics.Outcome) verdict {
+	if err := g.held.Hold(who.holder, res.Body); err != nil {
+		return heldRefusal(err)
+	}
+	defer g.held.Release(who.holder, res.Body)
+	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
+	_ = pw.Done()
+	return verdict{outcome: outcome}
+}
+
+// trip is one request's way to the backend and back, under the caller's
+// per-client place and an admission slot, both given back when the backend
+// is done. The answer is read into sp: held whole when it fits max_response
+// and the held bytes, and then returned; otherwise streamed to the caller's
+// client as it comes, with the slot kept, and the followers of a shared trip
+// released at once to make their own. r is the canonical request under the
+// budget. The verdict says how the trip ended; with an answer held whole,
+// its outcome is the answer's.
+func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, verdict) {
+	who := t.who
+	// Counted whether or not a bound is in force, so that a reload that sets
+	// one finds what is open.
+	if !who.counts {
+		if !g.quota.Take(who.holder) {
+			return nil, tooMany(errQuota)
+		}
+		defer g.quota.Give(who.holder)
+	} else {
+		// The key's own cap, before the queue: past it only this key's
+		// caller is turned away, and nobody waits for it. Counted by the
+		// key's name, under its cap in this config.
+		if !g.keys.TakeUpTo(who.holder, who.keyCap) {
+			return nil, tooMany(errKeyQuota)
+		}
+		defer g.keys.Give(who.holder)
+	}
+	ctx := r.Context()
+	permits, err := g.admit(ctx, t.ep, who.counts)
+	if err != nil {
+		var be *admission.BusyError
+		if errors.As(err, &be) {
+			return nil, busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
+		}
+		return nil, contextRefusal(err)
+	}
+	defer permits.Release()
+	streaming := false
+	defer func() {
+		if streaming {
+			g.streams.Add(-1)
+		}
+	}()
+	// An HTTP/1.0 client has no chunked encoding: a filtered answer that
+	// broke off mid-stream would reach it as a clean close after a 200, a
+	// truncated body it cannot tell from a whole one. It gets answers held
+	// whole, or a 502.
+	mustHold := who.filtered() && !r.ProtoAtLeast(1, 1)
+	sp.begin(mustHold, func() error {
+		if limit := g.maxStreams.Load(); !who.counts && limit > 0 {
+			if g.streams.Add(1) > limit {
+				g.streams.Add(-1)
+				return errStreamsFull
+			}
+			streaming = true
+		}
+		coalesce.Release(ctx)
+		return nil
+	})
+	defer sp.done()
+	v := g.proxy(sp, r, t)
+	switch {
+	case errors.Is(sp.err, errStreamsFull):
+		return nil, busy(sp.err, "1")
+	case v.status != 0, v.cut, sp.spilled:
+		return nil, v // refused, failed, or streamed to the client already
+	}
+	res := sp.result()
+	if res == nil {
+		return nil, badGateway(errNoBody)
+	}
+	return res, v
+}
+
+// admit waits for the backend's capacity: the main-thread limiter first for
+// the stations that need it, then the global one. Release the Permits when the
+// backend is done with the request.
+func (g *guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admission.Permits, error) {
+	class := admission.Anonymous
+	if withKey {
+		class = admission.Keyed
+	}
+	if ep.mainThread && g.lim.Load().MainThread > 0 {
+		return admission.AcquireAll(ctx, class, g.main, g.all)
+	}
+	return admission.AcquireAll(ctx, class, g.all)
+}
+
+// store puts a whole response of a cached endpoint into the micro-cache: for
+// its time to live, or, for a snapshot station, until the backend's next
+// snapshot is due if that is later (see BackendConfig.Snapshot). It reports
+// whether the cache keeps the response's body.
+func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) bool {
+	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
+		return false // only a whole answer: never a part (206) or a "not modified" (304)
+	}
+	cache, ttl := g.caching(), ep.cacheTTL
+	if cache == nil {
+		return false
+	}
+	if ep.snapshot > 0 {
+		if at, ok := snapshotTime(res.Body); ok {
+			if due := at.Add(ep.snapshot).Sub(cache.Now()); due > ttl {
+				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
+			}
+		}
+	}
+	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+	return true
+}
+
+// snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
+// it carries was taken. gjson finds that one member without decoding the body
+// (the station's data is skipped, not built); the value counts only when it
+// is a JSON integer literal in int64's range, as encoding/json would accept it
+// into an int64: an absent or null cachedAt, a fraction, an exponent or a
+// string is no snapshot time. The body is not validated: the filter refuses a
+// broken body to every caller without a key, and a time read from one keeps
+// the entry at most one snapshot interval.
+func snapshotTime(body []byte) (time.Time, bool) {
+	v := gjson.GetBytes(body, "meta.cachedAt")
+	if v.Type != gjson.Number || !gjson.Valid(v.Raw) {
+		return time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(v.Raw, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ms), true
+}
+
+// refresh fetches a stale cache entry anew in the background, unless a refresh
+// of it is under way: the callers meanwhile get the stale entry, so that no
+// caller of a cached endpoint waits in the backend's queue. The refresh is a
+// request of its own (backgroundRequest) with the caller's ticket, the same
+// admission and budget, and no caller to answer: its outcome is not counted.
+func (g *guard) refresh(r *http.Request, t *ticket) {
+	if _, busy := g.refreshing.LoadOrStore(t.share, struct{}{}); busy {
+		return
+	}
+
+	// The budget of its own: the caller's ends with the caller, and without
+	// one a hung backend would hold this key's refreshes for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, staleGrace))
+	bg := backgroundRequest(ctx, r, t)
+	go func() {
+		defer g.refreshing.Delete(t.share)
+		defer cancel()
+		defer func() {
+			// A response that broke off ends in http.ErrAbortHandler, which
+			// net/http would have caught for a caller; here nobody would.
+			if rec := recover(); rec != nil && rec != http.ErrAbortHandler {
+				g.logger.Error("cache refresh failed", zap.String("endpoint", t.ep.name), zap.Any("panic", rec))
+			}
+		}()
+		sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
+		defer sp.recycle()
+		res, _ := g.trip(sp, bg, t)
+		if g.store(t.share, t.ep, res) {
+			sp.keep()
+		}
+	}()
+}
+
+// backgroundRequest is a copy of the canonical upstream request r for a trip
+// nobody waits for (a refresh, a live stream's poll), under ctx: with its own
+// replacer and variables, because Caddy's are the caller's, which the
+// caller's handlers and log still use. The replacer carries the endpoint,
+// key and client placeholders of the caller's, and the values t resolved
+// for the declared backend's placeholders, so that the trip reaches the
+// backend the caller's would.
+func backgroundRequest(ctx context.Context, r *http.Request, t *ticket) *http.Request {
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	bg := r.Clone(ctx)
+	bg.Body = http.NoBody
+	own := caddy.NewReplacer()
+	if repl != nil {
+		for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
+			v, _ := repl.Get(p)
+			own.Set(p, v)
+		}
+	}
+	t.upstream.Set(own)
+	return caddyhttp.PrepareRequest(bg, own, nil, srv)
+}
+
+// discardWriter is the client of a background refresh: nobody.
+type discardWriter struct{}
+
+func (discardWriter) Header() http.Header         { return http.Header{} }
+func (discardWriter) WriteHeader(int)             {}
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,245 @@
+// Package upstream is the backend a statusgate handler declares in its own
+// config (statusgate <upstream>... { proxy { ... } }): the reverse_proxy that
+// reaches it, what names it, and what of each request decides which backend
+// the request reaches.
+//
+// A guard (the counts, the queue, the cache and the shared trips in front of
+// one game server) must never serve one server's answers as another's. What
+// tells two backends apart is all in the declaration: the upstreams, and the
+// proxy's settings (a header_up Host that picks a server behind a panel, a
+// rewrite, a transport). So a Backend is named by its declaration, read in a
+// canonical form (ID): two handlers that declare the same backend get the
+// same name, whatever else their configs say, and a reload that keeps the
+// declaration keeps the name. A declaration that holds placeholders (an
+// upstream given as {game}, set by a map) reaches a backend that each request
+// decides: Resolve gives the placeholders' values for a request, which are
+// part of what its answer is shared under.
+package upstream
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+)
+
+// Backend is a declared backend: a provisioned reverse_proxy and what names
+// it. Its methods are safe for concurrent use.
+type Backend struct {
+	path     string          // of the declaration, for messages
+	raw      json.RawMessage // the declaration as written
+	id       string
+	describe string
+	// names are the placeholders the declaration holds, sorted, each once.
+	names []string
+	proxy *reverseproxy.Handler // nil until Provision
+}
+
+// refused are the reverse_proxy options a statusgate backend cannot have,
+// with the reason: statusgate reads the backend's answer itself.
+var refused = map[string]string{
+	"handle_response": "statusgate reads the backend's answer itself (the field layer, the cache, shared trips), so no route may answer in its place",
+}
+
+// Parse reads raw, the JSON of a reverse_proxy handler (Caddy's reverse_proxy
+// without "handler"): what names the backend, without sending anything
+// anywhere yet (Provision). path names raw in error messages ("proxy").
+func Parse(path string, raw json.RawMessage) (*Backend, error) {
+	canon, err := canonical(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		if why, ok := refused[name]; ok {
+			return nil, fmt.Errorf("%s.%s: not allowed here: %s", path, name, why)
+		}
+	}
+	if isNull(fields["upstreams"]) && isNull(fields["dynamic_upstreams"]) {
+		return nil, fmt.Errorf("%s: no upstreams: name the game server, as in statusgate 127.0.0.1:8080 (JSON: \"upstreams\": [{\"dial\": \"127.0.0.1:8080\"}])", path)
+	}
+	var rp reverseproxy.Handler
+	if err := json.Unmarshal(raw, &rp); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	sum := sha256.Sum256(canon)
+	return &Backend{
+		path:     path,
+		raw:      raw,
+		id:       hex.EncodeToString(sum[:12]),
+		describe: describe(&rp),
+		names:    placeholders(canon),
+	}, nil
+}
+
+// Provision sets up the reverse_proxy that reaches the backend, in ctx,
+// which cleans it up when the config stops.
+func (b *Backend) Provision(ctx caddy.Context) error {
+	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", b.raw)
+	if err != nil {
+		return fmt.Errorf("%s: %v", b.path, err)
+	}
+	rp, ok := mod.(*reverseproxy.Handler)
+	if !ok {
+		return fmt.Errorf("%s: http.handlers.reverse_proxy is %T, not Caddy's reverse_proxy", b.path, mod)
+	}
+	b.proxy = rp
+	return nil
+}
+
+// isNull reports whether a JSON member is absent, null or empty.
+func isNull(raw json.RawMessage) bool {
+	s := string(bytes.TrimSpace(raw))
+	return s == "" || s == "null" || s == "[]" || s == "{}"
+}
+
+// canonical is raw in one form for every spelling of the same declaration:
+// members sorted by name at every depth, no white space, numbers as written.
+func canonical(raw json.RawMessage) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, errors.New("not a JSON object")
+	}
+	return json.Marshal(v) // maps are written with sorted keys
+}
+
+// placeholders lists the placeholders in the string values of the canonical
+// JSON, sorted, each once: found the way Caddy's replacer finds them.
+func placeholders(canon []byte) []string {
+	var v any
+	_ = json.Unmarshal(canon, &v)
+	seen := map[string]bool{}
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				walk(k)
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		case string:
+			if !strings.Contains(v, "{") {
+				return
+			}
+			_, _ = caddy.NewEmptyReplacer().ReplaceFunc(v, func(key string, val any) (any, error) {
+				seen[key] = true
+				return val, nil
+			})
+		}
+	}
+	walk(v)
+	names := make([]string, 0, len(seen))
+	for k := range seen {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// describe is the upstreams as an operator wrote them, for messages.
+func describe(rp *reverseproxy.Handler) string {
+	var dials []string
+	for _, u := range rp.Upstreams {
+		dials = append(dials, u.Dial)
+	}
+	if rp.DynamicUpstreamsRaw != nil {
+		var src struct {
+			Source string `json:"source"`
+		}
+		_ = json.Unmarshal(rp.DynamicUpstreamsRaw, &src)
+		dials = append(dials, "dynamic upstreams ("+src.Source+")")
+	}
+	return strings.Join(dials, " ")
+}
+
+// ID names the declaration: equal for two backends exactly when their
+// declarations are the same (in canonical form).
+func (b *Backend) ID() string { return b.id }
+
+// String is the backend's upstreams, for messages and logs.
+func (b *Backend) String() string { return b.describe }
+
+// Placeholders reports whether the declaration holds placeholders, whose
+// values each request decides.
+func (b *Backend) Placeholders() bool { return len(b.names) > 0 }
+
+// Values are the values of a declaration's placeholders for one request,
+// by name: what decides which backend the request reaches. nil for a
+// declaration without placeholders.
+type Values []string // name, value, name, value, ...
+
+// Resolve is the values of the declaration's placeholders in repl, the
+// request's replacer: an unknown placeholder is empty, as reverse_proxy
+// reads it.
+func (b *Backend) Resolve(repl *caddy.Replacer) Values {
+	if len(b.names) == 0 {
+		return nil
+	}
+	v := make(Values, 0, 2*len(b.names))
+	for _, name := range b.names {
+		val, _ := repl.Get(name)
+		v = append(v, name, caddy.ToString(val))
+	}
+	return v
+}
+
+// Key is v as one string, for a share key: the same for two requests
+// exactly when every value is the same.
+func (v Values) Key() string {
+	if len(v) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	for i := 0; i < len(v); i += 2 {
+		fmt.Fprintf(&sb, "%q=%q ", v[i], v[i+1])
+	}
+	return sb.String()
+}
+
+// Set puts v into repl, so that a request made later with repl (a cache
+// refresh, a live stream's poll) reaches the backend that the request v
+// was resolved for.
+func (v Values) Set(repl *caddy.Replacer) {
+	for i := 0; i+1 < len(v); i += 2 {
+		repl.Set(v[i], v[i+1])
+	}
+}
+
+// Same reports whether repl still gives the placeholders the values v:
+// handlers that ran since v was resolved did not send the request to
+// another backend.
+func (b *Backend) Same(repl *caddy.Replacer, v Values) bool {
+	now := b.Resolve(repl)
+	return slices.Equal(now, v)
+}
+
+// ServeHTTP sends r to the backend and writes its answer to w.
+func (b *Backend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	return b.proxy.ServeHTTP(w, r, noNext)
+}
+
+// noNext is what follows the proxy: nothing. reverse_proxy calls it only
+// from handle_response routes, which a Backend cannot have.
+var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })

@@ -1,0 +1,84 @@
+package caddymodule
+
+// This file is the ticket: what the guard is told of a request it fetches an
+// answer for, and what the answer is shared under.
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
+)
+
+// ticket is what the guard is told of a request it fetches an answer for:
+// what ServeHTTP decided of it, which nothing below changes.
+type ticket struct {
+	ep   *endpoint
+	who  caller
+	path string // the decoded path the client sent: the gateway's envelopes show it
+	// share names the answer for everyone who may get the same bytes
+	// (shareKey); "" when the endpoint's answers are each caller's own.
+	share string
+	// upstream is the declared backend's placeholders for this request:
+	// which backend it reaches.
+	upstream upstream.Values
+	next     caddyhttp.Handler // the handlers after statusgate
+}
+
+// ticket is the guard's ticket for the canonical request r to ep by who,
+// whose client sent path; next is what follows statusgate.
+func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, next caddyhttp.Handler) *ticket {
+	t := &ticket{ep: ep, who: who, path: path, next: next}
+	if g.backend != nil && g.backend.Placeholders() {
+		t.upstream = g.backend.Resolve(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
+	}
+	if g.shareable(ep) {
+		t.share = g.shareKey(r, who.filtered(), t.upstream)
+	}
+	return t
+}
+
+// shareable reports whether the endpoint's answers may go to more than one
+// caller (coalesced or cached): then the backend is asked for an unencoded
+// body, the same for every caller of the class, and each caller is told not
+// to store it (deliver).
+func (g *guard) shareable(ep *endpoint) bool {
+	return g.lim.Load().Coalesce || ep.cacheTTL > 0
+}
+
+// shareKey names what a response depends on: the field lists in force
+// (policy), whether it goes through the field layer, which alone decides the
+// bytes a caller gets (filtered for a caller without a key while auth is on,
+// the backend's for everyone else), the backend (the guard's scope, and the
+// values of the placeholders in its declaration), the site (siteOf: the
+// client's Host reaches the backend) and the canonical upstream request.
+// Never the key itself.
+func (g *guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
+	class := " whole "
+	if filtered {
+		class = " filtered "
+	}
+	return g.policy + class + g.scope + " " + backend.Key() + siteOf(r) + " " + r.URL.EscapedPath() + "?" + r.URL.RawQuery
+}
+
+// siteOf tells sites apart: the Host as Caddy's host matcher compares it
+// (without the port and a trailing dot, in lower case), and the port the
+// request came in on, so that two sites of one host name on two ports are
+// two sites whatever Host a client sends.
+func siteOf(r *http.Request) string {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	site := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, port, err := net.SplitHostPort(a.String()); err == nil {
+			site += " port " + port
+		}
+	}
+	return site
+}
