@@ -99,7 +99,7 @@ func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
 // statusgate's own proxy sends it to the backend.
 func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
 	if g.backend == nil {
-		return t.next.ServeHTTP(pw, r)
+		return t.next(pw, r)
 	}
 	// Caddy marks a request that went through every handler unanswered as
 	// such ("unhandled": its access log then says NOP); for statusgate
@@ -136,7 +136,7 @@ type gateWriter struct {
 // run runs the handlers after statusgate into g. One that answers (a
 // reverse_proxy) gives up when its writes fail, as when its client leaves:
 // that is no failure of the backend's.
-func (g *gateWriter) run(next caddyhttp.Handler, r *http.Request) (err error) {
+func (g *gateWriter) run(next caddyhttp.HandlerFunc, r *http.Request) (err error) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			if rec != http.ErrAbortHandler || !g.answered {
@@ -144,7 +144,7 @@ func (g *gateWriter) run(next caddyhttp.Handler, r *http.Request) (err error) {
 			}
 		}
 	}()
-	return next.ServeHTTP(g, r)
+	return next(g, r)
 }
 
 func (g *gateWriter) Header() http.Header { return g.hdr }

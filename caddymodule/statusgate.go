@@ -360,11 +360,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
+	var v verdict
 	if live {
-		x.end(h.live.serve(pw, r, t))
-		return nil
+		v = h.live.serve(pw, r, t)
+	} else {
+		v = h.guard.fetch(pw, r, t)
 	}
-	x.end(h.guard.fetch(pw, r, t))
+	x.end(v)
 	return nil
 }
 

@@ -26,13 +26,13 @@ type ticket struct {
 	// upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
 	upstream upstream.Values
-	next     caddyhttp.Handler // the handlers after statusgate
+	next     caddyhttp.HandlerFunc // the handlers after statusgate
 }
 
 // ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path; next is what follows statusgate.
 func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, next caddyhttp.Handler) *ticket {
-	t := &ticket{ep: ep, who: who, path: path, next: next}
+	t := &ticket{ep: ep, who: who, path: path, next: next.ServeHTTP}
 	if g.backend != nil && g.backend.Placeholders() {
 		t.upstream = g.backend.Resolve(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}

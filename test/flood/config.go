@@ -42,8 +42,9 @@ const maxInFlight = 8
 // as if they came from 300 hosts. The server speaks HTTP/1.1 and h2c (HTTP/2
 // without TLS, by prior knowledge), so that the stalled HTTP/2 streams
 // reach it. The plain variant is reverse_proxy with the response header
-// timeout that docs/configuration.md recommends; the statusgate variant adds statusgate with
-// its defaults and one key, and a rate_limit zone after it, per client IP
+// timeout that docs/configuration.md recommends; the statusgate variant is
+// statusgate with its defaults and one key, declaring the same backend with
+// the same transport, and a rate_limit zone after it, per client IP
 // ({http.statusgate.client}) for callers without a key. The zone's name
 // carries the load's sequence number, because caddy-ratelimit keeps a
 // zone's state across config loads (a reload within a round keeps it, as a
@@ -52,13 +53,17 @@ const maxInFlight = 8
 // limit, when positive, is statusgate's max_in_flight: a -reload-limits
 // round's reloads change it under the flood.
 func site(c config, variant string, seq, gwPort, simPort, limit int) string {
-	var gate string
+	const transport = `transport http {
+			dial_timeout 2s
+			response_header_timeout 5s
+		}`
+	handler := fmt.Sprintf("\treverse_proxy 127.0.0.1:%d {\n\t\t%s\n\t}\n", simPort, transport)
 	limitLine := ""
 	if limit > 0 {
 		limitLine = fmt.Sprintf("\n\t\tmax_in_flight %d", limit)
 	}
 	if variant == statusgate {
-		gate = fmt.Sprintf(`	rate_limit {
+		handler = fmt.Sprintf(`	rate_limit {
 		zone anonymous_%d {
 			match {
 				not header X-API-Key *
@@ -68,10 +73,13 @@ func site(c config, variant string, seq, gwPort, simPort, limit int) string {
 			window %s
 		}
 	}
-	statusgate {
+	statusgate 127.0.0.1:%d {
 		key %s%s
+		proxy {
+			%s
+		}
 	}
-`, seq, c.anonEvents, c.anonWindow, botKey, limitLine)
+`, seq, c.anonEvents, c.anonWindow, simPort, botKey, limitLine, strings.ReplaceAll(transport, "\n", "\n\t"))
 	}
 	order := ""
 	if variant == statusgate {
@@ -96,14 +104,8 @@ func site(c config, variant string, seq, gwPort, simPort, limit int) string {
 
 http://:%d {
 	bind 127.0.0.1
-%s	reverse_proxy 127.0.0.1:%d {
-		transport http {
-			dial_timeout 2s
-			response_header_timeout 5s
-		}
-	}
-}
-`, order, gwPort, gate, simPort)
+%s}
+`, order, gwPort, handler)
 }
 
 // simBlock is the sim's Caddyfile block: live data from a fixed seed, the

@@ -111,14 +111,13 @@ http://:%d {
 
 http://:%d {
 	bind 127.0.0.1
-	statusgate {
+	statusgate 127.0.0.1:%d {
 		max_per_client off
 		max_streams_per_client off
 		max_streams %d
 	}
-	reverse_proxy 127.0.0.1:%d
 }
-`, adminPort, gwPort, n, simPort))
+`, adminPort, gwPort, simPort, n))
 	if err != nil {
 		return err
 	}

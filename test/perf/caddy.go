@@ -21,16 +21,17 @@ type gateway struct {
 }
 
 // caddyfile is the config of one gateway. Both gateways get the same global
-// options and site; only the statusgate block differs.
+// options and site; the plain one's handler is reverse_proxy, statusgate's
+// statusgate declaring the same backend.
 func caddyfile(adminPort, port int, backend string, statusgateKey string) string {
-	var sg string
+	handler := "\treverse_proxy " + backend + "\n"
 	if statusgateKey != "" {
 		// Coalescing and the micro-cache off: the harness measures what each
 		// request costs the gateway, every one of them a trip to the backend
 		// (with them on, most would be answered from memory). The per-client
 		// limit off: the eight workers, all from 127.0.0.1, stand for eight
 		// clients.
-		sg = "\tstatusgate {\n\t\tkey " + statusgateKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t\tmax_per_client off\n\t}\n"
+		handler = "\tstatusgate " + backend + " {\n\t\tkey " + statusgateKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t\tmax_per_client off\n\t}\n"
 	}
 	return fmt.Sprintf(`{
 	admin 127.0.0.1:%d
@@ -44,9 +45,8 @@ func caddyfile(adminPort, port int, backend string, statusgateKey string) string
 
 http://:%d {
 	bind 127.0.0.1
-%s	reverse_proxy %s
-}
-`, adminPort, port, sg, backend)
+%s}
+`, adminPort, port, handler)
 }
 
 // startGateway starts caddy run on a new gateway config. It returns once

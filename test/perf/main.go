@@ -9,7 +9,7 @@
 // It builds ./cmd/caddy once into test/perf/.cache (reused while it is newer
 // than the sources), serves a fake ServerAPI backend from memory in this
 // process, starts two Caddy processes from that binary with the same global
-// options (plain "reverse_proxy", and "statusgate { key … }" + "reverse_proxy"),
+// options (plain "reverse_proxy <backend>", and "statusgate <backend> { key … }"),
 // and drives them with keep-alive Go clients in interleaved rounds. For each
 // scenario it reports the median requests/s of each, the median of the per-pair
 // ratios statusgate/plain, and p50/p99 latency over all rounds. A memory probe

@@ -261,15 +261,18 @@ func TestRunRound(t *testing.T) {
 	}
 }
 
+// TestCaddyfile: the two gateways' configs differ in their handler alone:
+// reverse_proxy, or statusgate declaring the same backend.
 func TestCaddyfile(t *testing.T) {
 	plain := caddyfile(2001, 8001, "127.0.0.1:9000", "")
 	sg := caddyfile(2001, 8001, "127.0.0.1:9000", apiKey)
-	block := "\tstatusgate {\n\t\tkey " + apiKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t\tmax_per_client off\n\t}\n"
-	if strings.Contains(plain, "statusgate") || !strings.Contains(sg, block) {
-		t.Errorf("statusgate block:\n%s\n%s", plain, sg)
+	proxy := "\treverse_proxy 127.0.0.1:9000\n"
+	block := "\tstatusgate 127.0.0.1:9000 {\n\t\tkey " + apiKey + "\n\t\tcoalesce off\n\t\tcache status off\n\t\tmax_per_client off\n\t}\n"
+	if strings.Contains(plain, "statusgate") || !strings.Contains(plain, proxy) || !strings.Contains(sg, block) || strings.Contains(sg, "reverse_proxy") {
+		t.Errorf("the handlers:\n%s\n%s", plain, sg)
 	}
-	if strings.Replace(sg, block, "", 1) != plain {
-		t.Errorf("the configs differ in more than the statusgate block:\n%s\n%s", plain, sg)
+	if strings.Replace(sg, block, proxy, 1) != plain {
+		t.Errorf("the configs differ in more than the handler:\n%s\n%s", plain, sg)
 	}
 	if len(apiKey) != 32 {
 		t.Errorf("apiKey is %d characters", len(apiKey))
