@@ -42,8 +42,8 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		r = r.WithContext(ctx)
 	}
 	// The answer's buffer, from the pool: taken by the spool as the answer
-	// comes, and given back here once it is written, unless the cache or
-	// the followers of a shared trip have it.
+	// comes, and given back here once it is written, unless the followers
+	// of a shared trip have it (the cache keeps a copy).
 	sp := newSpool(pw, g.maxResponse, g.held)
 	defer sp.recycle()
 	if t.share == "" {
@@ -69,9 +69,7 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	res, how := g.coalescing().Do(r.Context(), t.share, func(ctx context.Context) *coalesce.Result {
 		var res *coalesce.Result
 		res, v = g.trip(sp, r.WithContext(ctx), t)
-		if g.store(t.share, t.ep, res) {
-			sp.keep()
-		}
+		g.store(t.share, t.ep, res) // a copy: the answer's buffer stays the spool's
 		return res
 	})
 	switch how {
@@ -208,17 +206,17 @@ func (g *guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admissio
 	return admission.AcquireAll(ctx, class, g.all)
 }
 
-// store puts a whole response of a cached endpoint into the micro-cache: for
-// its time to live, or, for a snapshot station, until the backend's next
-// snapshot is due if that is later (see BackendConfig.Snapshot). It reports
-// whether the cache keeps the response's body.
-func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) bool {
+// store puts a copy of a whole response of a cached endpoint into the
+// micro-cache: for its time to live, or, for a snapshot station, until the
+// backend's next snapshot is due if that is later (see
+// BackendConfig.Snapshot).
+func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) {
 	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
-		return false // only a whole answer: never a part (206) or a "not modified" (304)
+		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
 	cache, ttl := g.caching(), ep.cacheTTL
 	if cache == nil {
-		return false
+		return
 	}
 	if ep.snapshot > 0 {
 		if at, ok := snapshotTime(res.Body); ok {
@@ -228,7 +226,6 @@ func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) bool {
 		}
 	}
 	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
-	return true
 }
 
 // snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
@@ -260,6 +257,12 @@ func (g *guard) refresh(r *http.Request, t *ticket) {
 	if _, busy := g.refreshing.LoadOrStore(t.share, struct{}{}); busy {
 		return
 	}
+	if g.caching().Fresh(t.share) {
+		// Refreshed since this caller found it stale, by a refresh that
+		// has ended since.
+		g.refreshing.Delete(t.share)
+		return
+	}
 
 	// The budget of its own: the caller's ends with the caller, and without
 	// one a hung backend would hold this key's refreshes for ever.
@@ -278,9 +281,7 @@ func (g *guard) refresh(r *http.Request, t *ticket) {
 		sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
 		defer sp.recycle()
 		res, _ := g.trip(sp, bg, t)
-		if g.store(t.share, t.ep, res) {
-			sp.keep()
-		}
+		g.store(t.share, t.ep, res)
 	}()
 }
 

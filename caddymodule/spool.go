@@ -53,8 +53,8 @@ const spoolStart = 4 << 10
 // Its life follows a fetch: made there (newSpool), filled by one trip
 // (begin, then done when the backend is done: the held-bytes charge goes
 // back), and recycled there once the answer is written: the buffer goes back
-// to the pool then, unless keep said that the cache or the followers of a
-// shared trip have it.
+// to the pool then, unless keep said that the followers of a shared trip
+// have it.
 type spool struct {
 	client  http.ResponseWriter
 	max     int
@@ -194,8 +194,8 @@ func (s *spool) done() {
 	s.charged = 0
 }
 
-// keep says the body lives on past the fetch (in the cache, or with the
-// followers of a shared trip): recycle leaves it to the garbage collector.
+// keep says the body lives on past the fetch, with the followers of a shared
+// trip: recycle leaves it to the garbage collector.
 func (s *spool) keep() { s.kept = true }
 
 // recycle gives the buffer back to the pool once the answer is written,

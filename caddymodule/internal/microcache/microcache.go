@@ -179,6 +179,20 @@ func (c *Cache) GetStale(key string) (e Entry, fresh, ok bool) {
 	return e, fresh, true
 }
 
+// Fresh reports whether an entry within its time to live is stored under
+// key, without counting a lookup: for a caller about to refresh a stale
+// entry that someone else may have refreshed meanwhile.
+func (c *Cache) Fresh(key string) bool {
+	if c == nil {
+		return false
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it := c.items[key]
+	return it != nil && now.Before(it.expires)
+}
+
 // Put stores a copy of e under key for ttl, replacing what was there, and
 // evicts the least recently used entries as far as the byte limit needs. It
 // stores nothing, and returns false, when the cache is disabled, ttl is not

@@ -209,6 +209,31 @@ func TestImmutable(t *testing.T) {
 	}
 }
 
+// TestFresh: Fresh tells an entry within its time to live from a stale one
+// and from none, and counts no lookup.
+func TestFresh(t *testing.T) {
+	clk := fixture.NewClock()
+	c := New(Config{Now: clk.Now, Grace: time.Minute})
+	c.Put("status", entry("s"), time.Second)
+	if !c.Fresh("status") || c.Fresh("worlds") {
+		t.Error("a fresh entry is not fresh, or a missing one is")
+	}
+	clk.Advance(time.Second)
+	if c.Fresh("status") {
+		t.Error("an entry at its time to live is fresh")
+	}
+	if _, fresh, ok := c.GetStale("status"); !ok || fresh {
+		t.Error("the stale entry is gone")
+	}
+	if st := c.Stats(); st.Hits != 0 || st.Misses != 0 || st.Stale != 1 {
+		t.Errorf("Fresh counted lookups: %+v", st)
+	}
+	var none *Cache
+	if none.Fresh("status") {
+		t.Error("the nil cache holds a fresh entry")
+	}
+}
+
 func TestNilCache(t *testing.T) {
 	var c *Cache
 	if c.Put("k", entry("{}"), time.Minute) {
