@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
 // caller is who sent the request, as far as one endpoint is concerned: worked
@@ -33,6 +35,10 @@ type caller struct {
 	// keyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	keyCap int
+	// held is the caller's share of the held bytes: the key's own when the
+	// key counts (judged by progress: keyShare), the guard's share for one
+	// address otherwise.
+	held hold.Share
 }
 
 // anonymous is the caller of a request decided before its endpoint is known.
@@ -48,7 +54,7 @@ func (h *Handler) callerFor(key int, ep *endpoint) caller {
 	if key != noKey && h.keyInfo[key].opens(ep.name) {
 		k := &h.keyInfo[key]
 		c.counts, c.authenticated = true, true
-		c.holder, c.keyCap = k.holder, k.maxInFlight
+		c.holder, c.keyCap, c.held = k.holder, k.maxInFlight, k.held
 	}
 	return c
 }

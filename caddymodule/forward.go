@@ -37,7 +37,7 @@ func (h *Handler) forward(x *exchange, next caddyhttp.Handler) verdict {
 	pw := progress.New(x.w, g.writeTimeout)
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
-	if err := g.held.Check(x.who.holder); err != nil {
+	if err := g.held.Check(x.who.holder, x.who.held); err != nil {
 		return heldRefusal(err).verdict
 	}
 	// The request the steps below take, under the budget: theirs, not
@@ -153,10 +153,13 @@ func (g *backendGuard) coalescing() *coalesce.Group {
 // answer or the progress deadline cut it off. shareable says other callers
 // may get the same bytes: the client is then told not to store it.
 func (h *Handler) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable bool, outcome metrics.Outcome) verdict {
-	if err := h.guard.held.Hold(who.holder, res.Body); err != nil {
+	claim, err := h.guard.held.Hold(who.holder, who.held, res.Body)
+	if err != nil {
 		return heldRefusal(err).verdict
 	}
-	defer h.guard.held.Release(who.holder, res.Body)
+	defer claim.Release()
+	pw.Watch(claim) // each piece the client takes is progress
+	defer pw.Watch(nil)
 	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
 	_ = pw.Done()
 	return verdict{outcome: outcome}

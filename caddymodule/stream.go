@@ -83,7 +83,7 @@ func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
 // stream is cut and its seat given back).
 func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 	lv, g := h.live, &h.guard
-	if err := g.held.Check(x.who.holder); err != nil {
+	if err := g.held.Check(x.who.holder, x.who.held); err != nil {
 		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err).verdict
 	}
@@ -152,12 +152,15 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			if err := g.held.Hold(x.who.holder, ev.Wire); err != nil {
+			claim, err := g.held.Hold(x.who.holder, x.who.held, ev.Wire)
+			if err != nil {
 				h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
-			err := h.send(pw, ev.Wire) // encoded once for every stream
-			g.held.Release(x.who.holder, ev.Wire)
+			pw.Watch(claim)
+			err = h.send(pw, ev.Wire) // encoded once for every stream
+			pw.Watch(nil)
+			claim.Release()
 			if err != nil {
 				return h.ended(x, err)
 			}
