@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -119,7 +120,7 @@ func (h *Handler) keyShares(l guardLimits) error {
 				return fmt.Errorf("auth.keys[%d] '%s': %v", i, h.keyInfo[i].name, err)
 			}
 		}
-		h.keyInfo[i].held = keyShare(k, l)
+		h.keyInfo[i].held = keyShare(k, l, durationOr(h.Backend.WriteTimeout, defaultWriteTimeout))
 	}
 	return nil
 }
@@ -130,10 +131,12 @@ func (h *Handler) keyShares(l guardLimits) error {
 // a key that reads what it asks for is never refused for what it holds while
 // it reads; at most half of max_held, so that a key that stops reading
 // leaves the other half to everyone else, and never less than an address's
-// share. Either way it is judged by progress: a key is the operator's client,
-// refused for its bytes only when it is not taking them (hold.Share).
-func keyShare(k apikey.Key, l guardLimits) hold.Share {
-	s := hold.Share{Bytes: k.MaxHeld, ByProgress: true}
+// share. Either way it is judged by progress (hold.Share): a key is the
+// operator's client, refused for its bytes only once it has taken nothing
+// of them for half of writeTimeout (0: off, and half the default then): past
+// the bursts in which a slow reader takes its answers, and before the cut.
+func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Share {
+	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2}
 	if s.Bytes > 0 {
 		return s
 	}

@@ -24,9 +24,9 @@
 // backend work for answers it cannot be given. A client whose answers are
 // being taken is not that client: it holds them for the moment writing them
 // takes, and by the time its next answer comes back they are gone. A Share
-// that is judged by progress (a key's, which is the operator's own client)
-// is refused for its bytes only when it has also taken nothing of them for
-// StallAfter; what it holds at once stays within its share either way.
+// with a patience (a key's, which is the operator's own client) is refused
+// for its bytes only when the client has also taken nothing of them for that
+// long; what it holds at once stays within its share either way.
 //
 // The nil *Budget holds without bound. Its methods are safe for concurrent
 // use; memory is one map entry per client holding something.
@@ -50,22 +50,21 @@ var (
 // small is the largest answer Hold does not count.
 const small = 16 << 10
 
-// StallAfter is how long a client judged by its progress may take nothing
-// of what it holds before it counts as not reading: it then takes less than
-// a piece (32 KiB, internal/progress) a second, slower than any client a
-// status API serves, and its next answer would only wait in memory too.
-const StallAfter = time.Second
-
 // Share is what one client may hold of a Budget, and how it is judged when
 // it holds half of it.
 type Share struct {
 	// Bytes is the most the client holds at once; 0: the Budget's share
 	// for every client (New, SetSizes).
 	Bytes int64
-	// ByProgress says the client holding half its share may still start
-	// requests while it is taking what it holds (it took a piece within
-	// StallAfter); otherwise its bytes alone decide.
-	ByProgress bool
+	// Patience judges the client by its progress: holding half its share,
+	// it may still start requests while it is taking what it holds, that is
+	// while it took a piece within Patience. 0: its bytes alone decide.
+	//
+	// A writer sees a client take its answer in bursts: the kernel wakes a
+	// writer blocked on a full send buffer once a third of the buffer has
+	// drained, which for a client that reads slowly over a fast network can
+	// be seconds apart. Patience must be longer than that.
+	Patience time.Duration
 }
 
 // Budget is a bound on held bytes, in total and per client.
@@ -127,9 +126,9 @@ func (b *Budget) bytesOf(s Share) int64 {
 
 // Check reports whether client, of Share s, may start a request now,
 // without charging anything: ErrClientFull when it holds half its share or
-// more and, if s is judged by progress, has taken nothing of it for
-// StallAfter (its next answer might not fit, and a client that reads holds
-// nothing for long); ErrFull when the Budget is spent. It lets a request be
+// more and, if s has a patience, has taken nothing of it for that long (its
+// next answer might not fit, and a client that reads holds nothing for
+// long); ErrFull when the Budget is spent. It lets a request be
 // refused before it costs the backend anything.
 func (b *Budget) Check(client string, s Share) error {
 	if b == nil {
@@ -151,7 +150,7 @@ func (b *Budget) Check(client string, s Share) error {
 	if 2*held < b.bytesOf(s) {
 		return nil
 	}
-	if s.ByProgress && b.now()-taken < StallAfter {
+	if s.Patience > 0 && b.now()-taken < s.Patience {
 		return nil
 	}
 	return ErrClientFull

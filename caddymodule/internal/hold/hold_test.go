@@ -113,16 +113,17 @@ type clock struct {
 func (c *clock) now() time.Duration  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t += d; c.mu.Unlock() }
 
-// TestByProgress checks a share judged by progress: holding half of it, the
+// TestByProgress checks a share with a patience: holding half of it, the
 // client may start requests while it takes a piece at least every
-// StallAfter, and not once it has taken nothing for that long; Hold keeps it
+// patience, and not once it has taken nothing for that long; Hold keeps it
 // within its share all along; a share judged by bytes alone is refused at
 // half whatever the client takes.
 func TestByProgress(t *testing.T) {
 	b := New(100*k, 40*k)
 	var c clock
 	b.now = c.now
-	key, stranger := Share{ByProgress: true}, Share{}
+	const patience = 5 * time.Second
+	key, stranger := Share{Patience: patience}, Share{}
 	held, err := b.Hold("key", key, answer(30))
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +139,11 @@ func TestByProgress(t *testing.T) {
 		t.Fatalf("judged by bytes, at half the share: %v, want ErrClientFull", err)
 	}
 	for range 5 {
-		c.add(StallAfter - time.Millisecond)
+		c.add(patience - time.Millisecond)
 		held.Took()
 		same.Took()
 		if err := b.Check("key", key); err != nil {
-			t.Fatalf("a client that took a piece %v ago: %v", StallAfter-time.Millisecond, err)
+			t.Fatalf("a client that took a piece %v ago: %v", patience-time.Millisecond, err)
 		}
 		if err := b.Check("stranger", stranger); !errors.Is(err, ErrClientFull) {
 			t.Fatalf("judged by bytes, taking its answer: %v, want ErrClientFull", err)
@@ -151,9 +152,9 @@ func TestByProgress(t *testing.T) {
 	if _, err := b.Hold("key", key, answer(11)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("past the share while taking: %v, want ErrClientFull", err)
 	}
-	c.add(StallAfter)
+	c.add(patience)
 	if err := b.Check("key", key); !errors.Is(err, ErrClientFull) {
-		t.Fatalf("a client that took nothing for %v: %v, want ErrClientFull", StallAfter, err)
+		t.Fatalf("a client that took nothing for %v: %v, want ErrClientFull", patience, err)
 	}
 	// Another hold of the same answer (another stream of a shared
 	// answer) is new: it has not had the chance to be taken.
@@ -265,7 +266,7 @@ func TestConcurrentHolds(t *testing.T) {
 	peak := int64(0)
 	for i := range 16 {
 		client := string(rune('a' + i%4))
-		share := Share{ByProgress: i%2 == 0}
+		share := Share{Patience: time.Duration(i%2) * time.Second}
 		wg.Go(func() {
 			a := answer(7) // held and released in turn: one buffer, not 7 KiB of garbage a turn
 			for j := range 2000 {
