@@ -29,7 +29,8 @@
 // long; what it holds at once stays within its share either way.
 //
 // The nil *Budget holds without bound. Its methods are safe for concurrent
-// use; memory is one map entry per client holding something.
+// use; memory is one map entry per client holding something, and a Claim per
+// hold of an answer that is counted.
 package hold
 
 import (
