@@ -28,6 +28,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -218,7 +220,10 @@ func run(ctx context.Context, c config, out io.Writer) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
-		bin = filepath.Join(os.TempDir(), "statusgate-heldsoak-bin", "caddy")
+		// One build per checkout, kept between runs: Build reuses it while
+		// it is newer than every source of the binary.
+		sum := sha256.Sum256([]byte(repo))
+		bin = filepath.Join(os.TempDir(), "statusgate-heldsoak-"+hex.EncodeToString(sum[:6]), "caddy")
 		msg, err := harness.Build(repo, bin, false)
 		if err != nil {
 			return nil, err
