@@ -306,6 +306,13 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	return l, nil
 }
 
+// clientShare is what one client (an address, or a key without a share of
+// its own) may hold of the held bytes: a sixteenth of max_held, and never
+// less than max_response, which one answer may take.
+func (l guardLimits) clientShare() int64 {
+	return min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse))
+}
+
 // guardNameError says why name, the value of the option at path, names no
 // guard, or nil: the Caddyfile's rule and the JSON's.
 func guardNameError(path, name string) error {

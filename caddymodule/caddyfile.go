@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -38,6 +39,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		key              [<name>] <secret>|sha256:<hex> [{
 //			endpoints     <endpoint>...
 //			max_in_flight <n>
+//			max_held      <size>
 //		}]
 //		allow_query_key  [on|off]
 //		hide_protected   [on|off]
@@ -90,7 +92,9 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // A key's block narrows it: endpoints (repeatable) lists the endpoints it
 // opens, the index always among them (default: every endpoint), and for any
 // other its caller is a caller without a key; max_in_flight caps its open
-// requests, at the backend or queued (default: no cap of its own).
+// requests, at the backend or queued (default: no cap of its own); max_held
+// is its share of the held bytes, at most max_held (this gateway's share of
+// it with instances) and at least max_response (default: keyShare).
 // true and false are accepted wherever on and off are. key, require_key,
 // protected_fields, enable and disable repeat; the others may appear once.
 // Endpoint names are index, status, player, server, performance, worlds,
@@ -126,6 +130,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[what] = true
 		return nil
 	}
+	var keyHeld []writtenAt // each key's max_held as written, for checkKeyHeld
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -143,9 +148,11 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if key, err = keyArgs(d); err != nil {
 				return err
 			}
-			if err = keyBlock(d, &key); err != nil {
+			var held writtenAt
+			if err = keyBlock(d, &key, &held); err != nil {
 				return err
 			}
+			keyHeld = append(keyHeld, held)
 			if key, line, err = sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines); err != nil {
 				return d.Errf("%v", err)
 			}
@@ -230,6 +237,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
+		return err
+	}
 	if len(upstreams) == 0 && proxyBlock == nil {
 		return nil // the form of 1.0: Provision warns
 	}
@@ -238,6 +248,30 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return err
 	}
 	h.Proxy = proxy
+	return nil
+}
+
+// writtenAt is an option's value as written, and where (file:line): for a
+// check that needs the whole block.
+type writtenAt struct{ word, at string }
+
+// checkKeyHeld checks each key's max_held, held[i] as written, against the
+// block's limits b, once the block is read (max_held and max_response may
+// come after the key): keyHeldError, with the key's max_held line. Limits
+// that do not resolve are left to Provision, which names them.
+func checkKeyHeld(keys []apikey.Key, held []writtenAt, b BackendConfig) error {
+	l, err := resolveLimits(b)
+	if err != nil {
+		return nil
+	}
+	for i, k := range keys {
+		if held[i].word == "" {
+			continue
+		}
+		if err := keyHeldError(k.MaxHeld, "'"+held[i].word+"'", l); err != nil {
+			return fmt.Errorf("%v, at %s", err, held[i].at)
+		}
+	}
 	return nil
 }
 
@@ -413,9 +447,10 @@ func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
 	return nil
 }
 
-// keyBlock reads the optional block of a key line into k: its scope and its
-// cap. Every error names the word and the line.
-func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
+// keyBlock reads the optional block of a key line into k: its scope, its cap
+// and its share of the held bytes, whose word and line it writes to held.
+// Every error names the word and the line.
+func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *writtenAt) error {
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
@@ -448,11 +483,32 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
 			}
 			k.MaxInFlight = n
 
+		case "max_held":
+			if seen[opt] {
+				return d.Errf("'%s' given twice", opt)
+			}
+			seen[opt] = true
+			n, err := oneArg(d, opt, keyHeldWord)
+			if err != nil {
+				return err
+			}
+			k.MaxHeld = n
+			*held = writtenAt{word: d.Val(), at: d.File() + ":" + strconv.Itoa(d.Line())}
+
 		default:
 			return d.Errf("unrecognized key subdirective '%s'", opt)
 		}
 	}
 	return nil
+}
+
+// keyHeldWord reads the current token, the argument of a key's max_held, as
+// a size; off is no size: every key has a share.
+func keyHeldWord(d *caddyfile.Dispenser, opt string) (int64, error) {
+	if d.Val() == "off" {
+		return 0, d.Errf("%s: 'off' is not a size: a key's share of the held bytes cannot be off; write a size such as 16MiB, or leave %s out for the key's default share", opt, opt)
+	}
+	return sizeWord(d, opt)
 }
 
 // oneArg reads the one argument left on the line of the option opt with

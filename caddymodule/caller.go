@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
 // caller is who sent the request, as far as one endpoint is concerned: worked
@@ -36,6 +38,10 @@ type caller struct {
 	// keyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	keyCap int
+	// held is the caller's share of the held bytes: the key's own when the
+	// key counts (judged by progress: keyShare), the guard's share for one
+	// address otherwise.
+	held hold.Share
 }
 
 // noValue is the empty placeholder value, made an interface value once:
@@ -59,7 +65,7 @@ func (a *access) callerFor(key int, ep *endpoint) caller {
 	c.name = k.name
 	if k.opens(ep.name) {
 		c.counts, c.authenticated = true, true
-		c.holder, c.keyCap = k.holder, k.maxInFlight
+		c.holder, c.keyCap, c.held = k.holder, k.maxInFlight, k.held
 	}
 	return c
 }

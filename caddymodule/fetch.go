@@ -33,7 +33,7 @@ import (
 // entry. It returns how the request ended; a refusal is the caller's to
 // write (conclude, or a stream's poll).
 func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
-	if err := g.held.Check(t.who.holder); err != nil {
+	if err := g.held.Check(t.who.holder, t.who.held); err != nil {
 		return heldRefusal(err)
 	}
 	if g.timeout > 0 {
@@ -110,10 +110,13 @@ func (g *guard) coalescing() *coalesce.Group {
 // answer or the progress deadline cut it off. shareable says other callers
 // may get the same bytes: the client is then told not to store it.
 func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable bool, outcome metrics.Outcome) verdict {
-	if err := g.held.Hold(who.holder, res.Body); err != nil {
+	claim, err := g.held.Hold(who.holder, who.held, res.Body)
+	if err != nil {
 		return heldRefusal(err)
 	}
-	defer g.held.Release(who.holder, res.Body)
+	defer claim.Release()
+	pw.Watch(claim) // each piece the client takes is progress
+	defer pw.Watch(nil)
 	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
 	_ = pw.Done()
 	return verdict{outcome: outcome}

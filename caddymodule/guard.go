@@ -124,7 +124,7 @@ func (s *guardState) apply(l guardLimits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse)))
+	s.held.SetSizes(l.MaxHeld, l.clientShare())
 	s.seats.SetBounds(l.Streams, l.StreamsPerClient)
 	streams := int32(0)
 	if l.InFlight > 0 {

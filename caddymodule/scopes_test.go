@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
 // Secrets of the scoped keys in these tests.
@@ -31,21 +34,24 @@ var scopedKeys = "key bot " + scopeBotSecret + " {\n\tendpoints status bans\n}\n
 	"key staff " + scopeStaffSecret
 
 // TestCaddyfileKeyScope checks the key block and the JSON it becomes: the
-// secret sealed as before, endpoints repeatable and without duplicates.
+// secret sealed as before, endpoints repeatable and without duplicates,
+// max_held in bytes.
 func TestCaddyfileKeyScope(t *testing.T) {
 	h, err := parseTestCaddyfile("statusgate {\n" +
-		"\tkey bot " + scopeBotSecret + " {\n\t\tendpoints status bans\n\t\tendpoints status custom/votes\n\t\tmax_in_flight 2\n\t}\n" +
+		"\tkey bot " + scopeBotSecret + " {\n\t\tendpoints status bans\n\t\tendpoints status custom/votes\n\t\tmax_in_flight 2\n\t\tmax_held 16MiB\n\t}\n" +
 		"\tkey " + scopeWebSecret + " {\n\t\tmax_in_flight 1\n\t}\n" +
 		"\tkey staff {env.STAFF_KEY} {\n\t}\n" +
+		"\tkey ops " + scopeStaffSecret + " {\n\t\tmax_held 5000000\n\t}\n" +
 		"}")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := json.Marshal(h)
 	want := `{"auth":{"keys":[` +
-		`{"name":"bot","key":"` + apikey.Digest(scopeBotSecret) + `","endpoints":["status","bans","custom/votes"],"max_in_flight":2},` +
+		`{"name":"bot","key":"` + apikey.Digest(scopeBotSecret) + `","endpoints":["status","bans","custom/votes"],"max_in_flight":2,"max_held":16777216},` +
 		`{"key":"` + apikey.Digest(scopeWebSecret) + `","max_in_flight":1},` +
-		`{"name":"staff","key":"{env.STAFF_KEY}"}]}}`
+		`{"name":"staff","key":"{env.STAFF_KEY}"},` +
+		`{"name":"ops","key":"` + apikey.Digest(scopeStaffSecret) + `","max_held":5000000}]}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
@@ -68,6 +74,17 @@ func TestCaddyfileKeyScopeErrors(t *testing.T) {
 		{"limit twice", "\tkey bot S {\n\t\tmax_in_flight 1\n\t\tmax_in_flight 2\n\t}", []string{"'max_in_flight' given twice"}, 4},
 		{"limit with two numbers", "\tkey bot S {\n\t\tmax_in_flight 1 2\n\t}", []string{"2"}, 3},
 		{"unknown subdirective", "\tkey bot S {\n\t\tendpoint bans\n\t}", []string{"unrecognized key subdirective 'endpoint'"}, 3},
+		{"held zero", "\tkey bot S {\n\t\tmax_held 0\n\t}", []string{"max_held: '0' is not a size such as 16MiB"}, 3},
+		{"held not a size", "\tkey bot S {\n\t\tendpoints bans\n\t\tmax_held lots\n\t}", []string{"max_held: 'lots' is not a size such as 16MiB"}, 4},
+		{"held off", "\tkey bot S {\n\t\tmax_held off\n\t}", []string{"max_held: 'off' is not a size", "cannot be off", "leave max_held out for the key's default share"}, 3},
+		{"held missing", "\tkey bot S {\n\t\tmax_held\n\t}", []string{"max_held"}, 3},
+		{"held twice", "\tkey bot S {\n\t\tmax_held 8MiB\n\t\tmax_held 16MiB\n\t}", []string{"'max_held' given twice"}, 4},
+		{"held with two sizes", "\tkey bot S {\n\t\tmax_held 8MiB 16MiB\n\t}", []string{"16MiB"}, 3},
+		{"held above the guard's", "\tkey bot S {\n\t\tmax_held 128MiB\n\t}", []string{"max_held: '128MiB' is more than the guard's max_held, 64MiB", "write at most 64MiB, or raise max_held"}, 3},
+		{"held above the guard's given after", "\tkey bot S {\n\t\tmax_held 48MiB\n\t}\n\tmax_held 32MiB", []string{"max_held: '48MiB' is more than the guard's max_held, 32MiB"}, 3},
+		{"held above this gateway's share", "\tinstances 2\n\tkey bot S {\n\t\tmax_held 48MiB\n\t}", []string{"max_held: '48MiB' is more than this gateway's share of the guard's max_held, 32MiB (max_held / instances 2)", "write at most 32MiB"}, 4},
+		{"held below max_response", "\tkey bot S {\n\t\tmax_held 1MiB\n\t}", []string{"max_held: '1MiB' is less than max_response, 4MiB", "write at least 4MiB, or lower max_response"}, 3},
+		{"held below max_response given after", "\tkey bot S {\n\t\tmax_held 6MiB\n\t}\n\tmax_response 8MiB", []string{"max_held: '6MiB' is less than max_response, 8MiB"}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseTestCaddyfile("statusgate {\n" + strings.ReplaceAll(tc.block, "S", scopeBotSecret) + "\n}")
@@ -94,6 +111,11 @@ func TestProvisionKeyScopeErrors(t *testing.T) {
 		// read as the member's absence: every endpoint, no cap.
 		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":null}`, "auth.keys[1] 'bot': endpoints: null is not a scope"},
 		{`{"name":"bot","key":"` + scopeBotSecret + `","endpoints":["bans"],"max_in_flight":null}`, "auth.keys[1] 'bot': max_in_flight: null is not a cap"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_held":0}`, "auth.keys[1] 'bot': max_held: 0 is not a size: write bytes, at least 1, or leave max_held out for the key's default share"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_held":-1}`, "auth.keys[1] 'bot': max_held: -1 is not a size"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_held":null}`, "auth.keys[1] 'bot': max_held: null is not a size: leave max_held out for the key's default share"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_held":67108865}`, "auth.keys[1] 'bot': max_held: 67108865 is more than the guard's max_held, 64MiB: a key's share is part of it; write at most 64MiB, or raise max_held"},
+		{`{"name":"bot","key":"` + scopeBotSecret + `","max_held":4194303}`, "auth.keys[1] 'bot': max_held: 4194303 is less than max_response, 4MiB: an answer that large could never be held for the key; write at least 4MiB, or lower max_response"},
 	} {
 		_, err := provisionJSON(t, `{"auth":{"keys":["`+scopeStaffSecret+`",`+tc.key+`]}}`)
 		wantErrorWords(t, err, tc.want)
@@ -103,6 +125,63 @@ func TestProvisionKeyScopeErrors(t *testing.T) {
 	}
 	if _, err := provisionJSON(t, `{"auth":{"keys":[{"name":"bot","key":"`+scopeBotSecret+`","endpoints":["bans"],"max_in_flight":3}]}}`); err != nil {
 		t.Errorf("a valid scoped key: %v", err)
+	}
+	// The guard's max_held in the JSON, this gateway's share of it, and
+	// max_response: the bounds are the resolved limits.
+	for _, tc := range []struct{ backend, held, want string }{
+		{`{"max_held":33554432}`, "33554433", "max_held: 33554433 is more than the guard's max_held, 32MiB"},
+		{`{"instances":4}`, "16777217", "max_held: 16777217 is more than this gateway's share of the guard's max_held, 16MiB (max_held / instances 4)"},
+		{`{"max_response":1048576}`, "1048575", "max_held: 1048575 is less than max_response, 1MiB"},
+		{`{"max_held":33554432}`, "33554432", ""},
+		{`{"max_response":1048576}`, "1048576", ""},
+	} {
+		_, err := provisionJSON(t, `{"auth":{"keys":[{"name":"bot","key":"`+scopeBotSecret+`","max_held":`+tc.held+`}]},"backend":`+tc.backend+`}`)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("backend %s, max_held %s: %v", tc.backend, tc.held, err)
+			}
+			continue
+		}
+		wantErrorWords(t, err, "auth.keys[0] 'bot': "+tc.want)
+	}
+}
+
+// TestKeyShare checks each key's share of the held bytes: its own max_held,
+// or the default, enough for as many answers of max_response as the guard
+// admits for the key, at most half of max_held and never less than an
+// address's share; and that every key's is judged by progress, with half of
+// write_timeout's patience.
+func TestKeyShare(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name, block string
+		want        int64
+		patience    time.Duration
+	}{
+		{"defaults: 8 slots of 4MiB, half of 64MiB", "key bot " + scopeBotSecret, 32 * mib, 5 * time.Second},
+		{"its own cap", "key bot " + scopeBotSecret + " {\n\tmax_in_flight 2\n}", 8 * mib, 5 * time.Second},
+		{"a larger max_held", "key bot " + scopeBotSecret + "\nmax_held 256MiB", 32 * mib, 5 * time.Second},
+		{"more slots than half of max_held", "key bot " + scopeBotSecret + "\nmax_in_flight 32", 32 * mib, 5 * time.Second},
+		{"no admission control", "key bot " + scopeBotSecret + "\nmax_in_flight off\nmax_held 100MiB", 50 * mib, 5 * time.Second},
+		{"never less than an address's", "key bot " + scopeBotSecret + "\nmax_response 64KiB", 4 * mib, 5 * time.Second},
+		{"one of two gateways", "key bot " + scopeBotSecret + "\ninstances 2", 16 * mib, 5 * time.Second},
+		{"its own max_held", "key bot " + scopeBotSecret + " {\n\tmax_held 12MiB\n}", 12 * mib, 5 * time.Second},
+		{"its own max_held, all of the guard's", "key bot " + scopeBotSecret + " {\n\tmax_held 64MiB\n}", 64 * mib, 5 * time.Second},
+		{"half of write_timeout", "key bot " + scopeBotSecret + "\nwrite_timeout 3s", 32 * mib, 1500 * time.Millisecond},
+		{"write_timeout off: half the default", "key bot " + scopeBotSecret + "\nwrite_timeout off", 32 * mib, 5 * time.Second},
+	} {
+		h, _ := newTestHandler(t, tc.block)
+		got := h.keyInfo[0].held
+		if want := (hold.Share{Bytes: tc.want, Patience: tc.patience}); got != want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
+		}
+		c := h.callerFor(0, h.table.lookup("server"))
+		if c.held != got {
+			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.held, got)
+		}
+		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.prefix6); anon.held != (hold.Share{}) {
+			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.held)
+		}
 	}
 }
 

@@ -91,12 +91,16 @@ type AuthConfig struct {
 	// Keys are the accepted API keys; any number. Each is a string, the
 	// secret or its digest "sha256:<64 hex digits>", or an object
 	// {"name": "discord-bot", "key": "<secret or digest>", "endpoints":
-	// ["status", "bans"], "max_in_flight": 2}; a key without a
-	// name is called key-<n> by its position, counting from 1. endpoints is
-	// the key's scope (default: every endpoint; the index is in every
-	// scope): for any other endpoint its caller is a caller without a key.
-	// max_in_flight caps the key's open requests, at the backend or queued;
-	// past it its caller gets 429 at once (default: no cap of its own). The name is
+	// ["status", "bans"], "max_in_flight": 2, "max_held": 16777216}; a key
+	// without a name is called key-<n> by its position, counting from 1.
+	// endpoints is the key's scope (default: every endpoint; the index is in
+	// every scope): for any other endpoint its caller is a caller without a
+	// key. max_in_flight caps the key's open requests, at the backend or
+	// queued; past it its caller gets 429 at once (default: no cap of its
+	// own). max_held is the key's share of the held bytes, in bytes, from
+	// max_response to backend.max_held (default: max_response for each
+	// request the guard admits for the key at once, at most half of
+	// max_held and never less than an address's share). The name is
 	// what logs, placeholders and metrics show; names and secrets must be
 	// distinct. Placeholders such as {env.NAME} and {file./path} are
 	// expanded at provision time; surrounding white space is trimmed, and a
@@ -206,6 +210,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	limits, err := resolveLimits(h.Backend)
 	if err != nil {
+		return err
+	}
+	if err := keyShares(h.keyInfo, auth.Keys, limits, durationOr(h.Backend.WriteTimeout, defaultWriteTimeout)); err != nil {
 		return err
 	}
 	h.table, h.metrics, err = buildTable(tableConfig{

@@ -86,7 +86,7 @@ func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
 // (write_timeout: the stream is cut and its seat given back).
 func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	g, who := lv.guard, t.who
-	if err := g.held.Check(who.holder); err != nil {
+	if err := g.held.Check(who.holder, who.held); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
@@ -154,12 +154,15 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verd
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			if err := g.held.Hold(who.holder, ev.Wire); err != nil {
+			claim, err := g.held.Hold(who.holder, who.held, ev.Wire)
+			if err != nil {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
-			err := lv.send(pw, ev.Wire) // encoded once for every stream
-			g.held.Release(who.holder, ev.Wire)
+			pw.Watch(claim)
+			err = lv.send(pw, ev.Wire) // encoded once for every stream
+			pw.Watch(nil)
+			claim.Release()
 			if err != nil {
 				return lv.ended(t.ep, err)
 			}

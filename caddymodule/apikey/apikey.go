@@ -82,10 +82,17 @@ type Key struct {
 	// given it must be at least 1.
 	MaxInFlight int `json:"max_in_flight,omitempty"`
 
-	// limitGiven records that the JSON had max_in_flight, so that an
-	// explicit 0 is refused with the key's position instead of read as
-	// "no cap".
-	limitGiven bool
+	// MaxHeld is the most bytes of answers held at once for this key's
+	// clients that have not taken them yet: the key's own share of the
+	// gateway's max_held. Default: 0, a share the handler works out from
+	// its limits; when given it must be at least 1 (the handler checks it
+	// against its max_held and max_response).
+	MaxHeld int64 `json:"max_held,omitempty"`
+
+	// limitGiven and heldGiven record that the JSON had max_in_flight and
+	// max_held, so that an explicit 0 is refused with the key's position
+	// instead of read as the default.
+	limitGiven, heldGiven bool
 	// nulls are the members the JSON gave as null, where null would read
 	// as their absence: every endpoint, no cap. Config generators write
 	// null for an empty list; Validate refuses it with the key's position,
@@ -100,17 +107,18 @@ type keyObject struct {
 	Secret      *string  `json:"key"`
 	Endpoints   []string `json:"endpoints,omitempty"`
 	MaxInFlight *int     `json:"max_in_flight,omitempty"`
+	MaxHeld     *int64   `json:"max_held,omitempty"`
 }
 
 // scoped reports whether the key has a scope or a cap of its own: whether it
 // needs the object form in JSON.
 func (k Key) scoped() bool {
-	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven
+	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven || k.MaxHeld != 0 || k.heldGiven
 }
 
 // MarshalJSON writes a plain string for a key without a name, scope or cap,
 // so that `caddy adapt` keeps giving a list of strings for unnamed keys, and
-// the object {"name","key","endpoints","max_in_flight"} otherwise.
+// the object {"name","key","endpoints","max_in_flight","max_held"} otherwise.
 func (k Key) MarshalJSON() ([]byte, error) {
 	if k.Name == "" && !k.scoped() {
 		return json.Marshal(k.Secret)
@@ -119,11 +127,14 @@ func (k Key) MarshalJSON() ([]byte, error) {
 	if k.MaxInFlight != 0 || k.limitGiven {
 		o.MaxInFlight = &k.MaxInFlight
 	}
+	if k.MaxHeld != 0 || k.heldGiven {
+		o.MaxHeld = &k.MaxHeld
+	}
 	return json.Marshal(o)
 }
 
 // UnmarshalJSON reads either form. An object must have "key" and may have
-// "name", "endpoints" and "max_in_flight", nothing else (Caddy rejects unknown fields in its config, and a
+// "name", "endpoints", "max_in_flight" and "max_held", nothing else (Caddy rejects unknown fields in its config, and a
 // misspelt "nmae" would otherwise silently leave a key unnamed). The name and
 // digest are checked by Validate and NewKeyring, which know the key's
 // position.
@@ -152,9 +163,12 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 		if o.MaxInFlight != nil {
 			k.MaxInFlight, k.limitGiven = *o.MaxInFlight, true
 		}
+		if o.MaxHeld != nil {
+			k.MaxHeld, k.heldGiven = *o.MaxHeld, true
+		}
 		var members map[string]json.RawMessage
 		_ = json.Unmarshal(b, &members) // it decoded above
-		for _, name := range []string{"endpoints", "max_in_flight"} {
+		for _, name := range []string{"endpoints", "max_in_flight", "max_held"} {
 			if v, ok := members[name]; ok && string(bytes.TrimSpace(v)) == "null" {
 				k.nulls = append(k.nulls, name)
 			}
@@ -166,8 +180,9 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 
 // Validate checks what can be checked before placeholders are expanded: the
 // name, that the text is not empty, the form of a digest written in
-// place, that a scope is not empty and a cap at least 1 (the endpoint names
-// are the handler's to check). The Caddyfile parser and the handler's
+// place, that a scope is not empty and a cap and a share at least 1 (the
+// endpoint names, and the share against the limits, are the handler's to
+// check). The Caddyfile parser and the handler's
 // Provision call it; NewKeyring checks the expanded text again.
 func (k Key) Validate() error {
 	if k.Name != "" {
@@ -189,6 +204,8 @@ func (k Key) Validate() error {
 			return errors.New("endpoints: null is not a scope: leave endpoints out for every endpoint, or list the endpoints the key opens")
 		case "max_in_flight":
 			return errors.New("max_in_flight: null is not a cap: leave max_in_flight out for no cap of its own, or write a whole number of at least 1")
+		case "max_held":
+			return errors.New("max_held: null is not a size: leave max_held out for the key's default share, or write bytes, at least 1")
 		}
 	}
 	if k.Endpoints != nil && len(k.Endpoints) == 0 {
@@ -196,6 +213,9 @@ func (k Key) Validate() error {
 	}
 	if k.MaxInFlight < 0 || (k.limitGiven && k.MaxInFlight < 1) {
 		return fmt.Errorf("max_in_flight: %d is not a whole number of at least 1", k.MaxInFlight)
+	}
+	if k.MaxHeld < 0 || (k.heldGiven && k.MaxHeld < 1) {
+		return fmt.Errorf("max_held: %d is not a size: write bytes, at least 1, or leave max_held out for the key's default share", k.MaxHeld)
 	}
 	return nil
 }

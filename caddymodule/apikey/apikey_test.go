@@ -200,26 +200,34 @@ func TestDefaultName(t *testing.T) {
 	}
 }
 
-// A key's scope and cap are the object form's "endpoints" and
-// "max_in_flight"; a key with either stays an object, named or not.
+// A key's scope, cap and share are the object form's "endpoints",
+// "max_in_flight" and "max_held"; a key with any stays an object, named or
+// not.
 func TestJSONScoped(t *testing.T) {
 	const d = "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 	jsonRoundTrip(t,
-		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0}]`,
+		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2,"max_held":16777216},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0},{"key":"s3","max_held":0},{"key":"s4","max_held":8388608}]`,
 		[]Key{
-			{Name: "bot", Secret: d, Endpoints: []string{"status", "bans"}, MaxInFlight: 2, limitGiven: true},
+			{Name: "bot", Secret: d, Endpoints: []string{"status", "bans"}, MaxInFlight: 2, limitGiven: true, MaxHeld: 16 << 20, heldGiven: true},
 			{Secret: "s1", Endpoints: []string{"status"}},
 			{Secret: "s2", limitGiven: true},
+			{Secret: "s3", heldGiven: true},
+			{Secret: "s4", MaxHeld: 8 << 20, heldGiven: true},
 		},
-		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0}]`)
+		`[{"name":"bot","key":"`+d+`","endpoints":["status","bans"],"max_in_flight":2,"max_held":16777216},{"key":"s1","endpoints":["status"]},{"key":"s2","max_in_flight":0},{"key":"s3","max_held":0},{"key":"s4","max_held":8388608}]`)
 }
 
-// An empty scope and a cap below 1 are refused, the explicit 0 included.
+// An empty scope, a cap and a share below 1 are refused, the explicit 0
+// included, and so is null.
 func TestValidateScope(t *testing.T) {
 	for in, want := range map[string]string{
 		`{"key":"s","endpoints":[]}`:       "endpoints: empty list (leave it out for every endpoint)",
 		`{"key":"s","max_in_flight":0}`:    "max_in_flight: 0 is not a whole number of at least 1",
 		`{"key":"s","max_in_flight":-3}`:   "max_in_flight: -3 is not a whole number of at least 1",
+		`{"key":"s","max_held":0}`:         "max_held: 0 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
+		`{"key":"s","max_held":-1}`:        "max_held: -1 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
+		`{"key":"s","max_held":null}`:      "max_held: null is not a size: leave max_held out for the key's default share, or write bytes, at least 1",
+		`{"key":"s","max_held":1}`:         "",
 		`{"key":"s","endpoints":["bans"]}`: "",
 	} {
 		var k Key
@@ -252,8 +260,8 @@ func TestKeyJSONTags(t *testing.T) {
 		t.Errorf("Key's json tags %v, the object form's %v", got, want)
 	}
 	// And the tags do not change what the methods write.
-	b, err := json.Marshal(Key{Name: "bot", Secret: "s", MaxInFlight: 2})
-	if err != nil || string(b) != `{"name":"bot","key":"s","max_in_flight":2}` {
+	b, err := json.Marshal(Key{Name: "bot", Secret: "s", MaxInFlight: 2, MaxHeld: 1 << 20})
+	if err != nil || string(b) != `{"name":"bot","key":"s","max_in_flight":2,"max_held":1048576}` {
 		t.Errorf("Marshal = %s %v", b, err)
 	}
 }

@@ -246,18 +246,21 @@ var detailedCategories = []struct {
 }
 
 // detailed returns the player's per-material statistics. Most of the
-// document (100-250 KB) is rendered once, on first use; only the first
-// counter, mine_block.stone, grows with play time and is written per request.
+// document (100-250 KB, megabytes with modded_items) is rendered on use and
+// kept in w.tails, which bounds what all players' take together; only the
+// first counter, mine_block.stone, grows with play time and is written per
+// request.
 func (w *world) detailed(p *player, played float64) raw {
-	p.detailedOnce.Do(func() { p.detailedTail = w.renderDetailedTail(p) })
-	b := make([]byte, 0, len(p.detailedTail)+40)
+	tail := w.tails.get(p.idx, func() []byte { return w.renderDetailedTail(p) })
+	b := make([]byte, 0, len(tail)+40)
 	b = append(b, `{"mine_block":{"stone":`...)
 	b = appendJSON(b, p.detailedHead+int64(played*180))
-	return append(b, p.detailedTail...)
+	return append(b, tail...)
 }
 
 // renderDetailedTail renders everything after mine_block.stone: non-zero
-// entries only, as the plugin writes them.
+// entries only, as the plugin writes them. The same player gives the same
+// bytes every time: they are drawn from the seed.
 func (w *world) renderDetailedTail(p *player) []byte {
 	rng := rand.New(rand.NewPCG(uint64(w.seed), uint64(p.idx)+0xde7a11ed))
 	b := make([]byte, 0, 256<<10)
@@ -293,7 +296,8 @@ func (w *world) renderDetailedTail(p *player) []byte {
 		}
 		b = append(b, '}')
 	}
-	return append(b, '}')
+	// Kept at its length, not at the capacity appending grew it to.
+	return slices.Clone(append(b, '}'))
 }
 
 // moddedMods are the namespaces of the modded items, as a hybrid server's

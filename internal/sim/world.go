@@ -3,7 +3,6 @@ package sim
 import (
 	"math"
 	"math/rand/v2"
-	"sync"
 )
 
 // growthFrom is the instant the simulated counters start growing from
@@ -31,7 +30,8 @@ type world struct {
 	worlds  []*mcWorld
 	plugins []obj
 	records []punishment
-	modded  []string // names of the modded blocks and items (ModdedItems)
+	modded  []string   // names of the modded blocks and items (ModdedItems)
+	tails   *tailCache // the rendered detailed statistics, some players' (detailed)
 
 	index         *station
 	stations      []*station // registration order, as the index lists them
@@ -55,9 +55,7 @@ type player struct {
 	statBase                          []int64 // per untyped stat, in untypedStats order
 	statRate                          []int64 // growth per hour online
 	activity                          float64 // scales the detailed statistics
-	detailedOnce                      sync.Once
-	detailedHead                      int64 // mine_block.stone at growthFrom; it grows, the rest is fixed
-	detailedTail                      []byte
+	detailedHead                      int64   // mine_block.stone at growthFrom; it grows, the rest is fixed (world.tails)
 	votesPerDay                       float64
 }
 
@@ -108,7 +106,7 @@ var nameParts = [2][]string{
 
 func newWorld(seed int64, anchor int64, serverID string) *world {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x57a7_05ea_7e00_0001))
-	w := &world{seed: seed, anchor: anchor, serverID: serverID, byUUID: map[string]*player{}}
+	w := &world{seed: seed, anchor: anchor, serverID: serverID, byUUID: map[string]*player{}, tails: newTailCache(tailCacheBytes)}
 
 	for _, p := range namedPlayers(anchor) {
 		w.addPlayer(p, rng)

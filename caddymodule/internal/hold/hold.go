@@ -19,8 +19,18 @@
 // overstates what answers shared between clients cost, and never understates
 // what the process holds.
 //
+// A client that holds half its share starts no request (Check): its next
+// answer might not fit, and a client that does not read would only make the
+// backend work for answers it cannot be given. A client whose answers are
+// being taken is not that client: it holds them for the moment writing them
+// takes, and by the time its next answer comes back they are gone. A Share
+// with a patience (a key's, which is the operator's own client) is refused
+// for its bytes only when the client has also taken nothing of them for that
+// long; what it holds at once stays within its share either way.
+//
 // The nil *Budget holds without bound. Its methods are safe for concurrent
-// use; memory is one map entry per client holding something.
+// use; memory is one map entry per client holding something, and a Claim per
+// hold of an answer that is counted.
 package hold
 
 import (
@@ -28,6 +38,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -37,8 +48,25 @@ var (
 	ErrClientFull = errors.New("hold: the client holds its share of answers it has not read")
 )
 
-// small is the largest answer Hold and Release do not count.
+// small is the largest answer Hold does not count.
 const small = 16 << 10
+
+// Share is what one client may hold of a Budget, and how it is judged when
+// it holds half of it.
+type Share struct {
+	// Bytes is the most the client holds at once; 0: the Budget's share
+	// for every client (New, SetSizes).
+	Bytes int64
+	// Patience judges the client by its progress: holding half its share,
+	// it may still start requests while it is taking what it holds, that is
+	// while it took a piece within Patience. 0: its bytes alone decide.
+	//
+	// A writer sees a client take its answer in bursts: the kernel wakes a
+	// writer blocked on a full send buffer once a third of the buffer has
+	// drained, which for a client that reads slowly over a fast network can
+	// be seconds apart. Patience must be longer than that.
+	Patience time.Duration
+}
 
 // Budget is a bound on held bytes, in total and per client.
 type Budget struct {
@@ -47,20 +75,25 @@ type Budget struct {
 
 	mu sync.Mutex
 	by map[string]*holding
+
+	// now is the time on a monotonic clock; a test's own clock replaces it.
+	now func() time.Duration
 }
 
-// holding is what one client holds: its bytes, and how often it holds each
-// answer, by the answer's first byte.
+// holding is what one client holds: its bytes, how often it holds each
+// answer, by the answer's first byte, and when it last took a piece of any.
 type holding struct {
 	bytes   int64
 	answers map[*byte]int
+	taken   atomic.Int64 // a time.Duration of Budget.now
 }
 
 // New returns a Budget of max bytes in all, of which one client holds at most
-// share. It panics unless 0 < share <= max: configuration is validated before
-// it gets here.
+// share unless its Share says otherwise. It panics unless 0 < share <= max:
+// configuration is validated before it gets here.
 func New(max, share int64) *Budget {
-	b := &Budget{by: make(map[string]*holding)}
+	start := time.Now()
+	b := &Budget{by: make(map[string]*holding), now: func() time.Duration { return time.Since(start) }}
 	b.SetSizes(max, share)
 	return b
 }
@@ -84,12 +117,21 @@ func (b *Budget) Held() int64 {
 	return b.used.Load()
 }
 
-// Check reports whether client may start a request now, without charging
-// anything: ErrClientFull when it holds half its share or more (its next
-// answer might not fit, and a client that reads holds nothing for long),
-// ErrFull when the Budget is spent. It lets a request be refused before it
-// costs the backend anything.
-func (b *Budget) Check(client string) error {
+// bytesOf is the most a client with Share s holds.
+func (b *Budget) bytesOf(s Share) int64 {
+	if s.Bytes > 0 {
+		return s.Bytes
+	}
+	return b.share.Load()
+}
+
+// Check reports whether client, of Share s, may start a request now,
+// without charging anything: ErrClientFull when it holds half its share or
+// more and, if s has a patience, has taken nothing of it for that long (its
+// next answer might not fit, and a client that reads holds nothing for
+// long); ErrFull when the Budget is spent. It lets a request be
+// refused before it costs the backend anything.
+func (b *Budget) Check(client string, s Share) error {
 	if b == nil {
 		return nil
 	}
@@ -101,14 +143,18 @@ func (b *Budget) Check(client string) error {
 	}
 	b.mu.Lock()
 	var held int64
+	var taken time.Duration
 	if h := b.by[client]; h != nil {
-		held = h.bytes
+		held, taken = h.bytes, time.Duration(h.taken.Load())
 	}
 	b.mu.Unlock()
-	if 2*held >= b.share.Load() {
-		return ErrClientFull
+	if 2*held < b.bytesOf(s) {
+		return nil
 	}
-	return nil
+	if s.Patience > 0 && b.now()-taken < s.Patience {
+		return nil
+	}
+	return ErrClientFull
 }
 
 // Take charges n bytes to the Budget, for a buffer that no client holds yet
@@ -132,14 +178,26 @@ func (b *Budget) Give(n int64) {
 	}
 }
 
-// Hold charges answer to client and the Budget, unless the client holds that
-// very answer already (the same bytes, not equal ones), or charges nothing
-// and returns an error: ErrClientFull past the client's share, ErrFull past
-// the total. Every successful Hold is followed by a Release of the same
-// client and answer.
-func (b *Budget) Hold(client string, answer []byte) error {
+// Claim is one Hold of an answer for a client: Took says the client took a
+// piece of it, Release gives it back. The nil *Claim, of an answer that is
+// not counted, does nothing.
+type Claim struct {
+	b        *Budget
+	client   string
+	answer   []byte
+	h        *holding
+	released bool // under b.mu
+}
+
+// Hold charges answer to client, of Share s, and the Budget, unless the
+// client holds that very answer already (the same bytes, not equal ones),
+// or charges nothing and returns an error: ErrClientFull past the client's
+// share, ErrFull past the total. Holding an answer counts as progress: the
+// client has not had the chance to take it yet. Every successful Hold is
+// followed by a Release of its Claim.
+func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
 	if b == nil || len(answer) <= small {
-		return nil
+		return nil, nil
 	}
 	id, n := &answer[0], int64(len(answer))
 	b.mu.Lock()
@@ -147,17 +205,18 @@ func (b *Budget) Hold(client string, answer []byte) error {
 	h := b.by[client]
 	if h != nil && h.answers[id] > 0 {
 		h.answers[id]++
-		return nil
+		h.taken.Store(int64(b.now()))
+		return &Claim{b: b, client: client, answer: answer, h: h}, nil
 	}
 	var held int64
 	if h != nil {
 		held = h.bytes
 	}
-	if held+n > b.share.Load() {
-		return ErrClientFull
+	if held+n > b.bytesOf(s) {
+		return nil, ErrClientFull
 	}
 	if err := b.Take(n); err != nil {
-		return err
+		return nil, err
 	}
 	if h == nil {
 		h = &holding{answers: make(map[*byte]int, 1)}
@@ -165,27 +224,38 @@ func (b *Budget) Hold(client string, answer []byte) error {
 	}
 	h.bytes += n
 	h.answers[id] = 1
-	return nil
+	h.taken.Store(int64(b.now()))
+	return &Claim{b: b, client: client, answer: answer, h: h}, nil
 }
 
-// Release gives back what Hold charged for the client's last hold of answer.
-func (b *Budget) Release(client string, answer []byte) {
-	if b == nil || len(answer) <= small {
+// Took records that the client took a piece of the answer: it is reading.
+// It takes no lock: a writer calls it for every piece it writes.
+func (c *Claim) Took() {
+	if c != nil {
+		c.h.taken.Store(int64(c.b.now()))
+	}
+}
+
+// Release gives back what Hold charged for this hold of the answer. It
+// panics when called twice.
+func (c *Claim) Release() {
+	if c == nil {
 		return
 	}
-	id, n := &answer[0], int64(len(answer))
+	b, id, n := c.b, &c.answer[0], int64(len(c.answer))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.by[client]
-	if h == nil || h.answers[id] == 0 {
+	h := b.by[c.client]
+	if c.released || h == nil || h != c.h || h.answers[id] == 0 {
 		panic("hold: Release without Hold")
 	}
+	c.released = true
 	if h.answers[id]--; h.answers[id] > 0 {
 		return
 	}
 	delete(h.answers, id)
 	b.Give(n)
 	if h.bytes -= n; h.bytes <= 0 {
-		delete(b.by, client)
+		delete(b.by, c.client)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 )
 
 // k is the unit of these tests' sizes: answers above small.
@@ -12,54 +13,161 @@ const k = small + 1
 // answer is a distinct answer of n units.
 func answer(n int) []byte { return make([]byte, n*k) }
 
+// hold is Hold of the Budget's own share that fails the test on an error.
+func hold(t *testing.T, b *Budget, client string, answer []byte) *Claim {
+	t.Helper()
+	c, err := b.Hold(client, Share{}, answer)
+	if err != nil {
+		t.Fatalf("Hold(%s, %d bytes): %v", client, len(answer), err)
+	}
+	return c
+}
+
 func TestBudget(t *testing.T) {
 	b := New(100*k, 40*k)
-	a40 := answer(40)
-	if err := b.Hold("a", a40); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Hold("a", answer(1)); !errors.Is(err, ErrClientFull) {
+	a40 := hold(t, b, "a", answer(40))
+	if _, err := b.Hold("a", Share{}, answer(1)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("past the share: %v, want ErrClientFull", err)
 	}
-	if err := b.Check("a"); !errors.Is(err, ErrClientFull) {
+	if err := b.Check("a", Share{}); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("Check at the share: %v", err)
 	}
-	if err := b.Check("b"); err != nil {
+	if err := b.Check("b", Share{}); err != nil {
 		t.Fatalf("another client: %v", err)
 	}
-	a19, a20 := answer(19), answer(20)
-	if err := b.Hold("b", a19); err != nil || b.Check("b") != nil {
-		t.Fatalf("a client holding less than half its share may start a request: %v", b.Check("b"))
+	b19 := hold(t, b, "b", answer(19))
+	if err := b.Check("b", Share{}); err != nil {
+		t.Fatalf("a client holding less than half its share may start a request: %v", err)
 	}
-	b.Release("b", a19)
-	if err := b.Hold("b", a20); err != nil || !errors.Is(b.Check("b"), ErrClientFull) {
-		t.Fatalf("a client holding half its share may start none: %v", b.Check("b"))
+	b19.Release()
+	b20 := hold(t, b, "b", answer(20))
+	if err := b.Check("b", Share{}); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("a client holding half its share may start none: %v", err)
 	}
-	b.Release("b", a20)
-	b40 := answer(40)
-	if err := b.Hold("b", b40); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Hold("c", answer(21)); !errors.Is(err, ErrFull) {
+	b20.Release()
+	b40 := hold(t, b, "b", answer(40))
+	if _, err := b.Hold("c", Share{}, answer(21)); !errors.Is(err, ErrFull) {
 		t.Fatalf("past the total: %v, want ErrFull", err)
 	}
 	if err := b.Take(20 * k); err != nil {
 		t.Fatalf("a buffer of no client within the total: %v", err)
 	}
-	if err := b.Check("c"); !errors.Is(err, ErrFull) {
+	if err := b.Check("c", Share{}); !errors.Is(err, ErrFull) {
 		t.Fatalf("Check with the total spent: %v", err)
 	}
 	if b.Held() != 100*k {
 		t.Fatalf("held %d, want 100", b.Held())
 	}
-	b.Release("a", a40)
-	b.Release("b", b40)
+	a40.Release()
+	b40.Release()
 	b.Give(20 * k)
 	if b.Held() != 0 || len(b.by) != 0 {
 		t.Fatalf("after giving everything back: held %d, %d clients", b.Held(), len(b.by))
 	}
-	if err := b.Hold("a", a40); err != nil {
-		t.Fatalf("a client's share is whole again: %v", err)
+	hold(t, b, "a", answer(40)) // a client's share is whole again
+}
+
+// TestShareOfItsOwn checks a client with a share of its own, larger or
+// smaller than the Budget's: Hold and Check go by it, and the total still
+// bounds everyone.
+func TestShareOfItsOwn(t *testing.T) {
+	b := New(100*k, 20*k)
+	big, small := Share{Bytes: 60 * k}, Share{Bytes: 10 * k}
+	var claims []*Claim
+	for range 2 {
+		c, err := b.Hold("key", big, answer(25))
+		if err != nil {
+			t.Fatalf("within a share of its own larger than the Budget's: %v", err)
+		}
+		claims = append(claims, c)
+	}
+	if _, err := b.Hold("key", big, answer(11)); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("past its own share: %v, want ErrClientFull", err)
+	}
+	if err := b.Check("key", big); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("Check at half its own share: %v", err)
+	}
+	if err := b.Check("key", Share{Bytes: 101 * k}); err != nil {
+		t.Fatalf("Check below half a larger share: %v", err)
+	}
+	if _, err := b.Hold("bot", small, answer(11)); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("past a share of its own smaller than the Budget's: %v", err)
+	}
+	if _, err := b.Hold("other", Share{Bytes: 100 * k}, answer(51)); !errors.Is(err, ErrFull) {
+		t.Fatalf("a share past what the total has left: %v, want ErrFull", err)
+	}
+	for _, c := range claims {
+		c.Release()
+	}
+	if b.Held() != 0 || len(b.by) != 0 {
+		t.Fatalf("held %d, %d clients", b.Held(), len(b.by))
+	}
+}
+
+// clock is a test's monotonic clock for a Budget.
+type clock struct {
+	mu sync.Mutex
+	t  time.Duration
+}
+
+func (c *clock) now() time.Duration  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t += d; c.mu.Unlock() }
+
+// TestByProgress checks a share with a patience: holding half of it, the
+// client may start requests while it takes a piece at least every
+// patience, and not once it has taken nothing for that long; Hold keeps it
+// within its share all along; a share judged by bytes alone is refused at
+// half whatever the client takes.
+func TestByProgress(t *testing.T) {
+	b := New(100*k, 40*k)
+	var c clock
+	b.now = c.now
+	const patience = 5 * time.Second
+	key, stranger := Share{Patience: patience}, Share{}
+	held, err := b.Hold("key", key, answer(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same, err := b.Hold("stranger", stranger, answer(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Check("key", key); err != nil {
+		t.Fatalf("an answer just held is being taken: %v", err)
+	}
+	if err := b.Check("stranger", stranger); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("judged by bytes, at half the share: %v, want ErrClientFull", err)
+	}
+	for range 5 {
+		c.add(patience - time.Millisecond)
+		held.Took()
+		same.Took()
+		if err := b.Check("key", key); err != nil {
+			t.Fatalf("a client that took a piece %v ago: %v", patience-time.Millisecond, err)
+		}
+		if err := b.Check("stranger", stranger); !errors.Is(err, ErrClientFull) {
+			t.Fatalf("judged by bytes, taking its answer: %v, want ErrClientFull", err)
+		}
+	}
+	if _, err := b.Hold("key", key, answer(11)); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("past the share while taking: %v, want ErrClientFull", err)
+	}
+	c.add(patience)
+	if err := b.Check("key", key); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("a client that took nothing for %v: %v, want ErrClientFull", patience, err)
+	}
+	// Another hold of the same answer (another stream of a shared
+	// answer) is new: it has not had the chance to be taken.
+	again, err := b.Hold("key", key, held.answer)
+	if err != nil || b.Check("key", key) != nil {
+		t.Fatalf("the same answer held again: %v, Check %v", err, b.Check("key", key))
+	}
+	again.Release()
+	held.Release()
+	same.Release()
+	held.Took() // a writer's last piece after the release: harmless
+	if b.Held() != 0 || len(b.by) != 0 {
+		t.Fatalf("held %d, %d clients", b.Held(), len(b.by))
 	}
 }
 
@@ -69,46 +177,69 @@ func TestBudget(t *testing.T) {
 func TestSameAnswerOnce(t *testing.T) {
 	b := New(100*k, 40*k)
 	shared := answer(30)
+	var claims []*Claim
 	for range 1000 {
-		if err := b.Hold("a", shared); err != nil {
-			t.Fatalf("the same answer again: %v", err)
-		}
+		claims = append(claims, hold(t, b, "a", shared))
 	}
 	if b.Held() != 30*k {
 		t.Fatalf("one answer held 1000 times by one client: %d bytes charged, want 30", b.Held())
 	}
-	if err := b.Hold("a", answer(30)); !errors.Is(err, ErrClientFull) {
+	if _, err := b.Hold("a", Share{}, answer(30)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("an equal but other answer: %v, want ErrClientFull", err)
 	}
-	if err := b.Hold("b", shared); err != nil || b.Held() != 60*k {
-		t.Fatalf("another client holding it: %v, %d charged", err, b.Held())
+	other := hold(t, b, "b", shared)
+	if b.Held() != 60*k {
+		t.Fatalf("another client holding it: %d charged", b.Held())
 	}
-	for range 999 {
-		b.Release("a", shared)
+	for _, c := range claims[1:] {
+		c.Release()
 	}
 	if b.Held() != 60*k {
 		t.Fatalf("released 999 of 1000: %d charged, want 60", b.Held())
 	}
-	b.Release("a", shared)
-	b.Release("b", shared)
+	claims[0].Release()
+	other.Release()
 	if b.Held() != 0 || len(b.by) != 0 {
 		t.Fatalf("held %d, %d clients", b.Held(), len(b.by))
 	}
 	defer func() {
 		if recover() == nil {
-			t.Fatal("Release without Hold did not panic")
+			t.Fatal("a second Release did not panic")
 		}
 	}()
-	b.Release("a", shared)
+	claims[0].Release()
+}
+
+// TestReleaseTwicePanics: a Claim released twice while other holds of its
+// answer remain must not give back theirs.
+func TestReleaseTwicePanics(t *testing.T) {
+	b := New(100*k, 40*k)
+	shared := answer(30)
+	first, second := hold(t, b, "a", shared), hold(t, b, "a", shared)
+	first.Release()
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("a second Release did not panic")
+			}
+		}()
+		first.Release()
+	}()
+	if b.Held() != 30*k {
+		t.Fatalf("after a second Release of one of two holds: %d charged, want 30", b.Held())
+	}
+	second.Release()
 }
 
 func TestNilBudget(t *testing.T) {
 	var b *Budget
 	big := answer(1 << 10) // 1 MiB: answer counts KiB
-	if b.Hold("a", big) != nil || b.Take(1<<40) != nil || b.Check("a") != nil || b.Held() != 0 {
+	c, err := b.Hold("a", Share{}, big)
+	if err != nil || c != nil || b.Take(1<<40) != nil || b.Check("a", Share{}) != nil || b.Held() != 0 {
 		t.Fatal("the nil Budget refused or counted")
 	}
-	b.Release("a", big)
+	c.Took()
+	c.Release()
 	b.Give(1 << 40)
 }
 
@@ -126,7 +257,8 @@ func TestNewPanics(t *testing.T) {
 }
 
 // TestConcurrentHolds checks under -race that concurrent charges never let
-// the total or a client's share be exceeded.
+// the total or a client's share be exceeded, while writers report progress
+// and clients are checked.
 func TestConcurrentHolds(t *testing.T) {
 	b := New(1000*k, 300*k)
 	var wg sync.WaitGroup
@@ -134,20 +266,26 @@ func TestConcurrentHolds(t *testing.T) {
 	peak := int64(0)
 	for i := range 16 {
 		client := string(rune('a' + i%4))
+		share := Share{Patience: time.Duration(i%2) * time.Second}
 		wg.Go(func() {
 			a := answer(7) // held and released in turn: one buffer, not 7 KiB of garbage a turn
 			for j := range 2000 {
-				if j%2 == 0 {
+				switch j % 3 {
+				case 0:
 					if b.Take(7*k) == nil {
 						b.Give(7 * k)
 					}
 					continue
+				case 1:
+					_ = b.Check(client, share)
+					continue
 				}
-				if b.Hold(client, a) == nil {
+				if c, err := b.Hold(client, share, a); err == nil {
 					mu.Lock()
 					peak = max(peak, b.Held())
 					mu.Unlock()
-					b.Release(client, a)
+					c.Took()
+					c.Release()
 				}
 			}
 		})
@@ -162,35 +300,31 @@ func TestConcurrentHolds(t *testing.T) {
 func TestSmallNotCounted(t *testing.T) {
 	b := New(100*k, 40*k)
 	small := make([]byte, small)
-	if err := b.Hold("a", small); err != nil || b.Held() != 0 {
-		t.Fatalf("a small answer: %v, %d charged", err, b.Held())
+	if c, err := b.Hold("a", Share{}, small); err != nil || c != nil || b.Held() != 0 {
+		t.Fatalf("a small answer: %v, %v, %d charged", c, err, b.Held())
 	}
-	b.Release("a", small)
 }
 
 // TestSetSizes: a lower bound keeps what is held counted and charges nothing
 // more until enough is released.
 func TestSetSizes(t *testing.T) {
 	b := New(1<<20, 1<<20)
-	big := make([]byte, 600<<10)
-	if err := b.Hold("a", big); err != nil {
-		t.Fatal(err)
-	}
+	big := hold(t, b, "a", make([]byte, 600<<10))
 	b.SetSizes(512<<10, 256<<10)
-	if b.Held() != int64(len(big)) {
-		t.Fatalf("Held %d after SetSizes, want the %d still held", b.Held(), len(big))
+	if b.Held() != 600<<10 {
+		t.Fatalf("Held %d after SetSizes, want the %d still held", b.Held(), 600<<10)
 	}
-	if err := b.Check("b"); err != ErrFull {
+	if err := b.Check("b", Share{}); err != ErrFull {
 		t.Errorf("Check past the lower total: %v, want ErrFull", err)
 	}
 	if err := b.Take(1); err != ErrFull {
 		t.Errorf("Take past the lower total: %v, want ErrFull", err)
 	}
-	b.Release("a", big)
-	if err := b.Hold("b", make([]byte, 300<<10)); err != ErrClientFull {
+	big.Release()
+	if _, err := b.Hold("b", Share{}, make([]byte, 300<<10)); err != ErrClientFull {
 		t.Errorf("Hold past the lower share: %v, want ErrClientFull", err)
 	}
-	if err := b.Hold("b", make([]byte, 200<<10)); err != nil {
+	if _, err := b.Hold("b", Share{}, make([]byte, 200<<10)); err != nil {
 		t.Errorf("Hold within the new bounds: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func busyGuard(t *testing.T, name string) Guard {
 	t.Cleanup(func() { cancel(); <-waited; p.Release() })
 	fixture.WaitFor(t, "the waiter", func() bool { return g.All.Stats().QueuedAnonymous == 1 })
 
-	if err := g.Held.Hold("client", make([]byte, 20<<10)); err != nil {
+	if _, err := g.Held.Hold("client", hold.Share{}, make([]byte, 20<<10)); err != nil {
 		t.Fatal(err)
 	}
 	g.Cache.Put("k", microcache.Entry{Status: 200, Body: []byte("{}")}, time.Minute)

@@ -13,6 +13,10 @@
 // on the first writer underneath that takes one, found by unwrapping as
 // http.ResponseController does; a writer that cannot take one (a test's
 // recorder) is written without.
+//
+// A Writer also tells whoever holds what it writes (a Watcher) each time the
+// client has taken a piece: a client that is reading is told apart from one
+// that is not long before the timeout cuts the latter off.
 package progress
 
 import (
@@ -26,11 +30,16 @@ import (
 // rate no honest client on any network falls below).
 const pieceSize = 32 << 10
 
+// Watcher is told each time the client has taken a piece of what a Writer
+// writes.
+type Watcher interface{ Took() }
+
 // Writer is an http.ResponseWriter whose writes each complete within the
 // timeout, piece by piece, or fail. Call Done when the response is written.
 type Writer struct {
 	http.ResponseWriter
 	timeout time.Duration
+	watcher Watcher // told of each piece taken; nil: nobody
 	// The layers underneath that set deadlines and flush, found once, as
 	// http.ResponseController finds them on every call; nil: none.
 	deadline interface{ SetWriteDeadline(time.Time) error }
@@ -60,9 +69,14 @@ func New(w http.ResponseWriter, timeout time.Duration) *Writer {
 	return pw
 }
 
-// Write writes p in pieces of at most pieceSize bytes, each within the timeout.
+// Watch tells v of every piece the client takes from now on, until the
+// next Watch; nil tells nobody.
+func (w *Writer) Watch(v Watcher) { w.watcher = v }
+
+// Write writes p in pieces of at most pieceSize bytes, each within the
+// timeout, and tells the Watcher of each piece taken.
 func (w *Writer) Write(p []byte) (int, error) {
-	if w.timeout == 0 {
+	if w.timeout == 0 && w.watcher == nil {
 		return w.ResponseWriter.Write(p)
 	}
 	written := 0
@@ -73,6 +87,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 		written += n
 		if err != nil {
 			return written, err
+		}
+		if w.watcher != nil {
+			w.watcher.Took()
 		}
 		p = p[n:]
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +144,54 @@ func TestNoDeadlineSupport(t *testing.T) {
 	}
 	if err := w.Done(); err != nil || rec.Body.Len() != 3*pieceSize+1 {
 		t.Fatalf("%v, %d bytes", err, rec.Body.Len())
+	}
+}
+
+// pieces is a Watcher that counts the pieces taken.
+type pieces struct{ n atomic.Int32 }
+
+func (p *pieces) Took() { p.n.Add(1) }
+
+// TestWatcher checks that the Watcher is told of every piece written, with
+// a timeout and without one, and of nothing after Watch(nil).
+func TestWatcher(t *testing.T) {
+	for _, timeout := range []time.Duration{0, time.Second} {
+		rec := httptest.NewRecorder()
+		w := New(rec, timeout)
+		var p pieces
+		w.Watch(&p)
+		if _, err := w.Write(make([]byte, 3*pieceSize+1)); err != nil {
+			t.Fatal(err)
+		}
+		if p.n.Load() != 4 {
+			t.Errorf("timeout %v: told of %d pieces, want 4", timeout, p.n.Load())
+		}
+		w.Watch(nil)
+		_, _ = w.Write(make([]byte, pieceSize))
+		if p.n.Load() != 4 || rec.Body.Len() != 4*pieceSize+1 {
+			t.Errorf("timeout %v: after Watch(nil): told of %d pieces, %d bytes written", timeout, p.n.Load(), rec.Body.Len())
+		}
+	}
+}
+
+// TestWatcherOfStalledClient: a client that reads nothing takes no more
+// pieces once its connection's buffers are full, until it is cut off.
+func TestWatcherOfStalledClient(t *testing.T) {
+	body := []byte(strings.Repeat("z", 32<<20))
+	var p pieces
+	ended := make(chan error, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := New(rw, 300*time.Millisecond)
+		w.Watch(&p)
+		_, err := w.Write(body)
+		ended <- err
+	}))
+	defer srv.Close()
+	stalledConn(t, srv.Listener.Addr().String(), "/")
+	if err := <-ended; err == nil {
+		t.Fatal("the write to a stalled client did not fail")
+	}
+	if n := int(p.n.Load()); n >= len(body)/pieceSize {
+		t.Fatalf("a stalled client took %d of %d pieces", n, len(body)/pieceSize)
 	}
 }

@@ -1,12 +1,16 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -117,5 +121,24 @@ func TestListeningTCP(t *testing.T) {
 	old.Close()
 	if byPort, _ := ListeningTCP(); byPort[port] != 1 {
 		t.Errorf("one listener left on port %d: counted %d", port, byPort[port])
+	}
+}
+
+// TestReadAtPace reads a body of several pieces whole, pausing after each,
+// and returns what it read with the error that cut it short.
+func TestReadAtPace(t *testing.T) {
+	body := bytes.Repeat([]byte("p"), 3*PieceSize+5)
+	start := time.Now()
+	got, err := ReadAtPace(bytes.NewReader(body), 10*time.Millisecond)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("%d of %d bytes, %v", len(got), len(body), err)
+	}
+	if took := time.Since(start); took < 30*time.Millisecond {
+		t.Errorf("four pieces with a pause of 10ms after each of the first three took %v", took)
+	}
+	cut := errors.New("cut")
+	got, err = ReadAtPace(io.MultiReader(bytes.NewReader(body[:PieceSize+1]), iotest.ErrReader(cut)), 0)
+	if !errors.Is(err, cut) || len(got) != PieceSize+1 {
+		t.Errorf("cut short: %d bytes, %v", len(got), err)
 	}
 }
