@@ -248,12 +248,13 @@ func (w *Watch) Leave(id any) {
 		<-done
 		w.mu.Lock()
 	}
-	defer w.mu.Unlock()
-	if w.wrote != nil {
+	st, key := w.wrote, w.wroteKey
+	w.wrote = nil
+	w.mu.Unlock()
+	if st != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), w.opt.Interval)
 		defer cancel()
-		_ = w.wrote.Delete(ctx, w.wroteKey)
-		w.wrote = nil
+		_ = st.Delete(ctx, key)
 	}
 }
 

@@ -69,6 +69,7 @@ type use struct {
 
 // New makes a sink that probes every probeEvery while Redis fails, and
 // takes an outage without a client to ping as over after quiet of silence.
+// probeEvery 0 starts no probe: the caller calls Probe (tests).
 func New(probeEvery, quiet time.Duration) *Sink {
 	return &Sink{probeEvery: probeEvery, quiet: quiet}
 }
@@ -128,36 +129,43 @@ func (s *Sink) Printf(_ context.Context, format string, v ...any) {
 	logger := s.newest().logger
 	s.mu.Unlock()
 	logger.Error("Redis is failing: go-redis's messages are counted, not logged, until it answers again", zap.String("error", msg))
-	go s.probe()
+	if s.probeEvery > 0 {
+		go func() {
+			for {
+				time.Sleep(s.probeEvery)
+				if !s.Probe(context.Background()) {
+					return
+				}
+			}
+		}()
+	}
 }
 
-// probe waits, while Redis fails, for it to answer again, and says so.
-func (s *Sink) probe() {
-	for {
-		time.Sleep(s.probeEvery)
-		s.mu.Lock()
-		u := s.newest()
-		s.mu.Unlock()
-		ok := true
-		if u.ping != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), s.probeEvery)
-			ok = u.ping(ctx) == nil
-			cancel()
-		}
-		s.mu.Lock()
-		// Back: the ping went through and go-redis has said nothing since
-		// the last probe (another client of the process may still fail);
-		// without a ping, go-redis has been silent for quiet.
-		back := ok && s.messages == s.lastCount && (u.ping != nil || time.Since(s.lastAt) >= s.quiet)
-		s.lastCount = s.messages
-		if !back {
-			s.mu.Unlock()
-			continue
-		}
-		s.down = false
-		failing, messages := time.Since(s.since), s.messages
-		s.mu.Unlock()
-		u.logger.Info("Redis answers again", zap.Duration("failed_for", failing.Round(100*time.Millisecond)), zap.Int("messages", messages))
-		return
+// Probe checks, while Redis fails, whether it answers again, and says so
+// when it does. It reports whether the outage goes on.
+func (s *Sink) Probe(ctx context.Context) (down bool) {
+	s.mu.Lock()
+	u := s.newest()
+	s.mu.Unlock()
+	ok := true
+	if u.ping != nil {
+		ctx, cancel := context.WithTimeout(ctx, max(s.probeEvery, time.Second))
+		ok = u.ping(ctx) == nil
+		cancel()
 	}
+	s.mu.Lock()
+	// Back: the ping went through and go-redis has said nothing since the
+	// last probe (another client of the process may still fail); without
+	// a ping, go-redis has been silent for quiet.
+	back := ok && s.messages == s.lastCount && (u.ping != nil || time.Since(s.lastAt) >= s.quiet)
+	s.lastCount = s.messages
+	if !s.down || !back {
+		defer s.mu.Unlock()
+		return s.down
+	}
+	s.down = false
+	failing, messages := time.Since(s.since), s.messages
+	s.mu.Unlock()
+	u.logger.Info("Redis answers again", zap.Duration("failed_for", failing.Round(100*time.Millisecond)), zap.Int("messages", messages))
+	return false
 }

@@ -14,23 +14,14 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// waitFor polls ok for up to a minute, which only a failing test uses up.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-	}
-}
-
 // An outage is two lines however many messages go-redis has: the first
-// message at ERROR, then, once a ping goes through and go-redis has been
-// silent for a probe, one line with the count. The next outage is logged
-// again.
+// message at ERROR, then, once a ping goes through and go-redis has said
+// nothing since the probe before, one line with the count. While messages
+// keep coming (another client of the process still fails), a ping that
+// goes through does not end it. The next outage is logged again.
 func TestOutageIsTwoLines(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	s := New(5*time.Millisecond, time.Hour)
+	s := New(0, time.Hour)
 	var up atomic.Bool
 	s.join(use{load: "load-1", logger: zap.New(core).Named("redis"), ping: func(context.Context) error {
 		if up.Load() {
@@ -38,63 +29,62 @@ func TestOutageIsTwoLines(t *testing.T) {
 		}
 		return errors.New("dial tcp: connection refused")
 	}})
-	for i := range 50 {
-		s.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts: %v", 5, i)
+	ctx := context.Background()
+	fail := func(n int) {
+		for i := range n {
+			s.Printf(ctx, "redis: connection pool: failed to dial after %d attempts: %v", 5, i)
+		}
 	}
-	waitFor(t, "a failed probe", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lastCount == 50 && logs.Len() == 1
-	})
-	// go-redis keeps failing, then Redis comes back.
-	for range 10 {
-		s.Printf(context.Background(), "redis: connection pool: failed to dial after 5 attempts")
+	fail(50)
+	if !s.Probe(ctx) {
+		t.Fatal("a failed ping ended the outage")
 	}
 	up.Store(true)
-	waitFor(t, "the line that Redis is back", func() bool { return logs.Len() == 2 })
+	for range 5 {
+		fail(2)
+		if !s.Probe(ctx) {
+			t.Fatal("the outage ended while go-redis still failed")
+		}
+	}
+	if logs.Len() != 1 {
+		t.Fatalf("%d lines during the outage, want 1", logs.Len())
+	}
+	if s.Probe(ctx) {
+		t.Fatal("a ping through, and nothing from go-redis since: still down")
+	}
 	all := logs.All()
+	if len(all) != 2 {
+		t.Fatalf("%d lines, want 2", len(all))
+	}
 	if all[0].Level != zap.ErrorLevel || all[0].ContextMap()["error"] != "connection pool: failed to dial after 5 attempts: 0" || all[0].LoggerName != "redis" {
 		t.Errorf("first line: %v %q %v %s", all[0].Level, all[0].Message, all[0].ContextMap(), all[0].LoggerName)
 	}
 	if f := all[1].ContextMap(); all[1].Message != "Redis answers again" || f["messages"] != int64(60) {
 		t.Errorf("second line: %q %v", all[1].Message, f)
 	}
-	time.Sleep(20 * time.Millisecond) // four probes: a lower bound, safe
-	if logs.Len() != 2 {
-		t.Errorf("%d lines after the outage, want 2", logs.Len())
+	if s.Probe(ctx) || logs.Len() != 2 {
+		t.Errorf("a probe after the outage: %d lines, want 2", logs.Len())
 	}
-	s.Printf(context.Background(), "redis: connection pool: failed to dial after 5 attempts")
-	waitFor(t, "the next outage's two lines", func() bool { return logs.Len() == 4 })
-}
-
-// While another client keeps failing, a ping that goes through is not the
-// end of the outage.
-func TestOutageLastsWhileMessagesCome(t *testing.T) {
-	core, logs := observer.New(zap.DebugLevel)
-	s := New(5*time.Millisecond, time.Hour)
-	var pings atomic.Int32
-	s.join(use{load: "load-1", logger: zap.New(core), ping: func(context.Context) error { pings.Add(1); return nil }})
-	s.Printf(context.Background(), "first")
-	for pings.Load() < 10 {
-		s.Printf(context.Background(), "again")
-		time.Sleep(time.Millisecond)
+	fail(1)
+	s.Probe(ctx)
+	if logs.Len() != 4 {
+		t.Errorf("the next outage: %d lines in all, want 4", logs.Len())
 	}
-	if logs.Len() != 1 {
-		t.Fatalf("%d lines while messages came, want 1", logs.Len())
-	}
-	waitFor(t, "the end of the outage", func() bool { return logs.Len() == 2 })
 }
 
 // Without a client to ping, an outage ends after quiet of silence.
 func TestOutageWithoutPing(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	s := New(5*time.Millisecond, 50*time.Millisecond)
+	s := New(0, time.Hour)
 	s.join(use{load: "load-1", logger: zap.New(core)})
-	start := time.Now()
-	s.Printf(context.Background(), "redis: connection pool: failed to dial after 5 attempts")
-	waitFor(t, "the end of the outage", func() bool { return logs.Len() == 2 })
-	if d := time.Since(start); d < 50*time.Millisecond {
-		t.Errorf("ended after %v, before its quiet time", d)
+	ctx := context.Background()
+	s.Printf(ctx, "redis: connection pool: failed to dial after 5 attempts")
+	if !s.Probe(ctx) || logs.Len() != 1 {
+		t.Fatalf("ended before an hour of silence: %d lines", logs.Len())
+	}
+	s.quiet = 0
+	if s.Probe(ctx) || logs.Len() != 2 {
+		t.Errorf("silence long enough: %d lines, want 2", logs.Len())
 	}
 }
 
@@ -120,7 +110,7 @@ func (s storage) GetClient() any { return s.client }
 // that is not there, so the outage lasts.
 func TestGoRedisLogsThroughTheSink(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	s := New(10*time.Millisecond, time.Hour)
+	s := New(0, time.Hour)
 	redis.SetLogger(s) // for the rest of the test binary: the pool's retries outlive the test
 	client := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { client.Close() })
@@ -136,12 +126,18 @@ func TestGoRedisLogsThroughTheSink(t *testing.T) {
 			t.Fatal("ping to nobody went through")
 		}
 	}
-	waitFor(t, "the first line", func() bool { return logs.Len() == 1 })
+	if logs.Len() != 1 {
+		t.Fatalf("%d lines, want 1", logs.Len())
+	}
 	first := logs.All()[0]
 	if !strings.Contains(first.ContextMap()["error"].(string), "failed to dial") || first.LoggerName != "redis" {
 		t.Errorf("first line: %q %v from %q", first.Message, first.ContextMap(), first.LoggerName)
 	}
-	time.Sleep(50 * time.Millisecond) // five probes: a lower bound, safe
+	for range 3 {
+		if !s.Probe(context.Background()) {
+			t.Fatal("the outage ended with nobody to answer the ping")
+		}
+	}
 	if logs.Len() != 1 {
 		t.Errorf("%d lines while Redis is not there, want 1", logs.Len())
 	}
