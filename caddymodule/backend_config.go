@@ -296,14 +296,25 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	}
 	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
 	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
-	l = l.perInstance(max(1, c.Instances))
 	if l.MaxResponse > l.MaxHeld {
-		if l.Instances > 1 {
-			return l, fmt.Errorf("backend.max_response: %d is more than this gateway's share of max_held, %d (%d / instances %d): no answer that large could be held", l.MaxResponse, l.MaxHeld, cmp.Or(c.MaxHeld, defaultMaxHeld), l.Instances)
-		}
 		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
 	}
-	return l, nil
+	if why := c.instancesTooMany(); why != "" {
+		return l, fmt.Errorf("backend.instances: %d %s", c.Instances, why)
+	}
+	return l.perInstance(max(1, c.Instances)), nil
+}
+
+// instancesTooMany says why c's instances cannot divide its held bytes, or
+// "": each gateway's share of max_held must hold an answer of max_response
+// whole. The Caddyfile's error and the JSON's.
+func (c BackendConfig) instancesTooMany() string {
+	held, response := cmp.Or(c.MaxHeld, defaultMaxHeld), cmp.Or(c.MaxResponse, defaultMaxResponse)
+	if c.Instances <= 1 || held <= 0 || response <= 0 || response > held || held/int64(c.Instances) >= response {
+		return ""
+	}
+	return fmt.Sprintf("is too many gateways to divide max_held (%d bytes) among: each would hold %d bytes, less than max_response (%d bytes), the largest answer a gateway must be able to hold; with these sizes at most %d gateways can share the backend: write the number of gateways, raise max_held or lower max_response",
+		held, held/int64(c.Instances), response, held/response)
 }
 
 // clientShare is what one client (an address, or a key without a share of
@@ -408,7 +419,7 @@ func offOr(v, def int) int {
 // logShare says at startup what this gateway, one of several, admits: the
 // operator checks there that the shares add up to the backend's capacity,
 // and that the main-thread lane is open on one gateway only.
-func logShare(logger *zap.Logger, l guardLimits, t *endpointTable) {
+func logShare(logger *zap.Logger, l guardLimits, t *endpointTable, maxInFlight int) {
 	if l.Instances <= 1 {
 		return
 	}
@@ -428,6 +439,12 @@ func logShare(logger *zap.Logger, l guardLimits, t *endpointTable) {
 	logger.Info("one of several gateways in front of the backend: this one admits its share",
 		zap.Int("instances", l.Instances), limit("max_in_flight", l.InFlight), limit("queue_length", l.Queue), zap.Int64("max_held", l.MaxHeld),
 		zap.Int("max_main_thread", l.MainThread), zap.String("main_thread_lane", lane))
+	// Each gateway admits at least 1: k gateways above the backend's
+	// max_in_flight admit k together.
+	if total := offOr(maxInFlight, admission.DefaultLimit); total > 0 && l.Instances > total {
+		logger.Warn("instances is more than max_in_flight: each gateway admits at least 1 request at a time, so together the gateways put more requests at once on the backend than max_in_flight; run no more gateways than the backend has slots, or raise max_in_flight if the backend can take it",
+			zap.Int("instances", l.Instances), zap.Int("max_in_flight", total), zap.Int("admitted_together", l.Instances*l.InFlight))
+	}
 }
 
 // LiveConfig bounds the live streams. It is part of BackendConfig, so its

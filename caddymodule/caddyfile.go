@@ -122,6 +122,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	var proxyBlock caddyfile.Segment
 	auth, b := &h.Auth, &h.Backend
 	var keyLines []keyLine // what sealKey compares a key line with
+	var instancesAt caddyfile.Dispenser
 	seen := map[string]bool{}
 	once := func(what string) error {
 		if seen[what] {
@@ -217,6 +218,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			})
 		case "instances":
 			b.Instances, err = oneArg(d, opt, countWord(math.MaxInt, "a count of gateways: write a whole number of at least 1"))
+			instancesAt = *d // checked against the sizes once they are all read
 
 		case "max_streams":
 			b.MaxStreams, err = oneArg(d, opt, limitWord)
@@ -239,6 +241,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
 		return err
+	}
+	if why := b.instancesTooMany(); why != "" {
+		return instancesAt.Errf("instances: %d %s", b.Instances, why)
 	}
 	if len(upstreams) == 0 && proxyBlock == nil {
 		return nil // the form of 1.0: Provision warns

@@ -224,6 +224,20 @@ func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Ba
 	return g, nil
 }
 
+// backendName is what names the guard's backend to other gateways, which
+// compare it with theirs (internal/peers): the guard's name, or the
+// declared backend with its identity, or, in the form of 1.0, that no
+// backend is declared.
+func (g *guard) backendName() string {
+	switch {
+	case strings.HasPrefix(g.name, "statusgate/guard/name/"):
+		return "guard " + strings.TrimPrefix(g.name, "statusgate/guard/name/")
+	case g.backend != nil:
+		return g.backend.String() + " (declaration " + g.backend.ID() + ")"
+	}
+	return "a backend the config does not declare (statusgate without upstreams)"
+}
+
 // leave gives the handler's guard back to the pool: the last handler using
 // it removes it, and until then the limits of the newest load still using
 // it are in force.

@@ -92,6 +92,7 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"instances -2", "instances: '-2' is not a count of gateways"},
 		{"instances two", "instances: 'two' is not a count of gateways"},
 		{"instances 2 3", "wrong argument count"},
+		{"instances 17", "instances: 17 is too many gateways to divide max_held (67108864 bytes) among: each would hold 3947580 bytes, less than max_response (4194304 bytes)"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
@@ -138,7 +139,10 @@ func TestInstancesShare(t *testing.T) {
 		{BackendConfig{Instances: off}, "backend.instances cannot be off (-1): every gateway is one of at least one"},
 		{BackendConfig{Instances: -3}, "backend.instances: -3 is not a count of gateways"},
 		// 64 MiB / 32 is 2 MiB, less than the 4 MiB answer it must hold.
-		{BackendConfig{Instances: 32}, "backend.max_response: 4194304 is more than this gateway's share of max_held, 2097152 (67108864 / instances 32)"},
+		{BackendConfig{Instances: 32}, "backend.instances: 32 is too many gateways to divide max_held (67108864 bytes) among: each would hold 2097152 bytes, less than max_response (4194304 bytes), the largest answer a gateway must be able to hold; with these sizes at most 16 gateways can share the backend"},
+		{BackendConfig{Instances: 9999999999}, "backend.instances: 9999999999 is too many gateways to divide max_held (67108864 bytes) among: each would hold 0 bytes"},
+		// Too large an answer for max_held is max_response's mistake, whatever instances says.
+		{BackendConfig{Instances: 2, MaxResponse: 8 << 20, MaxHeld: 4 << 20}, "backend.max_response: 8388608 is more than max_held, 4194304"},
 	} {
 		if _, err := resolveLimits(tc.c); err == nil || !strings.Contains(err.Error(), tc.words) {
 			t.Errorf("%+v: error %v, want %q", tc.c, err, tc.words)
@@ -187,10 +191,38 @@ func TestInstancesAdmission(t *testing.T) {
 		!strings.Contains(fmt.Sprint(f["main_thread_lane"]), "another gateway owns") {
 		t.Errorf("share logged as %v", f)
 	}
+	if n := logs.FilterMessageSnippet("instances is more than max_in_flight").Len(); n != 0 {
+		t.Errorf("instances 2 of max_in_flight 4 warned %d times", n)
+	}
 	// A gateway alone says nothing of shares.
 	_, logs = newTestHandler(t, "max_in_flight 4")
 	if n := logs.FilterMessageSnippet("one of several").Len(); n != 0 {
 		t.Errorf("a gateway alone logged %d share lines", n)
+	}
+}
+
+// More gateways than the backend has slots is taken, each gateway admitting
+// 1, and said at load with what the gateways admit together; instances too
+// many for the held bytes is refused at the instances line, also when
+// max_held comes after it, and a max_held large enough after it is taken.
+func TestInstancesAboveMaxInFlight(t *testing.T) {
+	h, logs := newTestHandler(t, "max_in_flight 4\ninstances 6\ndisable placeholders")
+	if l := h.guard.lim.Load(); l.InFlight != 1 || l.Instances != 6 {
+		t.Errorf("share %+v, want 1 of instances 6", *l)
+	}
+	ws := logs.FilterMessageSnippet("instances is more than max_in_flight").All()
+	if len(ws) != 1 || ws[0].Level != zap.WarnLevel {
+		t.Fatalf("%d warnings, want 1 at WARN", len(ws))
+	}
+	if f := ws[0].ContextMap(); f["instances"] != int64(6) || f["max_in_flight"] != int64(4) || f["admitted_together"] != int64(6) {
+		t.Errorf("warning fields %v", f)
+	}
+	_, err := parseTestCaddyfile("statusgate {\n\tinstances 9999999999\n\tmax_held 128MiB\n}")
+	if err == nil || !strings.Contains(err.Error(), "instances: 9999999999 is too many gateways to divide max_held (134217728 bytes)") || !strings.HasSuffix(err.Error(), "Testfile:2") {
+		t.Errorf("error %v, want the instances line, Testfile:2", err)
+	}
+	if _, err := parseTestCaddyfile("statusgate {\n\tinstances 32\n\tmax_held 128MiB\n}"); err != nil {
+		t.Errorf("instances 32 with max_held 128MiB: %v", err)
 	}
 }
 

@@ -11,6 +11,7 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -25,11 +26,16 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 func init() {
 	caddy.RegisterModule(Handler{})
+	// go-redis (caddy-storage-redis's client) writes to stderr past
+	// Caddy's log unless something in the build gives it a logger; this
+	// package is in every build with statusgate (docs/cluster.md).
+	redislog.Install()
 }
 
 // Handler is the statusgate gateway. It answers what it decides itself (404, 401,
@@ -80,6 +86,8 @@ type Handler struct {
 	live    *liveState // the live streams (stream.go)
 	metrics *metrics.Metrics
 	logger  *zap.Logger
+	// leavePeers ends this handler's part in the heartbeat (watchPeers).
+	leavePeers func()
 }
 
 // AuthConfig is the access control of the gateway.
@@ -174,25 +182,43 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err := h.provisionWith(ctx, ctx.Logger()); err != nil {
 		return err
 	}
-	if h.Backend.Instances > 1 {
-		h.watchPeers(ctx)
-	}
+	h.watchPeers(ctx)
 	return nil
 }
 
-// watchPeers writes, for a gateway that is one of several, a heartbeat to
-// the config's storage under this process's instance ID, and warns when
-// another process writes under the same one (internal/peers): two gateways
-// from one data directory, whose distributed rate limit silently counts
-// them as one. Once per config load.
+// watchPeers puts this handler's backend in the process's heartbeat, in the
+// config's storage (internal/peers): the gateways that share the storage
+// see each other, and warn about two gateways from one data directory,
+// another deployment in the same storage, instances that disagree and a
+// second main-thread lane. The config load's storage also gives go-redis's
+// log (internal/redislog) a client to learn that Redis is back through.
+// Both end when the load's server stops, while the storage still works, so
+// that a graceful stop deletes the heartbeat; or at Cleanup, for a load
+// that never started.
 func (h *Handler) watchPeers(ctx caddy.Context) {
+	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	if !ok {
+		return // provisioned outside a server, by a test: no config, no storage
+	}
+	load := ctx.Done() // one per config load: its lifetime
+	leave := func() { peers.Leave(load); redislog.Leave(load) }
+	h.leavePeers = leave
+	srv.RegisterOnStop(func(context.Context) error { leave(); return nil })
+	redislog.Join(load, ctx.Storage(), h.logger)
 	id, err := caddy.InstanceID()
 	if err != nil {
 		h.logger.Warn("no instance ID: cannot check that no other gateway shares it", zap.Error(err))
 		return
 	}
-	peers.Start(ctx, ctx.GetMetricsRegistry(), peers.Config{
+	l := h.guard.lim.Load()
+	peers.Join(load, peers.Config{
 		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
+		Backend: h.guard.backendName(), Instances: l.Instances,
+		MainThreadLane: h.table.lookup("placeholders") != nil && l.MainThread > 0,
+		Active: func() bool {
+			active := caddy.ActiveContext()
+			return active.Context != nil && active.Done() == load
+		},
 	})
 }
 
@@ -250,7 +276,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	}
 	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
 	h.live = newLive(liveLimits, h.guard, h.metrics, logger)
-	logShare(logger, limits, h.table)
+	logShare(logger, limits, h.table, h.Backend.MaxInFlight)
 	h.index = newIndexCache(h.authOn, h.table, h.keyInfo)
 
 	switch {
@@ -269,6 +295,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 // pool: the last handler using it removes it, and until then the limits of
 // the newest load still using it are in force.
 func (h *Handler) Cleanup() error {
+	if h.leavePeers != nil {
+		h.leavePeers()
+	}
 	h.live.close()
 	h.guard.leave()
 	return nil

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +47,13 @@ type gatewayConfig struct {
 	// placeholdersTo is the gateway that owns the main-thread lane, for the
 	// others: they forward /placeholders to it. "": this gateway serves it.
 	placeholdersTo string
+	// backend names the backend the gateway fronts (guard <name>), for a
+	// deployment whose gateways declare the same upstream as another's;
+	// "": the declared upstream names it.
+	backend string
+	// keyPrefix is the storage's key_prefix, one per deployment; "": the
+	// default, caddy.
+	keyPrefix string
 }
 
 // caddyfile is one gateway's config, as docs/cluster.md gives it: the shared
@@ -58,6 +66,10 @@ type gatewayConfig struct {
 // sample the second to once a minute, as docs/cluster.md recommends.
 func caddyfile(c gatewayConfig, port, admin, redisPort, simPort int) string {
 	var b strings.Builder
+	prefix := ""
+	if c.keyPrefix != "" {
+		prefix = "\n\t\tkey_prefix " + c.keyPrefix
+	}
 	fmt.Fprintf(&b, `{
 	admin 127.0.0.1:%d
 	auto_https off
@@ -65,7 +77,7 @@ func caddyfile(c gatewayConfig, port, admin, redisPort, simPort int) string {
 	grace_period 1s
 	order rate_limit after statusgate
 	storage redis {
-		address 127.0.0.1:%d
+		address 127.0.0.1:%d%s
 	}
 	servers {
 		trusted_proxies static 127.0.0.0/8
@@ -89,7 +101,7 @@ func caddyfile(c gatewayConfig, port, admin, redisPort, simPort int) string {
 
 http://:%d {
 	bind 127.0.0.1
-`, admin, redisPort, port)
+`, admin, redisPort, prefix, port)
 	if c.placeholdersTo != "" {
 		fmt.Fprintf(&b, `	@placeholders path /api/placeholders /api/placeholders/* /api/v1/placeholders /api/v1/placeholders/*
 	handle @placeholders {
@@ -97,7 +109,13 @@ http://:%d {
 	}
 `, c.placeholdersTo)
 	}
-	b.WriteString("\thandle {\n\t\tstatusgate {\n\t\t\tkey " + c.key + "\n")
+	// The gateways of one deployment declare the same backend, which names
+	// it in their heartbeats; another deployment here fronts the same sim
+	// process, and names its backend with guard <name>.
+	fmt.Fprintf(&b, "\thandle {\n\t\tstatusgate 127.0.0.1:%d {\n\t\t\tkey %s\n", simPort, c.key)
+	if c.backend != "" {
+		fmt.Fprintf(&b, "\t\t\tguard %s\n", c.backend)
+	}
 	if c.instances > 1 {
 		fmt.Fprintf(&b, "\t\t\tinstances %d\n", c.instances)
 	}
@@ -135,10 +153,9 @@ http://:%d {
 				window %s
 			}
 		}
-		reverse_proxy 127.0.0.1:%d
 	}
 }
-`, syncInterval, syncInterval, zoneEvents, zoneWindow, zoneEvents, zoneWindow, simPort)
+`, syncInterval, syncInterval, zoneEvents, zoneWindow, zoneEvents, zoneWindow)
 	return b.String()
 }
 
@@ -225,6 +242,44 @@ func (g *gateway) logLines(offset int64) ([]map[string]any, int64) {
 	return lines, offset
 }
 
+// strayLines are the lines of the gateway's output since offset bytes that
+// are not Caddy's log (a JSON object each): what something in the process
+// wrote to stderr past the log.
+func (g *gateway) strayLines(offset int64) []string {
+	b, err := os.ReadFile(g.proc.LogPath)
+	if err != nil || int64(len(b)) < offset {
+		return nil
+	}
+	var stray []string
+	for line := range strings.Lines(string(b[offset:])) {
+		var m map[string]any
+		if line = strings.TrimSpace(line); line != "" && json.Unmarshal([]byte(line), &m) != nil {
+			stray = append(stray, line)
+		}
+	}
+	return stray
+}
+
+// warnings are the gateway's log lines since offset whose message starts
+// with one of prefixes.
+func (g *gateway) warnings(offset int64, prefixes ...string) []map[string]any {
+	lines, _ := g.logLines(offset)
+	var out []map[string]any
+	for _, m := range lines {
+		msg := fmt.Sprint(m["msg"])
+		if slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// instanceID is the instance ID of the gateways started from dir.
+func instanceID(dir string) string {
+	b, _ := os.ReadFile(filepath.Join(dir, "caddy-home", "caddy", "instance.uuid"))
+	return strings.TrimSpace(string(b))
+}
+
 // logSize is the length of the gateway's log, to read what follows.
 func (g *gateway) logSize() int64 {
 	fi, err := os.Stat(g.proc.LogPath)
@@ -292,7 +347,17 @@ func startRedis(ctx context.Context, dir string) (*redisServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(filepath.Join(dir, "redis.log"))
+	return startRedisOn(ctx, bin, dir, port)
+}
+
+// restart starts a new redis-server, empty, on the port of r, which was
+// killed: Redis back after an outage.
+func (r *redisServer) restart(ctx context.Context, dir string) (*redisServer, error) {
+	return startRedisOn(ctx, r.cmd.Path, dir, r.port)
+}
+
+func startRedisOn(ctx context.Context, bin, dir string, port int) (*redisServer, error) {
+	logf, err := os.OpenFile(filepath.Join(dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/sim"
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
@@ -30,6 +31,37 @@ const (
 // alex is a player who is always online: /placeholders for him reaches the
 // main thread.
 const alex = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+
+// The beginnings of what the gateways log about each other (internal/peers)
+// and about Redis (internal/redislog).
+const (
+	warnSharedID     = "another gateway process has this one's instance ID"
+	warnOtherBackend = "gateways of another backend write to this storage"
+	warnUnclaimed    = "another Caddy instance writes distributed rate-limit states"
+	warnInstances    = "another gateway of this backend has a different instances"
+	warnGateways     = "more gateway processes of this backend"
+	warnLane         = "another gateway of this backend has the main-thread lane open too"
+	redisFailing     = "Redis is failing"
+	redisBack        = "Redis answers again"
+)
+
+// waitWarned waits until each gateway has logged, since its offset, a line
+// that starts with msg, and returns how long each took from start.
+func waitWarned(t *testing.T, start time.Time, msg string, gws []*gateway, offsets map[*gateway]int64) map[string]time.Duration {
+	t.Helper()
+	took := map[string]time.Duration{}
+	for deadline := time.Now().Add(fixture.Patience); len(took) < len(gws); time.Sleep(100 * time.Millisecond) {
+		for _, g := range gws {
+			if _, done := took[g.name]; !done && len(g.warnings(offsets[g], msg)) > 0 {
+				took[g.name] = time.Since(start)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%q: after %v only %v had warned", msg, fixture.Patience, took)
+		}
+	}
+	return took
+}
 
 // TestTwoGateways runs docs/cluster.md: a sim backend process (8 threads,
 // the plugin's unbounded queue and main thread), a redis-server, and two
@@ -70,7 +102,7 @@ func TestTwoGateways(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rds.kill()
+	defer func() { rds.kill() }() // the Redis of the moment: it is restarted
 
 	dir := func(name string) string {
 		d := filepath.Join(root, name)
@@ -84,6 +116,9 @@ func TestTwoGateways(t *testing.T) {
 		t.Fatal(err)
 	}
 	simProc, err := harness.Start(ctx, bin, dir("sim"), "sim", simPort, simCaddyfile(simPort))
+	// How the gateways of survival name their backend in heartbeats and
+	// warnings: the upstream they declare.
+	survival := "127.0.0.1:" + strconv.Itoa(simPort) + " (declaration "
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,36 +167,26 @@ func TestTwoGateways(t *testing.T) {
 	t.Run("a shared data directory is warned about", func(t *testing.T) {
 		// c is started from b's data directory: b's instance ID.
 		c, err := startGateway(ctx, bin, dirB, "c", conf(oldKey, 2, a), rds.port, simPort)
+		start := time.Now()
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.proc.Stop()
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			warned := 0
-			for _, g := range []*gateway{b, c} {
-				lines, _ := g.logLines(0)
-				if slices.ContainsFunc(lines, func(m map[string]any) bool {
-					return strings.HasPrefix(fmt.Sprint(m["msg"]), "another gateway process has this one's instance ID")
-				}) {
-					warned++
-				}
+		took := waitWarned(t, start, warnSharedID, []*gateway{b, c}, nil)
+		t.Logf("the two gateways on one data directory warned %v after the second started", took)
+		for name, d := range took {
+			if d > 10*time.Second {
+				t.Errorf("%s warned of the shared instance ID %v after the second process started, want within 10 s", name, d)
 			}
-			if warned > 0 {
-				t.Logf("%d of the two gateways on one data directory warned", warned)
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no warning after 20 s from two gateways with one instance ID")
-			}
-			time.Sleep(200 * time.Millisecond)
 		}
-		for _, g := range []*gateway{a} {
-			lines, _ := g.logLines(0)
-			if slices.ContainsFunc(lines, func(m map[string]any) bool {
-				return strings.HasPrefix(fmt.Sprint(m["msg"]), "another gateway process")
-			}) {
-				t.Errorf("%s, with a data directory of its own, warned of a shared instance ID", g.name)
+		if w := a.warnings(0, warnSharedID); len(w) > 0 {
+			t.Errorf("a, with a data directory of its own, warned of a shared instance ID: %v", w)
+		}
+		// Until now every gateway of the cluster agreed, in a storage of
+		// its own: nobody warned of anything else.
+		for _, g := range both {
+			if w := g.warnings(0, warnOtherBackend, warnUnclaimed, warnInstances, warnLane); len(w) > 0 {
+				t.Errorf("%s warned: %v", g.name, w)
 			}
 		}
 	})
@@ -214,12 +239,33 @@ func TestTwoGateways(t *testing.T) {
 		}
 	})
 
+	t.Run("instances 1 against 2 warns on both", func(t *testing.T) {
+		offsets := map[*gateway]int64{a: a.logSize(), b: b.logSize()}
+		if err := a.reload(conf(oldKey, 1, nil), rds.port, simPort); err != nil {
+			t.Fatal(err)
+		}
+		took := waitWarned(t, time.Now(), warnInstances, both, offsets)
+		t.Logf("a at instances 1, b at 2: both warned, after %v", took)
+		for _, g := range both {
+			w := g.warnings(offsets[g], warnInstances)
+			if len(w) != 1 {
+				t.Errorf("%s warned %d times, want once", g.name, len(w))
+			}
+			want := map[string][2]float64{"a": {1, 2}, "b": {2, 1}}[g.name]
+			if w[0]["instances"] != want[0] || w[0]["other_instances"] != want[1] || !strings.HasPrefix(fmt.Sprint(w[0]["backend"]), survival) {
+				t.Errorf("%s: %v", g.name, w[0])
+			}
+		}
+	})
+
 	t.Run("control: each gateway at 8 doubles it", func(t *testing.T) {
+		offsets := map[*gateway]int64{a: a.logSize(), b: b.logSize()}
 		for _, g := range both {
 			if err := g.reload(conf(oldKey, 1, nil), rds.port, simPort); err != nil {
 				t.Fatal(err)
 			}
 		}
+		lanes := time.Now()
 		snap, players, placeholders := backendFlood(t, both, 10*time.Second)
 		ph := snap.Stations["placeholders"]
 		t.Logf("control: backend peak in flight %d (busy %d, queued %d, longest wait %v), main-thread peak %d (%d skipped ticks, %d timeouts); /player %v, /placeholders %v",
@@ -230,6 +276,9 @@ func TestTwoGateways(t *testing.T) {
 		if ph.PeakInFlight <= 1 {
 			t.Errorf("control: main-thread peak %d, want more than 1", ph.PeakInFlight)
 		}
+		// Both hold the main-thread lane, which each says.
+		took := waitWarned(t, lanes, warnLane, both, offsets)
+		t.Logf("the main-thread lane open on both: both warned, after %v", took)
 	})
 
 	t.Run("a key rotated by reloading each gateway", func(t *testing.T) {
@@ -377,18 +426,129 @@ func TestTwoGateways(t *testing.T) {
 		}
 	})
 
-	t.Run("Redis killed", func(t *testing.T) {
-		// b again, from its data directory: the same instance ID.
+	// b was killed: it comes back, as a service manager restarts a crashed
+	// process, from its data directory (the same instance ID), then is
+	// restarted as systemctl restart does (SIGTERM, then a new process).
+	// Neither start may be taken for a second gateway on b's data
+	// directory; they are checked once the next subtest has given a's and
+	// b's heartbeats time to be seen.
+	restarted := time.Now()
+	offsetA := a.logSize()
+	var crashed *gateway
+	t.Run("a restart removes the heartbeat", func(t *testing.T) {
 		var err error
+		crashed, err = startGateway(ctx, bin, dirB, "b-crashed", conf(newKey, 2, a), rds.port, simPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer crashed.proc.Stop() // stopped below; here if the subtest fails first
+		beats := func() []string {
+			keys, _ := rds.keys("*statusgate/instances/" + instanceID(dirB) + ".*")
+			return keys
+		}
+		// The killed b's heartbeat, which stopped changing, and the new one's.
+		for deadline := time.Now().Add(fixture.Patience); len(beats()) < 2; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("b's heartbeats: %v, want the killed one's and the new one's", beats())
+			}
+		}
+		before := beats()
+		crashed.proc.Stop()
+		if after := beats(); len(after) != 1 || !slices.Contains(before, after[0]) {
+			t.Errorf("heartbeats after a graceful stop: %v, want one of %v: the stopped process's deleted", after, before)
+		}
 		b, err = startGateway(ctx, bin, dirB, "b", conf(newKey, 2, a), rds.port, simPort)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		both[1] = b
+		restarted = time.Now()
+	})
+
+	t.Run("two deployments on one Redis", func(t *testing.T) {
+		// d fronts another backend (creative; here the same sim process,
+		// for what counts is the name), alone, with a key_prefix of its
+		// own, the same zone and the same client key.
+		creative := gatewayConfig{instances: 1, key: newKey, backend: "creative", keyPrefix: "creative"}
+		d, err := startGateway(ctx, bin, dir("d"), "d", creative, rds.port, simPort)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.proc.Stop()
+		// exhaust sends a client's N requests and more to a, until a
+		// refuses it.
+		exhaust := func(client string) {
+			for i := 0; ; i++ {
+				code, err := get(ctx, a.base(), "/api/v1/status", client, nil)
+				if code == http.StatusTooManyRequests {
+					return
+				}
+				if err != nil || i > 3*n {
+					t.Fatalf("%s at a: %d %v after %d requests, want 429 after about %d", client, code, err, i, n)
+				}
+			}
+		}
+		exhaust("198.51.100.7")
+		var codes []int
+		for range 20 {
+			code, _ := get(ctx, d.base(), "/api/v1/status", "198.51.100.7", nil)
+			codes = append(codes, code)
+		}
+		t.Logf("a client refused at survival, at creative with its own key_prefix: %v", codes)
+		if slices.ContainsFunc(codes, func(c int) bool { return c != http.StatusOK }) {
+			t.Errorf("creative, with its own key_prefix, answered %v to a client refused at survival", codes)
+		}
+		for _, g := range []*gateway{a, b, d} {
+			if w := g.warnings(0, warnOtherBackend, warnUnclaimed); len(w) > 0 {
+				t.Errorf("%s warned with a key_prefix per deployment: %v", g.name, w)
+			}
+		}
+
+		// One key_prefix for both: d (and the gateways of survival) warn.
+		offsets := map[*gateway]int64{a: a.logSize(), d: d.logSize()}
+		creative.keyPrefix = ""
+		if err := d.reload(creative, rds.port, simPort); err != nil {
+			t.Fatal(err)
+		}
+		took := waitWarned(t, time.Now(), warnOtherBackend, []*gateway{d, a}, offsets)
+		t.Logf("one key_prefix for two deployments: warned after %v", took)
+		if w := d.warnings(offsets[d], warnOtherBackend); !strings.HasPrefix(fmt.Sprint(w[0]["other_backends"]), "["+survival) {
+			t.Errorf("d: %v", w[0])
+		}
+		// And the mistake it warns of: a client refused at survival is
+		// refused at creative, where it sent nothing.
+		exhaust("198.51.100.8")
+		for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(100 * time.Millisecond) {
+			code, err := get(ctx, d.base(), "/api/v1/status", "198.51.100.8", nil)
+			if code == http.StatusTooManyRequests {
+				t.Logf("one key_prefix: a client refused at survival is refused at creative")
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("one key_prefix: creative still answers %d %v to a client refused at survival", code, err)
+			}
+		}
+	})
+
+	t.Run("the restarts warned nothing", func(t *testing.T) {
+		// At least four heartbeats since b's last start: a lower bound.
+		time.Sleep(8*time.Second - time.Since(restarted))
+		for g, offset := range map[*gateway]int64{a: offsetA, crashed: 0, b: 0} {
+			if g == nil {
+				continue
+			}
+			// (a warned of d, the other deployment, above: rightly.)
+			if w := g.warnings(offset, warnSharedID, warnUnclaimed, warnInstances, warnGateways, warnLane); len(w) > 0 {
+				t.Errorf("%s warned after b was restarted: %v", g.name, w)
+			}
+		}
+	})
+
+	t.Run("Redis killed", func(t *testing.T) {
 		offsets := map[string]int64{a.name: a.logSize(), b.name: b.logSize()}
 		rds.kill()
+		killed := time.Now()
 		d := 31 * time.Second
-		both[1] = b
 		rs := paced(ctx, 50, d, func(seq int) *gateway { return both[seq%2] }, "/api/v1/status", "198.51.100.3", nil)
 		ws := windows(rs, 50, d)
 		t.Logf("Redis down: windows %s (%s); %v", counts(ws), ratios(ws, n), tally(rs))
@@ -408,12 +568,16 @@ func TestTwoGateways(t *testing.T) {
 			t.Errorf("only %d whole windows", len(ws))
 		}
 		// What the outage put in the logs: a line for each failed sync
-		// would be 8 a second per gateway; a line per request, 25.
+		// would be 8 a second per gateway; a line per request, 25; one per
+		// go-redis message, dozens a second, on stderr past the log.
 		for _, g := range []*gateway{a, b} {
+			if stray := g.strayLines(offsets[g.name]); len(stray) > 0 {
+				t.Errorf("%s wrote %d lines outside its log with Redis down, the first: %s", g.name, len(stray), stray[0])
+			}
 			lines, _ := g.logLines(offsets[g.name])
 			msgs := map[string]int{}
 			for _, m := range lines {
-				if m["level"] == "error" || m["level"] == "warn" {
+				if m["level"] == "error" || m["level"] == "warn" || strings.HasSuffix(fmt.Sprint(m["logger"]), ".redis") {
 					msgs[fmt.Sprint(m["logger"], ": ", m["msg"])]++
 				}
 			}
@@ -421,9 +585,12 @@ func TestTwoGateways(t *testing.T) {
 			for _, c := range msgs {
 				total += c
 			}
-			t.Logf("%s logged %d warnings and errors in %v of Redis down: %v", g.name, total, d, msgs)
-			if total > 6 {
-				t.Errorf("%s logged %d lines in %v of Redis down: %v; want each message once", g.name, total, d, msgs)
+			t.Logf("%s logged %d lines about %v of Redis down: %v", g.name, total, time.Since(killed).Round(time.Second), msgs)
+			if total > 3 {
+				t.Errorf("%s logged %d lines about %v of Redis down: %v; want at most 3", g.name, total, d, msgs)
+			}
+			if len(g.warnings(offsets[g.name], redisFailing)) != 1 {
+				t.Errorf("%s did not say once that Redis is failing: %v", g.name, msgs)
 			}
 		}
 		// A reload needs the storage: caddy-storage-redis pings Redis
@@ -437,6 +604,23 @@ func TestTwoGateways(t *testing.T) {
 		}
 		if code != http.StatusOK {
 			t.Errorf("after a reload with Redis down the gateway answers %d", code)
+		}
+
+		// Redis back, empty: each gateway says so once, with what it
+		// counted in between.
+		if rds, err = rds.restart(ctx, root); err != nil {
+			t.Fatal(err)
+		}
+		back := waitWarned(t, time.Now(), redisBack, []*gateway{a, b}, map[*gateway]int64{a: offsets[a.name], b: offsets[b.name]})
+		for _, g := range []*gateway{a, b} {
+			w := g.warnings(offsets[g.name], redisBack)
+			t.Logf("%s: Redis back after %v: %v", g.name, back[g.name], w)
+			if len(w) != 1 || w[0]["messages"].(float64) < 2 {
+				t.Errorf("%s: %v, want one line counting go-redis's messages", g.name, w)
+			}
+			if stray := g.strayLines(offsets[g.name]); len(stray) > 0 {
+				t.Errorf("%s wrote %d lines outside its log, the first: %s", g.name, len(stray), stray[0])
+			}
 		}
 	})
 }
