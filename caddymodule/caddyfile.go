@@ -120,14 +120,15 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "key":
 			var key apikey.Key
 			var line keyLine
+			keyAt := *d // the key's line, which its errors name, also after its block
 			if key, err = keyArgs(d); err != nil {
 				return err
 			}
 			if err = keyBlock(d, &key); err != nil {
 				return err
 			}
-			if key, line, err = sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines); err != nil {
-				return d.Errf("%v", err)
+			if key, line, err = sealKey(key, keyAt.File()+":"+strconv.Itoa(keyAt.Line()), keyLines); err != nil {
+				return keyAt.Errf("%v", err)
 			}
 			keyLines = append(keyLines, line)
 			auth.Keys = append(auth.Keys, key)

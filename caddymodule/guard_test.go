@@ -92,7 +92,7 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"instances two", "instances: 'two' is not a count of gateways"},
 		{"instances 2 3", "wrong argument count"},
 	} {
-		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
+		_, err := parseTestCaddyfile("statusgate {\n\tkey k s3cret-s3cret-s3cret\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
 			t.Errorf("%s: error %v, want %q at Testfile:3", tc.in, err, tc.words)
 		}

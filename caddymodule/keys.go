@@ -15,10 +15,12 @@ import (
 )
 
 // minKeyLength is the length under which a plain secret gets a startup warning.
-const minKeyLength = 16
+const minKeyLength = apikey.MinSecretAlone
 
-// provisionKeys expands the configured keys and builds the keyring. Errors and
-// warnings name a key by its position in auth.keys and its name (when it is a
+// provisionKeys expands the configured keys and builds the keyring: entries
+// with one name are one key with several secrets (a key being rotated),
+// with one keyInfo. Errors and warnings name an entry by its position in
+// auth.keys, counting from 0 as a JSON path does, and its name (when it is a
 // valid one), never by its text: that may be the secret, or part of it.
 func (h *Handler) provisionKeys() error {
 	repl := caddy.NewReplacer()
@@ -27,17 +29,18 @@ func (h *Handler) provisionKeys() error {
 		name := k.Name
 		if name == "" {
 			name = apikey.DefaultName(i + 1)
+		} else if apikey.ValidateName(k.Name) != nil {
+			name = ""
 		}
-		where := fmt.Sprintf("auth.keys[%d]", i)
-		if k.Name == "" || apikey.ValidateName(k.Name) == nil {
-			where += " '" + name + "'"
-		}
+		where := "auth." + apikey.EntryPath(i, name)
 		reference := placeholderOnly(k.Secret)
 		if reference {
 			// A reference such as {env.NAME} is no secret, and names what to fix.
 			where += " " + k.Secret
 		}
-		if err := k.Validate(); err != nil {
+		if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
+			return fmt.Errorf("%s: %v: %s", where, err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
+		} else if err != nil {
 			return fmt.Errorf("%s: %v", where, err)
 		}
 		for _, ep := range k.Endpoints {
@@ -62,18 +65,28 @@ func (h *Handler) provisionKeys() error {
 			h.logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
-		keys[i] = apikey.Key{Name: k.Name, Secret: secret}
+		k.Secret = secret
+		keys[i] = k
 	}
 	kr, err := apikey.NewKeyring(keys)
 	if err != nil {
-		return fmt.Errorf("auth.keys: %v", err)
+		return fmt.Errorf("auth.%v", err)
 	}
 	h.keys = kr
 	h.keyInfo = h.keyInfo[:0]
 	for i, name := range kr.Names() {
-		h.keyInfo = append(h.keyInfo, newKeyInfo(name, h.Auth.Keys[i]))
+		h.keyInfo = append(h.keyInfo, newKeyInfo(name, h.Auth.Keys[kr.First(i)]))
 	}
 	return nil
+}
+
+// nameAloneFix is the end of the error for a key without a name that reads
+// like one (apikey.ErrNameAlone): the two fixes, with the named form of the
+// config at hand (the Caddyfile's line or the JSON's object), and what a
+// secret written alone may be.
+func nameAloneFix(named string) string {
+	return "write " + named + ", or make a key with caddy statusgate-key --name <name> and paste its lines " +
+		"(a secret alone must be a sha256: digest, a placeholder such as {env.NAME}, or 16 or more characters that are not words: docs/keys.md)"
 }
 
 // keyInfo is what the request path needs to know of one accepted key: its
