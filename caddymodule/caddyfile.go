@@ -1,6 +1,9 @@
 package caddymodule
 
 import (
+	"cmp"
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/nearest"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -46,12 +50,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_in_flight    <n>|off
 //		max_main_thread  <n>|off
 //		max_per_client   <n>|off
-//		queue            <length> [<wait>]
-//		queue            off
+//		queue            <length> [<wait>]|off
 //		timeout          <duration>|off
 //		coalesce         on|off
-//		cache            <endpoint> <ttl>|off
-//		snapshot         <endpoint> <interval>|off
+//		cache            <endpoint> <duration>|off
+//		snapshot         <endpoint> <duration>|off
 //		cache_size       <size>|off
 //		max_response     <size>
 //		max_held         <size>
@@ -71,7 +74,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // as sha256:<64 hex digits>, which `caddy statusgate-key` prints. A plain
 // secret is written to the JSON as that digest (see sealKey); one with an
 // {env.*} or {file.*} placeholder stays as written. A name that looks like a
-// secret (the generator's form, a digest, another line's secret) is an error.
+// secret (the generator's form, a digest, another line's secret) is an error,
+// and so is a secret alone that reads like a name (`key website`, the secret
+// forgotten; apikey.ReadsLikeName). Lines of one name are one key with
+// several secrets, a key being rotated, and give it the same block.
 // A key's block narrows it: endpoints (repeatable) lists the endpoints it
 // opens, the index always among them (default: every endpoint), and for any
 // other its caller is a caller without a key; max_in_flight caps its open
@@ -97,7 +103,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	auth, b := &h.Auth, &h.Backend
-	var keyLines []keyLine // what sealKey compares a key line with
+	var keyLines []keyLine         // what sealKey compares a key line with
+	sizes := map[string]sizeLine{} // max_response's and max_held's words as written
 	seen := map[string]bool{}
 	once := func(what string) error {
 		if seen[what] {
@@ -139,7 +146,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "hide_protected":
 			auth.HideProtected, err = switchArg(d, opt, true)
 		case "require_key":
-			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoff.Parse(d, opt, false) })
+			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoffArg(d, opt, false) })
 		case "protected_fields":
 			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) { return fieldArgs(d) })
 		case "enable":
@@ -173,8 +180,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "max_response":
 			b.MaxResponse, err = oneArg(d, opt, sizeWord)
+			sizes[opt] = sizeLine{word: d.Val(), d: *d}
 		case "max_held":
 			b.MaxHeld, err = oneArg(d, opt, sizeWord)
+			sizes[opt] = sizeLine{word: d.Val(), d: *d}
 		case "write_timeout":
 			b.WriteTimeout, err = oneArg(d, opt, durationWord)
 		case "client_prefix_v6":
@@ -202,13 +211,80 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			b.StreamHeartbeat, err = oneArg(d, opt, durationWord)
 
 		default:
-			return d.Errf("unrecognized subdirective '%s'", opt)
+			return d.Errf("unrecognized subdirective '%s'%s", opt, nearest.Suggest(opt, names(caddyfileSyntax)))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	return nil
+	return heldFits(b, sizes)
+}
+
+// An option is a subdirective and its arguments as the syntax writes them.
+type option struct{ name, args string }
+
+// caddyfileSyntax is the syntax of the statusgate directive's block, in the
+// order the documentation gives it: the source of the suggestion for an
+// unrecognized subdirective and of the syntax an argument error shows.
+// TestSyntaxListsEveryOption keeps it equal to the parser's cases, and to
+// the syntax blocks of UnmarshalCaddyfile's comment, the README and
+// docs/configuration.md.
+var caddyfileSyntax = []option{
+	{"auth", "on|off"},
+	{"key", "[<name>] <secret>|sha256:<hex>"},
+	{"allow_query_key", "[on|off]"},
+	{"hide_protected", "[on|off]"},
+	{"require_key", "<endpoint> on|off"},
+	{"protected_fields", "<endpoint> [<field>...]"},
+	{"enable", "<endpoint>..."},
+	{"disable", "<endpoint>..."},
+	{"max_in_flight", "<n>|off"},
+	{"max_main_thread", "<n>|off"},
+	{"max_per_client", "<n>|off"},
+	{"queue", "<length> [<wait>]|off"},
+	{"timeout", "<duration>|off"},
+	{"coalesce", "on|off"},
+	{"cache", "<endpoint> <duration>|off"},
+	{"snapshot", "<endpoint> <duration>|off"},
+	{"cache_size", "<size>|off"},
+	{"max_response", "<size>"},
+	{"max_held", "<size>"},
+	{"write_timeout", "<duration>|off"},
+	{"client_prefix_v6", "<bits>"},
+	{"guard", "<name>"},
+	{"instances", "<k>"},
+	{"max_streams", "<n>|off"},
+	{"max_streams_per_client", "<n>|off"},
+	{"stream_lifetime", "<duration>|off"},
+	{"stream_heartbeat", "<duration>"},
+}
+
+// keySyntax is the syntax of a key's block, as caddyfileSyntax.
+var keySyntax = []option{
+	{"endpoints", "<endpoint>..."},
+	{"max_in_flight", "<n>"},
+}
+
+// names are the options' names, in order.
+func names(syntax []option) []string {
+	out := make([]string, len(syntax))
+	for i, o := range syntax {
+		out[i] = o.name
+	}
+	return out
+}
+
+// argErr is the error for a line of the option opt with too few or too many
+// arguments (the dispenser's current token is the last read): Caddy's
+// ArgErr, and the option's syntax.
+func argErr(d *caddyfile.Dispenser, opt string, syntax []option) error {
+	args := "…"
+	for _, o := range syntax {
+		if o.name == opt {
+			args = o.args
+		}
+	}
+	return d.Errf("%s: wrong argument count or unexpected line ending after '%s'; write %s %s", opt, d.Val(), opt, args)
 }
 
 // repeatable are the options that may appear more than once: key, and those
@@ -222,8 +298,17 @@ var repeatable = map[string]bool{
 // the JSON spells a switch whose absence means its default; optional says a
 // bare option means on.
 func switchArg(d *caddyfile.Dispenser, opt string, optional bool) (*bool, error) {
-	on, err := onoff.Parse(d, opt, optional)
+	on, err := onoffArg(d, opt, optional)
 	return &on, err
+}
+
+// onoffArg is onoff.Parse, whose argument errors give opt's syntax.
+func onoffArg(d *caddyfile.Dispenser, opt string, optional bool) (bool, error) {
+	on, err := onoff.Parse(d, opt, optional)
+	if errors.Is(err, onoff.ErrArgCount) {
+		err = argErr(d, opt, caddyfileSyntax)
+	}
+	return on, err
 }
 
 // perEndpoint reads an option that names an endpoint and then its value for
@@ -268,7 +353,7 @@ func fieldArgs(d *caddyfile.Dispenser) ([]string, error) {
 func switchEndpoints(d *caddyfile.Dispenser, once func(string) error, m *map[string]bool, on bool) error {
 	opt := d.Val()
 	if !d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	for {
 		name := d.Val()
@@ -293,7 +378,7 @@ func switchEndpoints(d *caddyfile.Dispenser, once func(string) error, m *map[str
 func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
 	opt := d.Val()
 	if !d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	n, err := limitWord(d, opt)
 	if err != nil {
@@ -312,9 +397,61 @@ func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
 		}
 	}
 	if d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	return nil
+}
+
+// heldFits checks, once the block is read, that no answer max_response lets
+// the gateway hold is larger than max_held, the default of either where it
+// is not written. The error is at max_response's line (max_held's when only
+// that is written), shows each size as written and the other's line. Within
+// this gateway's share of max_held (instances) is Provision's check.
+func heldFits(b *BackendConfig, written map[string]sizeLine) error {
+	if len(written) == 0 || cmp.Or(b.MaxResponse, defaultMaxResponse) <= cmp.Or(b.MaxHeld, defaultMaxHeld) {
+		return nil
+	}
+	at, ok := written["max_response"]
+	if !ok {
+		at = written["max_held"]
+	}
+	shown := func(name string, def int64) string {
+		w, ok := written[name]
+		switch {
+		case !ok:
+			return sizeText(def) + ", its default"
+		case w.d.Line() == at.d.Line():
+			return w.word
+		}
+		return fmt.Sprintf("%s (at %s:%d)", w.word, w.d.File(), w.d.Line())
+	}
+	response, held := shown("max_response", defaultMaxResponse), shown("max_held", defaultMaxHeld)
+	need := sizeText(defaultMaxResponse)
+	if w, ok := written["max_response"]; ok {
+		need = w.word
+	}
+	if _, ok := written["max_response"]; ok {
+		return at.d.Errf("max_response: %s is more than max_held, %s: no answer that large could be held; write max_held %s or more, or a smaller max_response", response, held, need)
+	}
+	return at.d.Errf("max_held: %s is less than max_response, %s: no answer that large could be held; write max_held %s or more, or a smaller max_response", held, response, need)
+}
+
+// sizeLine is a size as a Caddyfile line wrote it, and the line (the
+// dispenser at its size) for errors.
+type sizeLine struct {
+	word string
+	d    caddyfile.Dispenser
+}
+
+// sizeText writes a size in bytes as a Caddyfile writes it: 4MiB, 512KiB.
+func sizeText(n int64) string {
+	switch {
+	case n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "MiB"
+	case n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "KiB"
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // keyBlock reads the optional block of a key line into k: its scope and its
@@ -346,14 +483,20 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
 				return d.Errf("'%s' given twice", opt)
 			}
 			seen[opt] = true
-			n, err := oneArg(d, opt, func(d *caddyfile.Dispenser, opt string) (int, error) { return positiveInt(d, opt, false) })
+			if !d.NextArg() {
+				return argErr(d, opt, keySyntax)
+			}
+			n, err := positiveInt(d, opt, false)
 			if err != nil {
 				return err
+			}
+			if d.NextArg() {
+				return argErr(d, opt, keySyntax)
 			}
 			k.MaxInFlight = n
 
 		default:
-			return d.Errf("unrecognized key subdirective '%s'", opt)
+			return d.Errf("unrecognized key subdirective '%s'%s", opt, nearest.Suggest(opt, names(keySyntax)))
 		}
 	}
 	return nil
@@ -364,14 +507,14 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key) error {
 func oneArg[T any](d *caddyfile.Dispenser, opt string, word func(d *caddyfile.Dispenser, opt string) (T, error)) (T, error) {
 	var zero T
 	if !d.NextArg() {
-		return zero, d.ArgErr()
+		return zero, argErr(d, opt, caddyfileSyntax)
 	}
 	v, err := word(d, opt)
 	if err != nil {
 		return zero, err
 	}
 	if d.NextArg() {
-		return zero, d.ArgErr()
+		return zero, argErr(d, opt, caddyfileSyntax)
 	}
 	return v, nil
 }
@@ -476,7 +619,7 @@ func countWord(most int, want string) func(*caddyfile.Dispenser, string) (int, e
 func endpointArg(d *caddyfile.Dispenser) (string, error) {
 	opt := d.Val()
 	if !d.NextArg() {
-		return "", d.ArgErr()
+		return "", argErr(d, opt, caddyfileSyntax)
 	}
 	name := d.Val()
 	if !validEndpointName(name) {

@@ -23,8 +23,9 @@ const minKeyLength = apikey.MinSecretAlone
 // auth.keys, counting from 0 as a JSON path does, and its name (when it is a
 // valid one), never by its text: that may be the secret, or part of it.
 func (h *Handler) provisionKeys() error {
-	repl := caddy.NewReplacer()
-	keys := make([]apikey.Key, len(h.Auth.Keys))
+	// Each key as written first, then each expanded: a mistake in the
+	// config is named before a placeholder that has no value here.
+	where := make([]string, len(h.Auth.Keys))
 	for i, k := range h.Auth.Keys {
 		name := k.Name
 		if name == "" {
@@ -32,36 +33,43 @@ func (h *Handler) provisionKeys() error {
 		} else if apikey.ValidateName(k.Name) != nil {
 			name = ""
 		}
-		where := "auth." + apikey.EntryPath(i, name)
-		reference := placeholderOnly(k.Secret)
-		if reference {
+		where[i] = "auth." + apikey.EntryPath(i, name)
+		if placeholderOnly(k.Secret) {
 			// A reference such as {env.NAME} is no secret, and names what to fix.
-			where += " " + k.Secret
+			where[i] += " " + k.Secret
 		}
 		if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
-			return fmt.Errorf("%s: %v: %s", where, err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
+			return fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
 		} else if err != nil {
-			return fmt.Errorf("%s: %v", where, err)
+			return fmt.Errorf("%s: %v", where[i], err)
 		}
 		for _, ep := range k.Endpoints {
 			if !validEndpointName(ep) {
-				return fmt.Errorf("%s: endpoints: %v", where, endpointNameError(ep))
+				return fmt.Errorf("%s: endpoints: %v", where[i], endpointNameError(ep))
 			}
 		}
+	}
+	repl := caddy.NewReplacer()
+	keys := make([]apikey.Key, len(h.Auth.Keys))
+	for i, k := range h.Auth.Keys {
 		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
 		if err != nil {
-			if !reference {
+			if !placeholderOnly(k.Secret) {
 				// The replacer's message quotes the placeholder: here a
 				// part of the key, which may be a secret with braces in it.
 				err = errPlaceholder
 			}
-			return fmt.Errorf("%s: %v", where, err)
+			return fmt.Errorf("%s: %v", where[i], err)
 		}
 		secret = strings.TrimSpace(secret)
 		if secret == "" {
-			return fmt.Errorf("%s resolves to an empty string", where)
+			return fmt.Errorf("%s resolves to an empty string", where[i])
 		}
 		if !strings.HasPrefix(secret, apikey.DigestPrefix) && len(secret) < minKeyLength {
+			name := k.Name
+			if name == "" {
+				name = apikey.DefaultName(i + 1)
+			}
 			h.logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
