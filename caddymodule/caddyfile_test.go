@@ -279,12 +279,26 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // (indented with tabs) or lines of text that the adapter's error must each
 // contain.
 func TestAdaptCaddyfiles(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "adapt", "*.caddyfiletest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no testdata/adapt/*.caddyfiletest files")
+	forGoldenFiles(t, filepath.Join("testdata", "adapt", "*.caddyfiletest"), func(t *testing.T, file, input, expected string) {
+		input += "\n"
+		if strings.HasPrefix(expected, "{") {
+			if !caddytest.CompareAdapt(t, file, input, "caddyfile", expected) {
+				t.Errorf("adapting %s did not give the expected JSON (diff on stdout)", file)
+			}
+			return
+		}
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+		wantErrorWords(t, err, strings.Split(expected, "\n")...)
+	})
+}
+
+// forGoldenFiles runs check, as a subtest, on each file that pattern
+// matches: its text up to a line of ten dashes, and after it, each trimmed
+// of white space around it.
+func forGoldenFiles(t *testing.T, pattern string, check func(t *testing.T, file, input, expected string)) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no %s files: %v", pattern, err)
 	}
 	newlines := regexp.MustCompile(`\r?\n`)
 	for _, file := range files {
@@ -297,16 +311,7 @@ func TestAdaptCaddyfiles(t *testing.T) {
 			if len(parts) != 2 {
 				t.Fatalf("want one ---------- separator, found %d", len(parts)-1)
 			}
-			input, expected := strings.TrimSpace(parts[0])+"\n", strings.TrimSpace(parts[1])
-
-			if strings.HasPrefix(expected, "{") {
-				if !caddytest.CompareAdapt(t, file, input, "caddyfile", expected) {
-					t.Errorf("adapting %s did not give the expected JSON (diff on stdout)", file)
-				}
-				return
-			}
-			_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
-			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+			check(t, file, strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1]))
 		})
 	}
 }

@@ -3,9 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -123,30 +121,15 @@ func TestJSONOptionErrors(t *testing.T) {
 // and provisioning it, as Caddy does, must each contain. Most have a twin
 // in testdata/adapt: the Caddyfile and the JSON refuse the same mistakes.
 func TestJSONConfigErrors(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "json", "*.jsontest"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no testdata/json/*.jsontest files: %v", err)
-	}
-	newlines := regexp.MustCompile(`\r?\n`)
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts := strings.Split(newlines.ReplaceAllString(string(data), "\n"), "----------")
-			if len(parts) != 2 {
-				t.Fatalf("want one ---------- separator, found %d", len(parts)-1)
-			}
-			h := new(Handler)
-			err = caddy.StrictUnmarshalJSON([]byte(parts[0]), h)
-			if err == nil {
-				ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-				defer cancel()
-				err = h.Provision(ctx)
-				_ = h.Cleanup()
-			}
-			wantErrorWords(t, err, strings.Split(strings.TrimSpace(parts[1]), "\n")...)
-		})
-	}
+	forGoldenFiles(t, filepath.Join("testdata", "json", "*.jsontest"), func(t *testing.T, _, input, expected string) {
+		h := new(Handler)
+		err := caddy.StrictUnmarshalJSON([]byte(input), h)
+		if err == nil {
+			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			defer cancel()
+			err = h.Provision(ctx)
+			_ = h.Cleanup()
+		}
+		wantErrorWords(t, err, strings.Split(expected, "\n")...)
+	})
 }

@@ -62,27 +62,31 @@ func TestSyntaxListsEveryOption(t *testing.T) {
 }
 
 // syntaxLines reads a syntax block: each option's line as its name and its
-// arguments (white space between them made one space), and those of the
-// key's block apart.
+// arguments (white space between them made one space, an opening brace
+// dropped), and the lines of the key's block apart. The lines of another
+// option's block are that option's business, and left out.
 func syntaxLines(block string) (top, key []option) {
-	inKey := false
+	inBlock := "" // the option whose block the lines are in
 	for _, line := range strings.Split(block, "\n") {
 		fields := strings.Fields(line)
 		switch {
-		case len(fields) == 0 || fields[0] == "statusgate" || fields[0] == "}":
+		case len(fields) == 0 || fields[0] == "statusgate":
 			continue
-		case fields[0] == "}]":
-			inKey = false
+		case fields[0] == "}" || fields[0] == "}]":
+			inBlock = ""
 			continue
 		}
 		o := option{name: fields[0], args: strings.Join(fields[1:], " ")}
-		if o.name == "key" {
-			o.args, inKey = strings.TrimSuffix(o.args, " [{"), strings.HasSuffix(o.args, " [{")
-			top = append(top, o)
-		} else if inKey {
+		switch inBlock {
+		case "key":
 			key = append(key, o)
-		} else {
+		case "":
+			opens := strings.HasSuffix(o.args, "{")
+			o.args = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(o.args, "{"), "["))
 			top = append(top, o)
+			if opens {
+				inBlock = o.name
+			}
 		}
 	}
 	return top, key

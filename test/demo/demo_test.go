@@ -7,8 +7,6 @@ package demo
 import (
 	"bufio"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -72,8 +70,7 @@ func TestDemoReloads(t *testing.T) {
 		}
 	}
 
-	sum := sha256.Sum256([]byte(repo))
-	bin := filepath.Join(os.TempDir(), "statusgate-demo-"+hex.EncodeToString(sum[:6]), "caddy")
+	bin := harness.CheckoutBinary(repo, "demo")
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)
