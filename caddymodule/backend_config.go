@@ -211,7 +211,7 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 		v    int
 	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
 		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
 		}
 	}
 	for _, d := range []struct {
@@ -219,19 +219,19 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 		v    caddy.Duration
 	}{{"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
 		if d.v < off {
-			return l, fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", d.name, time.Duration(d.v))
+			return l, fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", d.name, time.Duration(d.v))
 		}
 	}
 	switch {
 	case c.QueueWait == off:
 		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
 	case c.QueueWait < 0:
-		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.QueueWait))
+		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.QueueWait))
 	case c.QueueWait > 0 && c.QueueLength == off:
 		return l, fmt.Errorf("backend.queue_wait: %v, but queue_length is -1 (off): there is no queue to wait in", time.Duration(c.QueueWait))
 	}
 	if c.CacheSize < off {
-		return l, fmt.Errorf("backend.cache_size: %d is not a size: write bytes, at least 1, or -1 for off (0 or nothing: the default)", c.CacheSize)
+		return l, fmt.Errorf("backend.cache_size: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", c.CacheSize)
 	}
 	for _, n := range []struct {
 		name string
@@ -241,7 +241,7 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 			return l, fmt.Errorf("backend.%s cannot be off (-1): %s", n.name, whyNotOff[n.name])
 		}
 		if n.v < 0 {
-			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (0 or nothing: the default)", n.name, n.v)
+			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (leave it out for the default)", n.name, n.v)
 		}
 	}
 	if c.ClientPrefix6 == off {
@@ -257,7 +257,7 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	case c.Instances == off:
 		return l, fmt.Errorf("backend.instances cannot be off (-1): %s", whyNotOff["instances"])
 	case c.Instances < 0:
-		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (0 or nothing: 1)", c.Instances)
+		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (leave it out for 1)", c.Instances)
 	}
 	for _, section := range []struct {
 		name string
@@ -297,7 +297,8 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
 	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
 	if l.MaxResponse > l.MaxHeld {
-		return l, fmt.Errorf("backend.max_response: %d is more than max_held, %d: no answer that large could be held", l.MaxResponse, l.MaxHeld)
+		return l, fmt.Errorf("backend.max_response: %d (%s) is more than max_held, %d (%s): no answer that large could be held; write max_held %d or more, or a smaller max_response",
+			l.MaxResponse, sizeText(l.MaxResponse), l.MaxHeld, sizeText(l.MaxHeld), l.MaxResponse)
 	}
 	if why := c.instancesTooMany(); why != "" {
 		return l, fmt.Errorf("backend.instances: %d %s", c.Instances, why)
@@ -500,16 +501,16 @@ func resolveLive(c LiveConfig) (liveLimits, error) {
 		v    int
 	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}} {
 		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (0 or nothing: the default)", n.name, n.v)
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
 		}
 	}
 	switch {
 	case c.StreamLifetime < off:
-		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (0 or nothing: the default)", time.Duration(c.StreamLifetime))
+		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", time.Duration(c.StreamLifetime))
 	case c.StreamHeartbeat == off:
 		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
 	case c.StreamHeartbeat < 0:
-		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (0 or nothing: the default)", time.Duration(c.StreamHeartbeat))
+		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.StreamHeartbeat))
 	}
 	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
 	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)

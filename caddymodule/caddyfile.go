@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -16,6 +18,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/nearest"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -51,12 +54,11 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		max_in_flight    <n>|off
 //		max_main_thread  <n>|off
 //		max_per_client   <n>|off
-//		queue            <length> [<wait>]
-//		queue            off
+//		queue            <length> [<wait>]|off
 //		timeout          <duration>|off
 //		coalesce         on|off
-//		cache            <endpoint> <ttl>|off
-//		snapshot         <endpoint> <interval>|off
+//		cache            <endpoint> <duration>|off
+//		snapshot         <endpoint> <duration>|off
 //		cache_size       <size>|off
 //		max_response     <size>
 //		max_held         <size>
@@ -88,7 +90,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // as sha256:<64 hex digits>, which `caddy statusgate-key` prints. A plain
 // secret is written to the JSON as that digest (see sealKey); one with an
 // {env.*} or {file.*} placeholder stays as written. A name that looks like a
-// secret (the generator's form, a digest, another line's secret) is an error.
+// secret (the generator's form, a digest, another line's secret) is an error,
+// and so is a secret alone that reads like a name (`key website`, the secret
+// forgotten; apikey.ReadsLikeName). Lines of one name are one key with
+// several secrets, a key being rotated, and give it the same block.
 // A key's block narrows it: endpoints (repeatable) lists the endpoints it
 // opens, the index always among them (default: every endpoint), and for any
 // other its caller is a caller without a key; max_in_flight caps its open
@@ -121,8 +126,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	var proxyBlock caddyfile.Segment
 	auth, b := &h.Auth, &h.Backend
-	var keyLines []keyLine // what sealKey compares a key line with
-	var instancesAt caddyfile.Dispenser
+	var keyLines []keyLine            // what sealKey compares a key line with
+	written := map[string]asWritten{} // max_response's, max_held's and instances' words, checked once the block is read
 	seen := map[string]bool{}
 	once := func(what string) error {
 		if seen[what] {
@@ -131,7 +136,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		seen[what] = true
 		return nil
 	}
-	var keyHeld []writtenAt // each key's max_held as written, for checkKeyHeld
+	var keyHeld []asWritten // each key's max_held as written, for checkKeyHeld
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -146,16 +151,17 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "key":
 			var key apikey.Key
 			var line keyLine
+			keyAt := *d // the key's line, which its errors name, also after its block
 			if key, err = keyArgs(d); err != nil {
 				return err
 			}
-			var held writtenAt
+			var held asWritten
 			if err = keyBlock(d, &key, &held); err != nil {
 				return err
 			}
 			keyHeld = append(keyHeld, held)
-			if key, line, err = sealKey(key, d.File()+":"+strconv.Itoa(d.Line()), keyLines); err != nil {
-				return d.Errf("%v", err)
+			if key, line, err = sealKey(key, keyAt.File()+":"+strconv.Itoa(keyAt.Line()), keyLines); err != nil {
+				return keyAt.Errf("%v", err)
 			}
 			keyLines = append(keyLines, line)
 			auth.Keys = append(auth.Keys, key)
@@ -166,7 +172,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "hide_protected":
 			auth.HideProtected, err = switchArg(d, opt, true)
 		case "require_key":
-			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoff.Parse(d, opt, false) })
+			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoffArg(d, opt, false) })
 		case "protected_fields":
 			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) { return fieldArgs(d) })
 		case "enable":
@@ -200,8 +206,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "max_response":
 			b.MaxResponse, err = oneArg(d, opt, sizeWord)
+			written[opt] = asWritten{word: d.Val(), d: *d}
 		case "max_held":
 			b.MaxHeld, err = oneArg(d, opt, sizeWord)
+			written[opt] = asWritten{word: d.Val(), d: *d}
 		case "write_timeout":
 			b.WriteTimeout, err = oneArg(d, opt, durationWord)
 		case "client_prefix_v6":
@@ -218,7 +226,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			})
 		case "instances":
 			b.Instances, err = oneArg(d, opt, countWord(math.MaxInt, "a count of gateways: write a whole number of at least 1"))
-			instancesAt = *d // checked against the sizes once they are all read
+			written[opt] = asWritten{word: d.Val(), d: *d}
 
 		case "max_streams":
 			b.MaxStreams, err = oneArg(d, opt, limitWord)
@@ -233,17 +241,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			proxyBlock, err = proxySegment(d)
 
 		default:
-			return d.Errf("unrecognized subdirective '%s'", opt)
+			return d.Errf("unrecognized subdirective '%s'%s", opt, nearest.Suggest(opt, names(caddyfileSyntax)))
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
+	if err := heldFits(b, written); err != nil {
 		return err
 	}
 	if why := b.instancesTooMany(); why != "" {
-		return instancesAt.Errf("instances: %d %s", b.Instances, why)
+		at := written["instances"]
+		return at.d.Errf("instances: %d %s", b.Instances, why)
+	}
+	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
+		return err
 	}
 	if len(upstreams) == 0 && proxyBlock == nil {
 		return nil // the form of 1.0: Provision warns
@@ -256,15 +268,80 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// writtenAt is an option's value as written, and where (file:line): for a
-// check that needs the whole block.
-type writtenAt struct{ word, at string }
+// An option is a subdirective and its arguments as the syntax writes them.
+type option struct{ name, args string }
+
+// caddyfileSyntax is the syntax of the statusgate directive's block, in the
+// order the documentation gives it: the source of the suggestion for an
+// unrecognized subdirective and of the syntax an argument error shows.
+// TestSyntaxListsEveryOption keeps it equal to the parser's cases, and to
+// the syntax blocks of UnmarshalCaddyfile's comment, the README and
+// docs/configuration.md.
+var caddyfileSyntax = []option{
+	{"auth", "on|off"},
+	{"key", "[<name>] <secret>|sha256:<hex>"},
+	{"allow_query_key", "[on|off]"},
+	{"hide_protected", "[on|off]"},
+	{"require_key", "<endpoint> on|off"},
+	{"protected_fields", "<endpoint> [<field>...]"},
+	{"enable", "<endpoint>..."},
+	{"disable", "<endpoint>..."},
+	{"max_in_flight", "<n>|off"},
+	{"max_main_thread", "<n>|off"},
+	{"max_per_client", "<n>|off"},
+	{"queue", "<length> [<wait>]|off"},
+	{"timeout", "<duration>|off"},
+	{"coalesce", "on|off"},
+	{"cache", "<endpoint> <duration>|off"},
+	{"snapshot", "<endpoint> <duration>|off"},
+	{"cache_size", "<size>|off"},
+	{"max_response", "<size>"},
+	{"max_held", "<size>"},
+	{"write_timeout", "<duration>|off"},
+	{"client_prefix_v6", "<bits>"},
+	{"guard", "<name>"},
+	{"instances", "<k>"},
+	{"max_streams", "<n>|off"},
+	{"max_streams_per_client", "<n>|off"},
+	{"stream_lifetime", "<duration>|off"},
+	{"stream_heartbeat", "<duration>"},
+	{"proxy", ""}, // a block of reverse_proxy's subdirectives
+}
+
+// keySyntax is the syntax of a key's block, as caddyfileSyntax.
+var keySyntax = []option{
+	{"endpoints", "<endpoint>..."},
+	{"max_in_flight", "<n>"},
+	{"max_held", "<size>"},
+}
+
+// names are the options' names, in order.
+func names(syntax []option) []string {
+	out := make([]string, len(syntax))
+	for i, o := range syntax {
+		out[i] = o.name
+	}
+	return out
+}
+
+// argErr is the error for a line of the option opt with too few or too many
+// arguments (the dispenser's current token is the last read): Caddy's
+// ArgErr, and the option's syntax.
+func argErr(d *caddyfile.Dispenser, opt string, syntax []option) error {
+	args := "…"
+	for _, o := range syntax {
+		if o.name == opt {
+			args = o.args
+		}
+	}
+	return d.Errf("%s: wrong argument count or unexpected line ending after '%s'; write %s %s", opt, d.Val(), opt, args)
+}
 
 // checkKeyHeld checks each key's max_held, held[i] as written, against the
 // block's limits b, once the block is read (max_held and max_response may
 // come after the key): keyHeldError, with the key's max_held line. Limits
 // that do not resolve are left to Provision, which names them.
-func checkKeyHeld(keys []apikey.Key, held []writtenAt, b BackendConfig) error {
+func checkKeyHeld(keys []apikey.Key, held []asWritten, b BackendConfig) error {
 	l, err := resolveLimits(b)
 	if err != nil {
 		return nil
@@ -274,7 +351,7 @@ func checkKeyHeld(keys []apikey.Key, held []writtenAt, b BackendConfig) error {
 			continue
 		}
 		if err := keyHeldError(k.MaxHeld, "'"+held[i].word+"'", l); err != nil {
-			return fmt.Errorf("%v, at %s", err, held[i].at)
+			return held[i].d.Errf("%v", err)
 		}
 	}
 	return nil
@@ -335,15 +412,7 @@ func optionWord(w string) bool {
 	case "on", "off", "true", "false":
 		return true
 	}
-	return slices.Contains(optionNames, w)
-}
-
-// optionNames are the words of statusgate's block.
-var optionNames = []string{
-	"auth", "key", "allow_query_key", "hide_protected", "require_key", "protected_fields", "enable", "disable",
-	"max_in_flight", "max_main_thread", "max_per_client", "queue", "timeout", "coalesce", "cache", "snapshot",
-	"cache_size", "max_response", "max_held", "write_timeout", "client_prefix_v6", "guard", "instances",
-	"max_streams", "max_streams_per_client", "stream_lifetime", "stream_heartbeat", "proxy",
+	return slices.Contains(names(caddyfileSyntax), w)
 }
 
 // repeatable are the options that may appear more than once: key, and those
@@ -357,8 +426,17 @@ var repeatable = map[string]bool{
 // the JSON spells a switch whose absence means its default; optional says a
 // bare option means on.
 func switchArg(d *caddyfile.Dispenser, opt string, optional bool) (*bool, error) {
-	on, err := onoff.Parse(d, opt, optional)
+	on, err := onoffArg(d, opt, optional)
 	return &on, err
+}
+
+// onoffArg is onoff.Parse, whose argument errors give opt's syntax.
+func onoffArg(d *caddyfile.Dispenser, opt string, optional bool) (bool, error) {
+	on, err := onoff.Parse(d, opt, optional)
+	if errors.Is(err, onoff.ErrArgCount) {
+		err = argErr(d, opt, caddyfileSyntax)
+	}
+	return on, err
 }
 
 // perEndpoint reads an option that names an endpoint and then its value for
@@ -403,7 +481,7 @@ func fieldArgs(d *caddyfile.Dispenser) ([]string, error) {
 func switchEndpoints(d *caddyfile.Dispenser, once func(string) error, m *map[string]bool, on bool) error {
 	opt := d.Val()
 	if !d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	for {
 		name := d.Val()
@@ -428,7 +506,7 @@ func switchEndpoints(d *caddyfile.Dispenser, once func(string) error, m *map[str
 func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
 	opt := d.Val()
 	if !d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	n, err := limitWord(d, opt)
 	if err != nil {
@@ -447,15 +525,57 @@ func queueArgs(d *caddyfile.Dispenser, b *BackendConfig) error {
 		}
 	}
 	if d.NextArg() {
-		return d.ArgErr()
+		return argErr(d, opt, caddyfileSyntax)
 	}
 	return nil
+}
+
+// heldFits checks, once the block is read, that no answer max_response lets
+// the gateway hold is larger than max_held, the default of either where it
+// is not written. The error is at max_response's line (max_held's when only
+// that is written), shows each size as written and the other's line. Within
+// this gateway's share of max_held (instances) is Provision's check.
+func heldFits(b *BackendConfig, written map[string]asWritten) error {
+	if len(written) == 0 || cmp.Or(b.MaxResponse, defaultMaxResponse) <= cmp.Or(b.MaxHeld, defaultMaxHeld) {
+		return nil
+	}
+	at, ok := written["max_response"]
+	if !ok {
+		at = written["max_held"]
+	}
+	shown := func(name string, def int64) string {
+		w, ok := written[name]
+		switch {
+		case !ok:
+			return sizeText(def) + ", its default"
+		case w.d.Line() == at.d.Line():
+			return w.word
+		}
+		return fmt.Sprintf("%s (at %s:%d)", w.word, w.d.File(), w.d.Line())
+	}
+	response, held := shown("max_response", defaultMaxResponse), shown("max_held", defaultMaxHeld)
+	need := sizeText(defaultMaxResponse)
+	if w, ok := written["max_response"]; ok {
+		need = w.word
+	}
+	if _, ok := written["max_response"]; ok {
+		return at.d.Errf("max_response: %s is more than max_held, %s: no answer that large could be held; write max_held %s or more, or a smaller max_response", response, held, need)
+	}
+	return at.d.Errf("max_held: %s is less than max_response, %s: no answer that large could be held; write max_held %s or more, or a smaller max_response", held, response, need)
+}
+
+// asWritten is an option's value as a Caddyfile line wrote it, and the line
+// (the dispenser at the value) for errors: for a check that needs the whole
+// block, which an option written later may change.
+type asWritten struct {
+	word string
+	d    caddyfile.Dispenser
 }
 
 // keyBlock reads the optional block of a key line into k: its scope, its cap
 // and its share of the held bytes, whose word and line it writes to held.
 // Every error names the word and the line.
-func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *writtenAt) error {
+func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *asWritten) error {
 	seen := map[string]bool{}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
@@ -482,9 +602,15 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *writtenAt) error {
 				return d.Errf("'%s' given twice", opt)
 			}
 			seen[opt] = true
-			n, err := oneArg(d, opt, func(d *caddyfile.Dispenser, opt string) (int, error) { return positiveInt(d, opt, false) })
+			if !d.NextArg() {
+				return argErr(d, opt, keySyntax)
+			}
+			n, err := positiveInt(d, opt, false)
 			if err != nil {
 				return err
+			}
+			if d.NextArg() {
+				return argErr(d, opt, keySyntax)
 			}
 			k.MaxInFlight = n
 
@@ -498,10 +624,10 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *writtenAt) error {
 				return err
 			}
 			k.MaxHeld = n
-			*held = writtenAt{word: d.Val(), at: d.File() + ":" + strconv.Itoa(d.Line())}
+			*held = asWritten{word: d.Val(), d: *d}
 
 		default:
-			return d.Errf("unrecognized key subdirective '%s'", opt)
+			return d.Errf("unrecognized key subdirective '%s'%s", opt, nearest.Suggest(opt, names(keySyntax)))
 		}
 	}
 	return nil
@@ -521,14 +647,14 @@ func keyHeldWord(d *caddyfile.Dispenser, opt string) (int64, error) {
 func oneArg[T any](d *caddyfile.Dispenser, opt string, word func(d *caddyfile.Dispenser, opt string) (T, error)) (T, error) {
 	var zero T
 	if !d.NextArg() {
-		return zero, d.ArgErr()
+		return zero, argErr(d, opt, caddyfileSyntax)
 	}
 	v, err := word(d, opt)
 	if err != nil {
 		return zero, err
 	}
 	if d.NextArg() {
-		return zero, d.ArgErr()
+		return zero, argErr(d, opt, caddyfileSyntax)
 	}
 	return v, nil
 }
@@ -633,7 +759,7 @@ func countWord(most int, want string) func(*caddyfile.Dispenser, string) (int, e
 func endpointArg(d *caddyfile.Dispenser) (string, error) {
 	opt := d.Val()
 	if !d.NextArg() {
-		return "", d.ArgErr()
+		return "", argErr(d, opt, caddyfileSyntax)
 	}
 	name := d.Val()
 	if !validEndpointName(name) {

@@ -50,8 +50,8 @@ func TestCaddyfileOptions(t *testing.T) {
 
 		// A plain secret is written as its digest; a placeholder stays one.
 		{"key once", "statusgate {\n\tkey s3cret-s3cret-s3cret\n}", `{"auth":{"keys":["` + apikey.Digest("s3cret-s3cret-s3cret") + `"]}}`},
-		{"key repeated keeps order", "statusgate {\n\tkey bbb\n\tkey aaa\n\tkey ccc\n}",
-			`{"auth":{"keys":["` + apikey.Digest("bbb") + `","` + apikey.Digest("aaa") + `","` + apikey.Digest("ccc") + `"]}}`},
+		{"key repeated keeps order", "statusgate {\n\tkey b2b2b2b2b2b2b2b2\n\tkey a1a1a1a1a1a1a1a1\n\tkey c3c3c3c3c3c3c3c3\n}",
+			`{"auth":{"keys":["` + apikey.Digest("b2b2b2b2b2b2b2b2") + `","` + apikey.Digest("a1a1a1a1a1a1a1a1") + `","` + apikey.Digest("c3c3c3c3c3c3c3c3") + `"]}}`},
 		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
 		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
 		{"key with a placeholder in it", "statusgate {\n\tkey bot pre-{env.SG_KEY}-{system.os}\n}", `{"auth":{"keys":[{"name":"bot","key":"pre-{env.SG_KEY}-{system.os}"}]}}`},
@@ -62,8 +62,8 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"key with escaped braces", "statusgate {\n\tkey kBrace-\\{Hunter2-part\\}\n}", `{"auth":{"keys":["` + apikey.Digest("kBrace-{Hunter2-part}") + `"]}}`},
 		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
 		{"name like a generated key's prefix", "statusgate {\n\tkey sg_bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"sg_bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
-		{"digest key, named and not", "statusgate {\n\tkey website sha256:" + hex64 + "\n\tkey sha256:" + hex64 + "\n\tkey bot {env.BOT_KEY}\n}",
-			`{"auth":{"keys":[{"name":"website","key":"sha256:` + hex64 + `"},"sha256:` + hex64 + `",{"name":"bot","key":"{env.BOT_KEY}"}]}}`},
+		{"digest key, named and not", "statusgate {\n\tkey website sha256:" + hex64 + "\n\tkey sha256:" + strings.Repeat("FE", 32) + "\n\tkey bot {env.BOT_KEY}\n}",
+			`{"auth":{"keys":[{"name":"website","key":"sha256:` + hex64 + `"},"sha256:` + strings.Repeat("FE", 32) + `",{"name":"bot","key":"{env.BOT_KEY}"}]}}`},
 
 		{"allow_query_key bare", "statusgate {\n\tallow_query_key\n}", `{"auth":{"allow_query_key":true}}`},
 		{"allow_query_key on", "statusgate {\n\tallow_query_key on\n}", `{"auth":{"allow_query_key":true}}`},
@@ -95,7 +95,7 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"every option", `statusgate {
 	auth on
 	key {env.SG_KEY}
-	key literal-key-0123456789
+	key literal l1teral-key-0123456789
 	allow_query_key
 	hide_protected off
 	require_key status on
@@ -104,7 +104,7 @@ func TestCaddyfileOptions(t *testing.T) {
 	protected_fields server
 	enable whitelist custom/votes
 	disable bans
-}`, `{"auth":{"enabled":true,"keys":["{env.SG_KEY}","` + apikey.Digest("literal-key-0123456789") + `"],"allow_query_key":true,"hide_protected":false,` +
+}`, `{"auth":{"enabled":true,"keys":["{env.SG_KEY}",{"name":"literal","key":"` + apikey.Digest("l1teral-key-0123456789") + `"}],"allow_query_key":true,"hide_protected":false,` +
 			`"require_key":{"custom/votes":false,"status":true},"protected_fields":{"player":["op","banned"],"server":[]}},` +
 			`"endpoints":{"bans":false,"custom/votes":true,"whitelist":true}}`},
 	}
@@ -166,7 +166,7 @@ func TestCaddyfileErrors(t *testing.T) {
 
 		{"extra args auth", "statusgate {\n\tauth on off\n}", []string{"wrong argument count", "'off'"}, 2},
 		{"extra args key", "statusgate {\n\tkey one two three\n}", []string{"key: want [<name>] <secret|sha256:<hex>>, got 3 arguments"}, 2},
-		{"malformed digest", "statusgate {\n\tkey abcdefghijklmnopqrstuvwxyz\n\tkey bot sha256:abc\n}", []string{"key: malformed digest 'sha256:abc'", "got 3"}, 3},
+		{"malformed digest", "statusgate {\n\tkey abcdefghijk1mnopqrstuvwxyz\n\tkey bot sha256:abc\n}", []string{"key: malformed digest 'sha256:abc'", "got 3"}, 3},
 		{"digest with a bad character", "statusgate {\n\tkey sha256:00ffxy\n}", []string{"key: malformed digest 'sha256:00ff…'", "character 12 is not a hex digit"}, 2},
 		{"bad key name", "statusgate {\n\tkey web.site abcdefghijklmnopqrstuvwxyz\n}", []string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>"}, 2},
 		{"key name too long", "statusgate {\n\tkey " + strings.Repeat("n", 65) + " abcdefghijklmnopqrstuvwxyz\n}", []string{"at most 64 characters"}, 2},
@@ -186,7 +186,7 @@ func TestCaddyfileErrors(t *testing.T) {
 
 		{"auth twice", "statusgate {\n\tauth on\n\tauth on\n}", []string{"'auth' given twice"}, 3},
 		{"allow_query_key twice", "statusgate {\n\tallow_query_key\n\tallow_query_key off\n}", []string{"'allow_query_key' given twice"}, 3},
-		{"hide_protected twice", "statusgate {\n\thide_protected off\n\tkey k\n\thide_protected\n}", []string{"'hide_protected' given twice"}, 4},
+		{"hide_protected twice", "statusgate {\n\thide_protected off\n\tkey k s3cret-s3cret-s3cret\n\thide_protected\n}", []string{"'hide_protected' given twice"}, 4},
 		{"require_key twice for one endpoint", "statusgate {\n\trequire_key status on\n\trequire_key status off\n}", []string{"'require_key status' given twice"}, 3},
 		{"protected_fields twice for one endpoint", "statusgate {\n\tprotected_fields player op\n\tprotected_fields player banned\n}", []string{"'protected_fields player' given twice"}, 3},
 		{"enable twice", "statusgate {\n\tenable whitelist\n\tenable network whitelist\n}", []string{"whitelist' given twice"}, 3},
@@ -296,12 +296,26 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // (indented with tabs) or lines of text that the adapter's error must each
 // contain.
 func TestAdaptCaddyfiles(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "adapt", "*.caddyfiletest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatal("no testdata/adapt/*.caddyfiletest files")
+	forGoldenFiles(t, filepath.Join("testdata", "adapt", "*.caddyfiletest"), func(t *testing.T, file, input, expected string) {
+		input += "\n"
+		if strings.HasPrefix(expected, "{") {
+			if !caddytest.CompareAdapt(t, file, input, "caddyfile", expected) {
+				t.Errorf("adapting %s did not give the expected JSON (diff on stdout)", file)
+			}
+			return
+		}
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+		wantErrorWords(t, err, strings.Split(expected, "\n")...)
+	})
+}
+
+// forGoldenFiles runs check, as a subtest, on each file that pattern
+// matches: its text up to a line of ten dashes, and after it, each trimmed
+// of white space around it.
+func forGoldenFiles(t *testing.T, pattern string, check func(t *testing.T, file, input, expected string)) {
+	files, err := filepath.Glob(pattern)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no %s files: %v", pattern, err)
 	}
 	newlines := regexp.MustCompile(`\r?\n`)
 	for _, file := range files {
@@ -314,16 +328,7 @@ func TestAdaptCaddyfiles(t *testing.T) {
 			if len(parts) != 2 {
 				t.Fatalf("want one ---------- separator, found %d", len(parts)-1)
 			}
-			input, expected := strings.TrimSpace(parts[0])+"\n", strings.TrimSpace(parts[1])
-
-			if strings.HasPrefix(expected, "{") {
-				if !caddytest.CompareAdapt(t, file, input, "caddyfile", expected) {
-					t.Errorf("adapting %s did not give the expected JSON (diff on stdout)", file)
-				}
-				return
-			}
-			_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
-			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+			check(t, file, strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1]))
 		})
 	}
 }

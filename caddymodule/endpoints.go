@@ -13,6 +13,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/ident"
+	"github.com/statusgate/statusgate/internal/nearest"
 )
 
 // paramRule says whether an endpoint takes a path parameter after its name.
@@ -109,18 +110,20 @@ func validEndpointName(name string) bool {
 	return false
 }
 
-// endpointNameError is the message for a name that is not an endpoint.
+// endpointNameError is the message for a name that is not an endpoint, with
+// the nearest built-in name when one is near enough to be meant.
 func endpointNameError(name string) error {
-	return fmt.Errorf("unknown endpoint '%s' (want one of %s, or custom/<name> with letters, digits, '_' and '-')", name, builtinNames)
+	return fmt.Errorf("unknown endpoint '%s'%s (want one of %s, or custom/<name> with letters, digits, '_' and '-')",
+		name, nearest.Suggest(name, builtinList), strings.Join(builtinList, ", "))
 }
 
-// builtinNames lists the built-in endpoint names for messages, in table order.
-var builtinNames = func() string {
+// builtinList is the built-in endpoint names, in table order.
+var builtinList = func() []string {
 	names := make([]string, len(builtins))
 	for i, b := range builtins {
 		names[i] = b.name
 	}
-	return strings.Join(names, ", ")
+	return names
 }()
 
 // endpointTable is the provisioned routing table.

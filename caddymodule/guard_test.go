@@ -94,7 +94,7 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"instances 2 3", "wrong argument count"},
 		{"instances 17", "instances: 17 is too many gateways to divide max_held (67108864 bytes) among: each would hold 3947580 bytes, less than max_response (4194304 bytes)"},
 	} {
-		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
+		_, err := parseTestCaddyfile("statusgate {\n\tkey k s3cret-s3cret-s3cret\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
 			t.Errorf("%s: error %v, want %q at Testfile:3", tc.in, err, tc.words)
 		}
@@ -142,7 +142,7 @@ func TestInstancesShare(t *testing.T) {
 		{BackendConfig{Instances: 32}, "backend.instances: 32 is too many gateways to divide max_held (67108864 bytes) among: each would hold 2097152 bytes, less than max_response (4194304 bytes), the largest answer a gateway must be able to hold; with these sizes at most 16 gateways can share the backend"},
 		{BackendConfig{Instances: 9999999999}, "backend.instances: 9999999999 is too many gateways to divide max_held (67108864 bytes) among: each would hold 0 bytes"},
 		// Too large an answer for max_held is max_response's mistake, whatever instances says.
-		{BackendConfig{Instances: 2, MaxResponse: 8 << 20, MaxHeld: 4 << 20}, "backend.max_response: 8388608 is more than max_held, 4194304"},
+		{BackendConfig{Instances: 2, MaxResponse: 8 << 20, MaxHeld: 4 << 20}, "backend.max_response: 8388608 (8MiB) is more than max_held, 4194304 (4MiB)"},
 	} {
 		if _, err := resolveLimits(tc.c); err == nil || !strings.Contains(err.Error(), tc.words) {
 			t.Errorf("%+v: error %v, want %q", tc.c, err, tc.words)
@@ -910,9 +910,10 @@ func TestGuardSharing(t *testing.T) {
 	if err != nil || u3.guardState != u1.guardState || u3.lim.Load().InFlight != 5 {
 		t.Errorf("a later load of the 1.0 form: %v", err)
 	}
-	if _, err := resolveLimits(BackendConfig{MaxResponse: 2 << 20, MaxHeld: 1 << 20}); err == nil || !strings.Contains(err.Error(), "max_response") {
-		t.Errorf("max_response over max_held: %v", err)
-	}
+	// The Caddyfile finds it with its lines (TestHeldFitsCaddyfile); the
+	// JSON when provisioned, with the option's path.
+	wantProvisionError(t, `{"backend":{"max_response":2097152,"max_held":1048576}}`,
+		"backend.max_response: 2097152 (2MiB) is more than max_held, 1048576 (1MiB): no answer that large could be held; write max_held 2097152 or more, or a smaller max_response")
 }
 
 // bigStall is a next handler that writes a large answer's first 100 KiB,

@@ -19,65 +19,86 @@ import (
 )
 
 // minKeyLength is the length under which a plain secret gets a startup warning.
-const minKeyLength = 16
+const minKeyLength = apikey.MinSecretAlone
 
 // loadKeys expands the configured keys and builds the keyring, and what the
-// request path needs to know of each key. Errors and warnings name a key by
-// its position in auth.keys and its name (when it is a valid one), never by
-// its text: that may be the secret, or part of it.
+// request path needs to know of each key: entries with one name are one key
+// with several secrets (a key being rotated), with one keyInfo. Errors and
+// warnings name an entry by its position in auth.keys, counting from 0 as a
+// JSON path does, and its name (when it is a valid one), never by its text:
+// that may be the secret, or part of it.
 func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []keyInfo, error) {
-	repl := caddy.NewReplacer()
-	keys := make([]apikey.Key, len(configured))
+	// Each key as written first, then each expanded: a mistake in the
+	// config is named before a placeholder that has no value here.
+	where := make([]string, len(configured))
 	for i, k := range configured {
 		name := k.Name
 		if name == "" {
 			name = apikey.DefaultName(i + 1)
+		} else if apikey.ValidateName(k.Name) != nil {
+			name = ""
 		}
-		where := fmt.Sprintf("auth.keys[%d]", i)
-		if k.Name == "" || apikey.ValidateName(k.Name) == nil {
-			where += " '" + name + "'"
-		}
-		reference := placeholderOnly(k.Secret)
-		if reference {
+		where[i] = "auth." + apikey.EntryPath(i, name)
+		if placeholderOnly(k.Secret) {
 			// A reference such as {env.NAME} is no secret, and names what to fix.
-			where += " " + k.Secret
+			where[i] += " " + k.Secret
 		}
-		if err := k.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("%s: %v", where, err)
+		if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
+			return nil, nil, fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("%s: %v", where[i], err)
 		}
 		for _, ep := range k.Endpoints {
 			if !validEndpointName(ep) {
-				return nil, nil, fmt.Errorf("%s: endpoints: %v", where, endpointNameError(ep))
+				return nil, nil, fmt.Errorf("%s: endpoints: %v", where[i], endpointNameError(ep))
 			}
 		}
+	}
+	repl := caddy.NewReplacer()
+	keys := make([]apikey.Key, len(configured))
+	for i, k := range configured {
 		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
 		if err != nil {
-			if !reference {
+			if !placeholderOnly(k.Secret) {
 				// The replacer's message quotes the placeholder: here a
 				// part of the key, which may be a secret with braces in it.
 				err = errPlaceholder
 			}
-			return nil, nil, fmt.Errorf("%s: %v", where, err)
+			return nil, nil, fmt.Errorf("%s: %v", where[i], err)
 		}
 		secret = strings.TrimSpace(secret)
 		if secret == "" {
-			return nil, nil, fmt.Errorf("%s resolves to an empty string", where)
+			return nil, nil, fmt.Errorf("%s resolves to an empty string", where[i])
 		}
 		if !strings.HasPrefix(secret, apikey.DigestPrefix) && len(secret) < minKeyLength {
+			name := k.Name
+			if name == "" {
+				name = apikey.DefaultName(i + 1)
+			}
 			logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
-		keys[i] = apikey.Key{Name: k.Name, Secret: secret}
+		k.Secret = secret
+		keys[i] = k
 	}
 	kr, err := apikey.NewKeyring(keys)
 	if err != nil {
-		return nil, nil, fmt.Errorf("auth.keys: %v", err)
+		return nil, nil, fmt.Errorf("auth.%v", err)
 	}
 	info := make([]keyInfo, 0, kr.Len())
 	for i, name := range kr.Names() {
-		info = append(info, newKeyInfo(name, configured[i]))
+		info = append(info, newKeyInfo(name, kr.First(i), configured[kr.First(i)]))
 	}
 	return kr, info, nil
+}
+
+// nameAloneFix is the end of the error for a key without a name that reads
+// like one (apikey.ErrNameAlone): the two fixes, with the named form of the
+// config at hand (the Caddyfile's line or the JSON's object), and what a
+// secret written alone may be.
+func nameAloneFix(named string) string {
+	return "write " + named + ", or make a key with caddy statusgate-key --name <name> and paste its lines " +
+		"(a secret alone must be a sha256: digest, a placeholder such as {env.NAME}, or 16 or more characters that are not words: docs/keys.md)"
 }
 
 // keyInfo is what the request path needs to know of one accepted key: its
@@ -86,6 +107,9 @@ type keyInfo struct {
 	// name is the key's name as a placeholder value: boxed once here, so
 	// that setting the placeholder allocates nothing.
 	name any
+	// entry is the key's first entry in auth.keys: a key being rotated has
+	// one entry per secret, which agree on its scope, cap and share.
+	entry int
 	// holder names the key for the per-client limits and its own cap
 	// ("key <name>"): never an address.
 	holder    string
@@ -98,8 +122,8 @@ type keyInfo struct {
 	held hold.Share
 }
 
-func newKeyInfo(name string, k apikey.Key) keyInfo {
-	s := keyInfo{name: name, holder: "key " + name, maxInFlight: k.MaxInFlight}
+func newKeyInfo(name string, entry int, k apikey.Key) keyInfo {
+	s := keyInfo{name: name, entry: entry, holder: "key " + name, maxInFlight: k.MaxInFlight}
 	if k.Endpoints != nil {
 		s.endpoints = make(map[string]bool, len(k.Endpoints))
 		for _, ep := range k.Endpoints {
@@ -115,10 +139,10 @@ func newKeyInfo(name string, k apikey.Key) keyInfo {
 // loadKeys does.
 func keyShares(info []keyInfo, keys []apikey.Key, l guardLimits, writeTimeout time.Duration) error {
 	for i := range info {
-		k := keys[i]
+		k := keys[info[i].entry]
 		if k.MaxHeld > 0 {
 			if err := keyHeldError(k.MaxHeld, strconv.FormatInt(k.MaxHeld, 10), l); err != nil {
-				return fmt.Errorf("auth.keys[%d] '%s': %v", i, info[i].name, err)
+				return fmt.Errorf("auth.%s: %v", apikey.EntryPath(info[i].entry, fmt.Sprint(info[i].name)), err)
 			}
 		}
 		info[i].held = keyShare(k, l, writeTimeout)

@@ -18,7 +18,9 @@ import (
 //	key [<name>] <secret|sha256:<hex>>
 //
 // (one argument is the secret, two are the name and the secret) and checks
-// them with apikey.Key.Validate. A first of two words that looks like a
+// them with apikey.Key.Validate. One word that reads like a name
+// (apikey.ReadsLikeName: `key website`, the secret forgotten) is refused
+// with both fixes. A first of two words that looks like a
 // secret (the form `caddy statusgate-key` makes, or a digest) is refused
 // with errSecretAsName: two keys pasted on one line would otherwise make the
 // first secret the second key's name, which logs and metrics publish. Errors
@@ -40,7 +42,9 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 	default:
 		return apikey.Key{}, d.Errf("key: want [<name>] <secret|sha256:<hex>>, got %d arguments", len(args))
 	}
-	if err := k.Validate(); err != nil {
+	if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
+		return apikey.Key{}, d.Errf("key: %v: %s", err, nameAloneFix("key <name> <secret>"))
+	} else if err != nil {
 		return apikey.Key{}, d.Errf("key: %v", err)
 	}
 	return k, nil
@@ -50,11 +54,16 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 var errSecretAsName = errors.New("the first of two words looks like a secret, not a name; write key <name> <secret>")
 
 // keyLine is what the Caddyfile adapter keeps of a key line it has read:
-// where it is, and digests, never a secret.
+// where it is, its name, and digests, never a secret.
 type keyLine struct {
 	at     string             // file:line
 	name   *[sha256.Size]byte // the SHA-256 of the name; nil for an unnamed key
 	secret *[sha256.Size]byte // the secret's digest; nil for a placeholder
+	// called is the key's name, or its default name (key-<n>) when unnamed
+	// says it has none.
+	called  string
+	unnamed bool
+	limits  apikey.Key // the line's scope and cap, without the secret
 }
 
 // sealKey turns the key of the Caddyfile line at (file:line) into the key
@@ -70,12 +79,19 @@ type keyLine struct {
 //
 // A name that is another line's secret, or a secret that is another line's
 // name, is an error: a secret written where the name goes, which logs and
-// metrics would publish. Errors quote no part of a secret.
+// metrics would publish. So are the mistakes apikey.NewKeyring finds in the
+// JSON, here with the lines: a secret that another line has too, lines of
+// one name (one key being rotated) whose scopes or caps differ, and a name
+// that is an unnamed line's name by its position. Errors quote no part of a
+// secret.
 func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, error) {
-	line := keyLine{at: at}
+	line := keyLine{at: at, called: k.Name, unnamed: k.Name == "",
+		limits: apikey.Key{Name: k.Name, Endpoints: k.Endpoints, MaxInFlight: k.MaxInFlight}}
 	if k.Name != "" {
 		d := sha256.Sum256([]byte(k.Name))
 		line.name = &d
+	} else {
+		line.called = apikey.DefaultName(len(before) + 1)
 	}
 	known, unknown := placeholders(k.Secret)
 	if unknown {
@@ -108,6 +124,25 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 		}
 		if line.secret != nil && prev.name != nil && *line.secret == *prev.name {
 			return k, line, fmt.Errorf("key: the secret is the name of the key at %s; write key <name> <secret> there", prev.at)
+		}
+	}
+	for _, prev := range before {
+		if line.secret != nil && prev.secret != nil && *line.secret == *prev.secret {
+			return k, line, fmt.Errorf("key: the same secret as the key at %s: a caller presenting it would be two keys at once; give each key a secret of its own (caddy statusgate-key makes one)", prev.at)
+		}
+		if line.called != prev.called {
+			continue
+		}
+		if line.unnamed || prev.unnamed {
+			unnamed, other := at, prev.at
+			if prev.unnamed {
+				unnamed, other = prev.at, at
+			}
+			return k, line, fmt.Errorf("key: '%s' is the name of the key at %s and, by its position, of the key at %s; give the key at %s a name of its own",
+				line.called, other, unnamed, unnamed)
+		}
+		if what, same := apikey.SameLimits(prev.limits, line.limits); !same {
+			return k, line, fmt.Errorf("key: %s not the same as on the key '%s' at %s, another secret of the key: %v", what, line.called, prev.at, apikey.ErrRotationLimits)
 		}
 	}
 	return k, line, nil

@@ -24,7 +24,7 @@ func TestKeyArgs(t *testing.T) {
 		line string
 		want apikey.Key
 	}{
-		{"key my-secret-0123456789", apikey.Key{Secret: "my-secret-0123456789"}},
+		{"key my-s3cret-0123456789", apikey.Key{Secret: "my-s3cret-0123456789"}},
 		{"key {env.KEY}", apikey.Key{Secret: "{env.KEY}"}},
 		{"key " + dg, apikey.Key{Secret: dg}},
 		{"key discord-bot " + dg, apikey.Key{Name: "discord-bot", Secret: dg}},

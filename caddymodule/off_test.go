@@ -102,18 +102,44 @@ func TestBackendOffForms(t *testing.T) {
 	}
 }
 
-// TestBackendZeroIsDefault checks that 0 in a single value is the same as
-// leaving it out: the same limits, hence the same guard.
-func TestBackendZeroIsDefault(t *testing.T) {
-	var zero BackendConfig
-	if err := json.Unmarshal([]byte(`{"max_in_flight":0,"max_main_thread":0,"max_per_client":0,"queue_length":0,"queue_wait":0,
-		"timeout":0,"cache_size":0,"max_response":0,"max_held":0,"write_timeout":0,"client_prefix_v6":0}`), &zero); err != nil {
-		t.Fatal(err)
+// TestBackendZeroRefused checks that an option written as 0 in JSON (a
+// duration as "0s", the guard as "") is refused with its path, as the
+// Caddyfile refuses it, instead of read as the default: the error says to
+// leave it out for that, and what else to write.
+func TestBackendZeroRefused(t *testing.T) {
+	for member, want := range map[string]string{
+		`"max_in_flight":0`:          "backend.max_in_flight: 0 is not a limit: write a whole number of at least 1, leave max_in_flight out for its default, or write -1 for off",
+		`"max_main_thread":0`:        "backend.max_main_thread: 0 is not a limit",
+		`"max_per_client":0`:         "backend.max_per_client: 0 is not a limit",
+		`"queue_length":0`:           "backend.queue_length: 0 is not a limit",
+		`"queue_wait":"0s"`:          `backend.queue_wait: "0s" is not a duration: write a positive one ("2s"), leave queue_wait out for its default`,
+		`"timeout":0`:                "backend.timeout: 0 is not a duration",
+		`"cache_size":0`:             "backend.cache_size: 0 is not a size: write bytes, at least 1, leave cache_size out for its default, or write -1 for off",
+		`"max_response":0`:           "backend.max_response: 0 is not a size",
+		`"max_held":0`:               "backend.max_held: 0 is not a size",
+		`"write_timeout":0`:          "backend.write_timeout: 0 is not a duration",
+		`"client_prefix_v6":0`:       "backend.client_prefix_v6: 0 is not a prefix length: write one from 1 to 128, leave client_prefix_v6 out for its default",
+		`"guard":""`:                 `backend.guard: "" is not a guard name: write one of letters, digits, '_' and '-', leave guard out for its default`,
+		`"instances":0`:              "backend.instances: 0 is not a count of gateways: write a whole number of at least 1, leave instances out for its default",
+		`"max_streams":0`:            "backend.max_streams: 0 is not a limit",
+		`"max_streams_per_client":0`: "backend.max_streams_per_client: 0 is not a limit",
+		`"stream_lifetime":"0s"`:     "backend.stream_lifetime: \"0s\" is not a duration",
+		`"stream_heartbeat":0`:       "backend.stream_heartbeat: 0 is not a duration",
+	} {
+		err := json.Unmarshal([]byte(`{"backend":{`+member+`}}`), new(Handler))
+		wantErrorWords(t, err, want)
+		for _, cannot := range []string{"max_response", "max_held", "client_prefix_v6", "guard", "instances", "queue_wait", "stream_heartbeat"} {
+			if err != nil && strings.Contains(member, `"`+cannot+`"`) && strings.Contains(err.Error(), "-1 for off") {
+				t.Errorf("%s: offers off, which %s cannot be: %v", member, cannot, err)
+			}
+		}
 	}
-	a, errA := resolveLimits(zero)
+	// Left out, every option is its default: the zero BackendConfig.
+	h := mustProvision(t, `{"backend":{}}`)
+	a, errA := resolveLimits(h.Backend)
 	b, errB := resolveLimits(BackendConfig{})
 	if errA != nil || errB != nil || a != b {
-		t.Errorf("zeros give %+v (%v), nothing gives %+v (%v)", a, errA, b, errB)
+		t.Errorf("{} gives %+v (%v), nothing gives %+v (%v)", a, errA, b, errB)
 	}
 }
 
@@ -169,7 +195,7 @@ func TestBackendOffJSONErrors(t *testing.T) {
 		{`{"cache":{"stats":"1s"}}`, []string{"backend.cache: unknown endpoint 'stats'"}},
 		{`{"cache_size":-1,"cache":{"entities":"2s","status":-1}}`, []string{"backend.cache.entities: 2s, but cache_size is -1 (no micro-cache): write -1 or leave entities out"}},
 		{`{"cache_size":-2}`, []string{"backend.cache_size: -2 is not a size", "or -1 for off"}},
-		{`{"queue_length":-2}`, []string{"backend.queue_length: -2 is not a limit", "or -1 for off (0 or nothing: the default)"}},
+		{`{"queue_length":-2}`, []string{"backend.queue_length: -2 is not a limit", "or -1 for off (leave it out for the default)"}},
 		{`{"max_in_flight":-3}`, []string{"backend.max_in_flight: -3 is not a limit"}},
 		{`{"queue_wait":-1}`, []string{"backend.queue_wait cannot be off (-1): nobody waits without a bound; to refuse at once when the backend is busy, set queue_length to -1"}},
 		{`{"queue_wait":"-2s"}`, []string{"backend.queue_wait: -2s is negative"}},

@@ -256,7 +256,7 @@ func TestProvisionKeys(t *testing.T) {
 	config, _ := json.Marshal(map[string]any{"auth": map[string]any{"keys": []any{
 		"{env.STATUSGATE_TEST_KEY}",
 		"{file." + keyFile + "}",
-		"  literal-key-0123456789  ",
+		"  l1teral-key-0123456789  ",
 		"pre-{env.STATUSGATE_TEST_KEY}",
 		map[string]string{"name": "discord-bot", "key": apikey.Digest("bot-secret-0123456789")},
 		map[string]string{"key": apikey.DigestPrefix + strings.ToUpper(apikey.Digest("unnamed-digest-0123456789")[7:])},
@@ -269,7 +269,7 @@ func TestProvisionKeys(t *testing.T) {
 	for key, name := range map[string]string{
 		"env-key-0123456789abcdef":      "key-1",
 		"file-key-0123456789abcdef":     "key-2",
-		"literal-key-0123456789":        "key-3",
+		"l1teral-key-0123456789":        "key-3",
 		"pre- env-key-0123456789abcdef": "key-4",
 		"bot-secret-0123456789":         "discord-bot",
 		"unnamed-digest-0123456789":     "key-6",
@@ -284,7 +284,7 @@ func TestProvisionKeys(t *testing.T) {
 		"{file." + keyFile + "}",
 		"file-key-0123456789abcdef\n",
 		" env-key-0123456789abcdef \n",
-		"  literal-key-0123456789  ",
+		"  l1teral-key-0123456789  ",
 		apikey.Digest("bot-secret-0123456789"), // the digest is not the key
 		"",
 	} {
@@ -339,7 +339,7 @@ func TestProvisionBadKeys(t *testing.T) {
 		keys []any
 		want []string
 	}{
-		{"empty env var", []any{"good-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] 'key-2' {env.STATUSGATE_TEST_EMPTY}", "empty"}},
+		{"empty env var", []any{"g00d-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] 'key-2' {env.STATUSGATE_TEST_EMPTY}", "empty"}},
 		{"unset env var", []any{"{env.STATUSGATE_TEST_UNSET}"}, []string{"auth.keys[0] 'key-1' {env.STATUSGATE_TEST_UNSET}"}},
 		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK} resolves to an empty string"}},
 		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "empty"}},
@@ -351,12 +351,22 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"bad name", []any{named("discord bot", "abcdefghijklmnopqrstuvwxyz")}, []string{"auth.keys[0]: invalid name (letters, digits, _ and -)"}},
 		{"short digest", []any{named("bot", "sha256:abcd")}, []string{"auth.keys[0] 'bot': malformed digest 'sha256:abcd'", "got 4"}},
 		{"digest in pieces", []any{"sha256:{env.STATUSGATE_TEST_BLANK}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:…'", "character 8 is not a hex digit"}},
-		{"bad digest from env", []any{"{env.STATUSGATE_TEST_BAD_DIGEST}"}, []string{"auth.keys: key #1 'key-1': malformed digest 'sha256:12345678…'"}},
-		{"same name", []any{named("bot", "first-key-0123456789"), named("bot", "second-key-0123456789")}, []string{"auth.keys: key #2: name 'bot' is already the name of key #1"}},
-		{"default name taken", []any{named("key-2", "first-key-0123456789"), "second-key-0123456789"}, []string{"auth.keys: key #2: name 'key-2' is already the name of key #1"}},
-		{"same secret as digest", []any{"same-key-0123456789", named("bot", apikey.Digest("same-key-0123456789"))}, []string{"auth.keys: key #2 'bot' has the same secret as key #1 'key-1'"}},
+		{"bad digest from env", []any{"{env.STATUSGATE_TEST_BAD_DIGEST}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:12345678…'"}},
+		{"same name, another scope", []any{named("bot", "f1rst-key-0123456789"), map[string]any{"name": "bot", "key": "s3cond-key-0123456789", "endpoints": []string{"status"}}},
+			[]string{"auth.keys[1] 'bot': endpoints not the same as on keys[0] 'bot', another secret of the key: the secrets of one name are one key (a key being rotated), with one scope and one cap; give each the same endpoints and max_in_flight"}},
+		{"same name, another cap", []any{map[string]any{"name": "bot", "key": "f1rst-key-0123456789", "max_in_flight": 2}, map[string]any{"name": "bot", "key": "s3cond-key-0123456789", "max_in_flight": 3}},
+			[]string{"auth.keys[1] 'bot': max_in_flight not the same as on keys[0] 'bot'"}},
+		{"default name taken", []any{named("key-2", "f1rst-key-0123456789"), "s3cond-key-0123456789"},
+			[]string{"auth.keys[1] 'key-2': 'key-2' is the name of keys[0] and, by its position, of keys[1]; give keys[1] a name of its own"}},
+		{"default name taken later", []any{"f1rst-key-0123456789", named("key-1", "s3cond-key-0123456789")},
+			[]string{"auth.keys[1] 'key-1': 'key-1' is the name of keys[1] and, by its position, of keys[0]; give keys[0] a name of its own"}},
+		{"same secret as digest", []any{"s4me-key-0123456789", named("bot", apikey.Digest("s4me-key-0123456789"))}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'key-1'"}},
+		{"same secret under one name", []any{named("bot", "s4me-key-0123456789"), named("bot", "s4me-key-0123456789")}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'bot'"}},
+		{"a name alone", []any{"discord-bot-production"},
+			[]string{`auth.keys[0] 'key-1': one word that reads like a name, with no secret: write {"name": "<name>", "key": "<secret>"}, or make a key with caddy statusgate-key --name <name>`}},
+		{"a name alone in an object", []any{map[string]string{"key": "website"}}, []string{"auth.keys[0] 'key-1': one word that reads like a name, with no secret"}},
 		{"object without key", []any{map[string]string{"name": "bot"}}, []string{`missing "key"`}},
-		{"too long", []any{named("bot", strings.Repeat("k", apikey.MaxSecretLength+1))}, []string{"auth.keys: key #1 'bot': longer than 256 bytes"}},
+		{"too long", []any{named("bot", strings.Repeat("k", apikey.MaxSecretLength+1))}, []string{"auth.keys[0] 'bot': longer than 256 bytes"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -370,7 +380,7 @@ func TestProvisionBadKeys(t *testing.T) {
 				err = h.Provision(ctx)
 			}
 			wantErrorWords(t, err, tc.want...)
-			for _, secret := range []string{"first-key", "second-key", "same-key", "abcdefghij", "secret-tail", "good-key", "ok-key"} {
+			for _, secret := range []string{"f1rst-key", "s3cond-key", "s4me-key", "abcdefghij", "secret-tail", "g00d-key", "ok-key"} {
 				if err != nil && strings.Contains(err.Error(), secret) {
 					t.Errorf("the error shows a secret: %v", err)
 				}
@@ -403,11 +413,11 @@ func TestProvisionKeyErrorsQuoteNoSecret(t *testing.T) {
 		{"a generated secret as the name", []any{named(genP, genQ)},
 			"auth.keys[0]: invalid name (it has the form of a secret from caddy statusgate-key)", []string{genP, genQ}},
 		{"the name is another key's secret", []any{secretP, named(secretP, secretQ)},
-			"auth.keys: key #2: the name is the secret of key #1; write the name, then the secret", []string{secretP, secretQ}},
+			"auth.keys[1]: the name is the secret of keys[0]; write the name, then the secret", []string{secretP, secretQ}},
 		{"the name is a later key's secret, which is also given twice", []any{named(secretP, secretQ), secretQ, secretP},
-			"auth.keys: key #1: the name is the secret of key #3", []string{secretP, secretQ}},
+			"auth.keys[0]: the name is the secret of keys[2]", []string{secretP, secretQ}},
 		{"the name is another key's secret given as its digest", []any{named("bot", apikey.Digest(secretP)), named(secretP, secretQ)},
-			"auth.keys: key #2: the name is the secret of key #1", []string{secretP, secretQ}},
+			"auth.keys[1]: the name is the secret of keys[0]", []string{secretP, secretQ}},
 		{"a secret after sha256:", []any{named("bot", "sha256:"+secretP)},
 			"auth.keys[0] 'bot': malformed digest 'sha256:…'", []string{secretP}},
 	}
@@ -455,13 +465,13 @@ func TestValidateRefusesBadConfig(t *testing.T) {
 		name, block string
 		words       []string
 	}{
-		{"unknown endpoint", "key abcdefghijklmnopqrstuvwxyz\n\t\trequire_key status on\n\t\tenable whitelist playrs",
+		{"unknown endpoint", "key abcdefghijk1mnopqrstuvwxyz\n\t\trequire_key status on\n\t\tenable whitelist playrs",
 			[]string{"enable: unknown endpoint 'playrs'", "Caddyfile:9"}},
 		{"unset key variable", "key {env.UNSET_VAR_FOR_TEST}",
 			[]string{"auth.keys[0] 'key-1' {env.UNSET_VAR_FOR_TEST}"}},
 		{"malformed digest", "key website sha256:00ff\n\t\tkey bot sha256:zz",
 			[]string{"key: malformed digest 'sha256:00ff'", "got 4", "Caddyfile:7"}},
-		{"bad key name", "key abcdefghijklmnopqrstuvwxyz\n\t\tkey web.site abcdefghijklmnopqrstuvwxy0",
+		{"bad key name", "key abcdefghijk1mnopqrstuvwxyz\n\t\tkey web.site abcdefghijklmnopqrstuvwxy0",
 			[]string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>", "Caddyfile:8"}},
 		{"key line with two secrets", "key " + genP + " " + genQ,
 			[]string{"key: the first of two words looks like a secret, not a name; write key <name> <secret>", "Caddyfile:7"}},

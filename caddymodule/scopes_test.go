@@ -21,9 +21,9 @@ import (
 
 // Secrets of the scoped keys in these tests.
 const (
-	scopeBotSecret   = "bot-scope-secret-0123456789"
-	scopeWebSecret   = "web-scope-secret-0123456789"
-	scopeStaffSecret = "staff-scope-secret-0123456789"
+	scopeBotSecret   = "b0t-scope-secret-0123456789"
+	scopeWebSecret   = "w3b-scope-secret-0123456789"
+	scopeStaffSecret = "st4ff-scope-secret-0123456789"
 )
 
 // scopedKeys is the example of docs/keys.md: a Discord bot that reads status

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -165,7 +166,8 @@ func (a *AuthConfig) UnmarshalJSON(b []byte) error {
 			}
 		}
 	}
-	return json.Unmarshal(b, (*plain)(a))
+	_, err := confjson.Object(b, "auth", (*plain)(a), nil) // every member by its path, unknown ones refused
+	return err
 }
 
 // CaddyModule returns the Caddy module information.

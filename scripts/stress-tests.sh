@@ -2,16 +2,17 @@
 # Runs the README's test command again and again on a busy machine, to show
 # that no test depends on timing or on a fixed port.
 #
-#   bash scripts/stress-tests.sh                 # 20 runs, each -count=1, beside a one-core CPU hog
+#   bash scripts/stress-tests.sh                 # 20 runs, each -count=1, beside two one-core CPU hogs
 #   bash scripts/stress-tests.sh -runs 5         # fewer runs
-#   bash scripts/stress-tests.sh -no-hog         # without the hog
-#   bash scripts/stress-tests.sh -two-clones     # two copies of the checkout, the command in both at once (with the hog)
+#   bash scripts/stress-tests.sh -hogs 1         # beside one hog (-hogs 0, or -no-hog: none)
+#   bash scripts/stress-tests.sh -two-clones     # two copies of the checkout, the command in both at once (with the hogs)
 #   bash scripts/stress-tests.sh -runs 0 -two-clones   # only that
 #
-# The hog is a shell loop that keeps one core busy for the whole run. A run
-# that fails keeps its log (the path is printed). Everything listens on
-# loopback ports the tests choose free; the module proxy is used only if the
-# module cache lacks something. Bounded in time: each run is stopped after
+# A hog is a shell loop that keeps one core busy for the whole run; two of
+# them on a two-core machine leave the tests what other work leaves them on
+# a busy one. A run that fails keeps its log (the path is printed).
+# Everything listens on loopback ports the tests choose free; the module
+# proxy is used only if the module cache lacks something. Bounded in time: each run is stopped after
 # -run-timeout (default 20m), and no run starts after -budget (default 8h).
 # The whole script holds the repository's port lock, like scripts/flood.sh,
 # so that it never runs beside the harnesses (it would skew their figures,
@@ -22,15 +23,16 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 args=("$@")
-runs=20 hog=1 clones=0 run_timeout=20m budget=8h
+runs=20 hogs=2 clones=0 run_timeout=20m budget=8h
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-runs) runs=$2; shift ;;
-	-no-hog) hog=0 ;;
+	-hogs) hogs=$2; shift ;;
+	-no-hog) hogs=0 ;;
 	-two-clones) clones=1 ;;
 	-run-timeout) run_timeout=$2; shift ;;
 	-budget) budget=$2; shift ;;
-	-h | -help | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | -help | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown flag $1 (-h for help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -44,21 +46,24 @@ fi
 
 packages=(./... ./test/... ./cmd/statusgate-build/...)
 logs=$(mktemp -d -t statusgate-stress.XXXXXX)
-hog_pid=
+hog_pids=()
 work=
 cleanup() {
-	if [ -n "$hog_pid" ]; then kill "$hog_pid" 2>/dev/null || true; fi
+	for pid in "${hog_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	if [ -n "$work" ]; then rm -rf "$work"; fi
 	rmdir "$logs" 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-if [ "$hog" = 1 ]; then
+case "$hogs" in
+'' | *[!0-9]*) echo "-hogs wants a number, got '$hogs'" >&2; exit 2 ;;
+esac
+for ((h = 0; h < hogs; h++)); do
 	bash -c 'while :; do :; done' &
-	hog_pid=$!
-	echo "CPU hog: pid $hog_pid (one core)"
-fi
+	hog_pids+=($!)
+	echo "CPU hog: pid $! (one core)"
+done
 
 seconds() { # a duration such as 90s, 20m or 8h in seconds
 	case "$1" in

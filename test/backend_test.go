@@ -39,6 +39,7 @@ const (
 	sendLateError               // 1 MB of the same, then a syntax error: past the gateway's hold-back
 	sendDeep                    // 200,000 '[' deep
 	sendSlow                    // the response headers come after 1.5 s
+	sendHeld                    // the response headers come when the test calls release (holdAnswers)
 	sendBig                     // a valid player record of more than 256 KiB after filtering
 	sendMetaFirst               // the envelope with meta before data
 	sendTooMany                 // the plugin's 429 envelope with Retry-After: 7
@@ -61,6 +62,8 @@ type backend struct {
 	mu   sync.Mutex
 	seen []seenRequest // since the last take
 	all  []seenRequest // during the whole test
+	// held is closed by release: the answers sendHeld holds go.
+	held chan struct{}
 }
 
 type seenRequest struct {
@@ -88,6 +91,35 @@ func newBackend(t *testing.T) *backend {
 func (be *backend) addr() string { return be.srv.Listener.Addr().String() }
 
 func (be *backend) misbehave(m misbehaviour) { be.mode.Store(int32(m)) }
+
+// holdAnswers makes the backend hold every answer, the response headers
+// included, until release: a request is at the backend for as long as the
+// test needs, however slow the machine, where sendSlow's 1.5 s may be over
+// before the test's next request arrives.
+func (be *backend) holdAnswers() {
+	be.mu.Lock()
+	be.held = make(chan struct{})
+	be.mu.Unlock()
+	be.misbehave(sendHeld)
+}
+
+// release lets the held answers go, and the backend behave from now on.
+func (be *backend) release() {
+	be.misbehave(behave)
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	if be.held != nil {
+		close(be.held)
+		be.held = nil
+	}
+}
+
+// atBackend is how many requests reached the backend since the last take.
+func (be *backend) atBackend() int {
+	be.mu.Lock()
+	defer be.mu.Unlock()
+	return len(be.seen)
+}
 
 // take returns the requests that reached the backend since the last take.
 func (be *backend) take() []seenRequest {
@@ -166,6 +198,7 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	be.mu.Lock()
 	be.seen = append(be.seen, s)
 	be.all = append(be.all, s)
+	held := be.held
 	be.mu.Unlock()
 
 	if r.Method != http.MethodGet {
@@ -208,6 +241,14 @@ func (be *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-time.After(1500 * time.Millisecond):
 		case <-r.Context().Done():
 			return
+		}
+	case sendHeld:
+		if held != nil {
+			select {
+			case <-held:
+			case <-r.Context().Done():
+				return
+			}
 		}
 	case sendBig:
 		body = bigPlayerBody()

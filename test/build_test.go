@@ -49,8 +49,10 @@ func readmeBuildCommand(t *testing.T) string {
 // TestReadmeBuild runs the README's build command for a checkout, as
 // written, in a copy of this checkout (so that it starts from a clean tree
 // and writes its ./caddy there), and checks that the binary has statusgate
-// and caddy-ratelimit. The command ends its GOPROXY list in off, so it
-// builds where the module proxy does not have statusgate, as here.
+// and caddy-ratelimit. The command forbids fetching statusgate's
+// repository (GOVCS) and lets each proxy fall through to the next, so it
+// builds where the module proxy does not have statusgate, as here, whatever
+// GOPROXY is.
 //
 // The build takes minutes (all of Caddy, with xcaddy's flags), so its
 // binary is kept in the user's cache directory under a hash of the command,

@@ -143,7 +143,8 @@ func TestReadme(t *testing.T) {
 
 // TestCaddyfileExample adapts and validates the demo's config (the README's
 // first command runs it) without starting it, and checks that every site of
-// it listens on loopback only, the metrics' among them.
+// it listens on loopback only, the metrics' among them, and its admin API
+// too, at a port of its own. (test/demo runs it and reloads it.)
 func TestCaddyfileExample(t *testing.T) {
 	body, err := os.ReadFile(filepath.Join(repoRoot, "Caddyfile.example"))
 	if err != nil {
@@ -160,6 +161,12 @@ func TestCaddyfileExample(t *testing.T) {
 	var cfg caddy.Config
 	if err := json.Unmarshal(adapted, &cfg); err != nil {
 		t.Fatal(err)
+	}
+	// The admin API, which `caddy reload --config Caddyfile.example` finds
+	// in the file, on loopback at a port of its own: never another Caddy's
+	// (localhost:2019 is every Caddy's unless told otherwise).
+	if cfg.Admin == nil || cfg.Admin.Disabled || !strings.HasPrefix(cfg.Admin.Listen, "127.0.0.1:") || strings.HasSuffix(cfg.Admin.Listen, ":2019") {
+		t.Errorf("Caddyfile.example's admin API is %+v, want it on 127.0.0.1 at a port other than 2019", cfg.Admin)
 	}
 	// Every site binds 127.0.0.1 only: the demo's keys are published, and
 	// its metrics name every key. The metrics have a site of their own.

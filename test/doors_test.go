@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // Side doors an attacker of the gateway tries once the front door holds.
@@ -64,21 +66,23 @@ func TestPerClientByIPv6Prefix(t *testing.T) {
 		shared:     true,
 		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
 	}.start(t)
-	be.misbehave(sendSlow)
-	defer be.misbehave(behave)
+	be.holdAnswers()
+	defer be.release()
 	target := "/api/v1/player/" + alex
 	codes := make([]int, 3)
 	from := []string{"2001:db8:1:2::1", "2001:db8:1:2:dead:beef:0:2", "2001:db8:1:3::1"}
 	get := func(i int) {
 		codes[i] = send(t, "GET", fmt.Sprintf("%s?n=%d", target, i), "X-Forwarded-For: "+from[i]).Status
 	}
-	// The first holds its client's one place at the backend (1.5 s a
-	// trip) while the other two ask.
+	// The first holds its client's one place at the backend (its answer
+	// held) while the other two ask.
 	var wg sync.WaitGroup
 	wg.Go(func() { get(0) })
-	waitSeen(t, be, 1)
+	fixture.WaitFor(t, "the first at the backend", func() bool { return be.atBackend() == 1 })
 	get(1)
-	get(2)
+	wg.Go(func() { get(2) })
+	fixture.WaitFor(t, "the third at the backend", func() bool { return be.atBackend() == 2 })
+	be.release()
 	wg.Wait()
 	if codes[0] != 200 || codes[1] != http.StatusTooManyRequests || codes[2] != 200 {
 		t.Errorf("one /64 twice and another /64: %v, want [200 429 200]", codes)

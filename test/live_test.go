@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,9 +347,14 @@ func TestLiveStalledViewersCut(t *testing.T) {
 
 // TestLiveOneSimTripPerSnapshot: viewers of both classes watch the
 // simulated server's /status, whose snapshot (meta.cachedAt) changes every
-// 5 s; every viewer gets each new snapshot once, and the sim sees about one
-// trip per snapshot and class (the poller asks when the next snapshot is
-// due), however many viewers there are.
+// 5 s, and the sim sees about one trip per snapshot and class (the poller
+// asks when the next snapshot is due), however many viewers there are.
+// It asserts what streams promise (docs/live.md) and no more: each viewer
+// gets snapshots in order, each once; every viewer of a class that gets a
+// snapshot gets the same bytes, filtered once for all; and the trips are
+// counted by the snapshots the viewers saw. A viewer that falls behind on a
+// busy machine may rightly skip a snapshot (a newer event replaces the one
+// it has not taken), so which snapshots a viewer sees is not asserted.
 func TestLiveOneSimTripPerSnapshot(t *testing.T) {
 	ports, err := harness.FreePorts(1)
 	if err != nil {
@@ -359,6 +365,7 @@ func TestLiveOneSimTripPerSnapshot(t *testing.T) {
 		statusgate: []string{"key " + keyA, "max_streams_per_client off"}}.start(t)
 	const anonymous, keyed = 60, 20
 	var streams []*liveStream
+	var firsts []int64 // each viewer's first snapshot
 	for i := range anonymous + keyed {
 		var s *liveStream
 		if i < anonymous {
@@ -367,45 +374,54 @@ func TestLiveOneSimTripPerSnapshot(t *testing.T) {
 			s = openLive(t, nil, "/api/v1/status", withKey(keyA))
 		}
 		s.wantStream(t, "viewer")
-		s.nextEvent(t)
+		at, _ := strconv.ParseInt(gjsonCachedAt(s.nextEvent(t).data), 10, 64)
+		firsts = append(firsts, at)
 		streams = append(streams, s)
 	}
 	stats := sim.Lookup("live-trips")
-	// Two snapshots: each viewer's next two events are the next two
-	// snapshots, in order, once each.
+	// Each viewer's next two events: two later snapshots, in order.
 	var mu sync.Mutex
-	snapshots := map[int]map[string]bool{0: {}, 1: {}}
+	seen := map[bool]map[int64]map[string]bool{false: {}, true: {}} // by keyed, snapshot: the data written
 	var wg sync.WaitGroup
 	stats.Reset()
 	for i, s := range streams {
 		wg.Go(func() {
-			prev := ""
+			prev := firsts[i]
 			for n := range 2 {
 				ev := s.nextEvent(t)
-				at := gjsonCachedAt(ev.data)
-				if ev.end || at == "" || at == prev {
-					t.Errorf("viewer %d, event %d: %+v", i, n, ev)
+				at, err := strconv.ParseInt(gjsonCachedAt(ev.data), 10, 64)
+				if ev.end || err != nil || at <= prev {
+					t.Errorf("viewer %d, event %d after snapshot %d: %+v, want a later snapshot", i, n, prev, ev)
 					return
 				}
 				prev = at
 				mu.Lock()
-				snapshots[n][at] = true
+				byData := seen[i >= anonymous][at]
+				if byData == nil {
+					byData = map[string]bool{}
+					seen[i >= anonymous][at] = byData
+				}
+				byData[ev.data] = true
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	trips := stats.Snapshot().Stations["status"].Requests
-	t.Logf("%d viewers, 2 snapshots: %d trips to the sim's /status", anonymous+keyed, trips)
+	snapshots := map[int64]bool{}
+	for keyed, bySnapshot := range seen {
+		for at, data := range bySnapshot {
+			snapshots[at] = true
+			if len(data) != 1 {
+				t.Errorf("snapshot %d, keyed %t: the viewers got %d different events, want one for all", at, keyed, len(data))
+			}
+		}
+	}
+	t.Logf("%d viewers, %d snapshots seen: %d trips to the sim's /status", anonymous+keyed, len(snapshots), trips)
 	// One trip per snapshot and class is the aim; a snapshot the sim had
 	// not yet taken when asked costs one more.
-	if trips > 2*2*2 {
-		t.Errorf("%d trips for 2 snapshots, 2 classes", trips)
-	}
-	for n, seen := range snapshots {
-		if len(seen) != 1 {
-			t.Errorf("event %d: the viewers saw %d different snapshots, want one", n, len(seen))
-		}
+	if trips > int64(2*2*len(snapshots)) {
+		t.Errorf("%d trips for %d snapshots, 2 classes", trips, len(snapshots))
 	}
 }
 

@@ -349,11 +349,9 @@ func TestGuardMetricsScrape(t *testing.T) {
 	g := gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "guard scraped"}, shared: true}
 	g.start(t)
 	player, status := "/api/v1/player/"+alex, "/api/v1/status"
-	be.misbehave(sendSlow)
-	for _, r := range concurrently(t, 4, func(int) response { return send(t, "GET", player) }) {
+	for _, r := range heldTogether(t, be, 4, func(int) response { return send(t, "GET", player) }) {
 		wantFiltered(t, r, player, playerFields...)
 	}
-	be.misbehave(behave)
 	for range 3 {
 		wantFiltered(t, send(t, "GET", status), status)
 	}

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	_ "github.com/mholt/caddy-ratelimit"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // concurrently sends each request at once and returns the responses in order.
@@ -22,6 +25,47 @@ func concurrently(t *testing.T, n int, req func(i int) response) []response {
 	return out
 }
 
+// heldTogether sends n requests at once while the backend holds its answers
+// (holdAnswers), and lets the answers go once every caller is where it is
+// going to be: at the backend, waiting to share a trip (the coalesce_waiting
+// gauge of every guard), or answered (refused, or out of the queue). It
+// returns the responses in order. However slow the machine, no caller comes
+// after a trip it should have shared has ended, as one could after
+// sendSlow's 1.5 s.
+func heldTogether(t *testing.T, be *backend, n int, req func(i int) response) []response {
+	t.Helper()
+	be.holdAnswers()
+	defer be.release()
+	out := make([]response, n)
+	var answered atomic.Int32
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			out[i] = req(i)
+			answered.Add(1)
+		})
+	}
+	fixture.WaitFor(t, fmt.Sprintf("%d callers at the backend, sharing a trip or answered", n), func() bool {
+		return be.atBackend()+coalesceWaiting(t)+int(answered.Load()) >= n
+	})
+	be.release()
+	wg.Wait()
+	return out
+}
+
+// coalesceWaiting is how many callers wait to share a trip, in every guard.
+func coalesceWaiting(t *testing.T) int {
+	t.Helper()
+	got, _ := scrapeAdmin(t)
+	waiting := 0
+	for series, v := range got {
+		if strings.HasPrefix(series, "caddy_http_statusgate_coalesce_waiting{") {
+			waiting += int(v)
+		}
+	}
+	return waiting
+}
+
 // sharedByClass sends 2×each callers of one player record at once to a slow
 // backend, every other one with the headers of the filtered class and the
 // rest with those of the whole class, and checks that each got its class's
@@ -29,14 +73,12 @@ func concurrently(t *testing.T, n int, req func(i int) response) []response {
 // made one trip to the backend.
 func sharedByClass(t *testing.T, be *backend, target string, each int, filtered, whole []string) {
 	t.Helper()
-	be.misbehave(sendSlow)
-	out := concurrently(t, 2*each, func(i int) response {
+	out := heldTogether(t, be, 2*each, func(i int) response {
 		if i%2 == 0 {
 			return send(t, "GET", target, filtered...)
 		}
 		return send(t, "GET", target, whole...)
 	})
-	be.misbehave(behave)
 	for i, r := range out {
 		if i%2 == 0 {
 			wantFiltered(t, r, target, playerFields...)
@@ -91,11 +133,9 @@ func TestSharingIsolation(t *testing.T) {
 func TestBackendBusy(t *testing.T) {
 	be := newBackend(t)
 	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 1 300ms"}}.start(t)
-	be.misbehave(sendSlow)
-	out := concurrently(t, 3, func(i int) response {
+	out := heldTogether(t, be, 3, func(i int) response {
 		return send(t, "GET", "/api/v1/server", withKey(keyA))
 	})
-	be.misbehave(behave)
 	ok, busy := 0, 0
 	for _, r := range out {
 		switch r.Status {
@@ -118,16 +158,15 @@ func TestBackendBusy(t *testing.T) {
 	}
 
 	// With the queue off the next caller is refused at once: before the
-	// first one's answer comes (1.5 s), where a queued one would get it after.
+	// first one's answer comes (held until the refusal is in), where a
+	// queued one would get it after.
 	gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_in_flight 1", "queue off"}}.start(t)
-	be.misbehave(sendSlow)
 	var order atomic.Int32
 	var answered [2]int32
-	out = concurrently(t, 2, func(i int) response {
+	out = heldTogether(t, be, 2, func(i int) response {
 		defer func() { answered[i] = order.Add(1) }()
 		return send(t, "GET", "/api/v1/server", withKey(keyA))
 	})
-	be.misbehave(behave)
 	busy = 0
 	for i, r := range out {
 		if r.Status != http.StatusServiceUnavailable {

@@ -7,7 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // scopedGateway is the example of docs/keys.md through a real Caddy: a Discord bot
@@ -80,19 +81,15 @@ func TestScopedKeyOutsideItsScope(t *testing.T) {
 func TestScopedKeyCap(t *testing.T) {
 	be := newBackend(t)
 	scopedGateway(be, "max_in_flight 1").start(t)
-	be.misbehave(sendSlow) // every answer takes 1.5 s
+	be.holdAnswers() // every answer waits for release
+	defer be.release()
 	done := make(chan response, 3)
 	first := make(chan response, 1)
 	go func() { first <- send(t, "GET", "/api/v1/bans", withKey(keyA)) }()
-	deadline := time.Now().Add(patience)
-	for len(be.take()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never reached the backend")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	fixture.WaitFor(t, "the first request at the backend", func() bool { return be.atBackend() == 1 })
 	go func() { done <- send(t, "GET", "/api/v1/bans", withKey(keyB)) }()
 	go func() { done <- send(t, "GET", "/api/v1/status") }()
+	fixture.WaitFor(t, "the staff key's and the anonymous caller's requests at the backend", func() bool { return be.atBackend() == 3 })
 
 	r := send(t, "GET", "/api/v1/status", withKey(keyA))
 	select {
@@ -105,13 +102,13 @@ func TestScopedKeyCap(t *testing.T) {
 	if got := r.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After %q, want 1", got)
 	}
+	be.release()
 	done <- <-first
 	for range 3 {
 		if r := <-done; r.Status != http.StatusOK {
 			t.Errorf("a caller within its limits got %d: %s", r.Status, r.Body)
 		}
 	}
-	be.misbehave(behave)
 	// The place is given back.
 	wantBackendBytes(t, send(t, "GET", "/api/v1/bans", withKey(keyA)), "/api/v1/bans")
 }

@@ -179,8 +179,9 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 }
 
 // Validate checks what can be checked before placeholders are expanded: the
-// name, that the text is not empty, the form of a digest written in
-// place, that a scope is not empty and a cap and a share at least 1 (the
+// name, that the text is not empty, that a key without a name is not one
+// word that reads like a name (ErrNameAlone), the form of a digest written
+// in place, that a scope is not empty and a cap and a share at least 1 (the
 // endpoint names, and the share against the limits, are the handler's to
 // check). The Caddyfile parser and the handler's
 // Provision call it; NewKeyring checks the expanded text again.
@@ -192,6 +193,9 @@ func (k Key) Validate() error {
 	}
 	if strings.TrimSpace(k.Secret) == "" {
 		return errors.New("empty key")
+	}
+	if k.Name == "" && ReadsLikeName(strings.TrimSpace(k.Secret)) {
+		return ErrNameAlone
 	}
 	if strings.HasPrefix(k.Secret, DigestPrefix) {
 		if _, err := ParseDigest(k.Secret); err != nil {
@@ -235,6 +239,89 @@ func ValidateName(name string) error {
 		return errors.New("invalid name (it has the form of a secret from caddy statusgate-key)")
 	}
 	return nil
+}
+
+// MinSecretAlone is the length from which one word of a name's characters,
+// written as a key without a name, can be a secret rather than a name whose
+// secret was forgotten (see ReadsLikeName). It is also the length under
+// which the handler warns of a short secret.
+const MinSecretAlone = 16
+
+// ErrNameAlone is Validate's error for a key without a name whose text reads
+// like a name (ReadsLikeName): almost always `key <name>` with the secret
+// forgotten, which would make a guessable word a key that opens every
+// endpoint. It names no fix, because the fix is written differently in the
+// Caddyfile and in JSON; the handler adds it. It does not quote the text.
+var ErrNameAlone = errors.New("one word that reads like a name, with no secret")
+
+// ReadsLikeName reports whether s, the whole text of a key written without a
+// name, reads like a name rather than a secret: it has only the characters
+// of a name (letters, digits, '_' and '-'), it is not a secret in the form
+// Generate makes, and it is either shorter than MinSecretAlone or made of
+// words. A part of s between '-' and '_' is a word when it is lower-case
+// letters, upper-case letters, or capitalised words run together
+// ("discordBot"), any of them followed by digits ("bot2"), or digits alone.
+//
+// So "website", "discord-bot-production", "DISCORD_BOT" and "staff-2024"
+// read like names, and a digest ("sha256:…", which has a ':'), a placeholder
+// ("{env.NAME}"), a generated key, a passphrase with spaces or punctuation
+// and a random string of 16 or more letters and digits (hex, base64url, a
+// UUID, where letters and digits mix within a part) do not. A secret that
+// does read like a name (a passphrase of plain words) only has to be given a
+// name to be accepted: `key <name> <secret>`.
+func ReadsLikeName(s string) bool {
+	if !ident.Valid(s) || IsGenerated(s) {
+		return false
+	}
+	if len(s) < MinSecretAlone {
+		return true
+	}
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '_' }) {
+		if !isWord(part) {
+			return false
+		}
+	}
+	return true
+}
+
+// isWord reports whether part, a run of letters and digits, is a word as
+// ReadsLikeName means it: lower-case letters, upper-case letters, or
+// capitalised words run together ("discordBot", "DiscordBot"), any of them
+// followed by digits, or digits alone.
+func isWord(part string) bool {
+	isUpper := func(c byte) bool { return 'A' <= c && c <= 'Z' }
+	isLower := func(c byte) bool { return 'a' <= c && c <= 'z' }
+	i := 0
+	for i < len(part) && isUpper(part[i]) {
+		i++
+	}
+	if i <= 1 {
+		// Capitalised words, or lower case: [A-Z]?[a-z]+, repeated.
+		i = 0
+		for i < len(part) {
+			j := i
+			if isUpper(part[j]) {
+				j++
+			}
+			k := j
+			for k < len(part) && isLower(part[k]) {
+				k++
+			}
+			if k == j {
+				break // no lower case after it: a letter alone, or digits
+			}
+			i = k
+		}
+		if i == 0 && len(part) > 0 && isUpper(part[0]) {
+			i = 1 // one capital, perhaps with digits after it
+		}
+	} else if i < len(part) && isLower(part[i]) {
+		return false // "HTTPServer": capitals run into a word
+	}
+	for i < len(part) && '0' <= part[i] && part[i] <= '9' {
+		i++
+	}
+	return i == len(part)
 }
 
 // ParseDigest reads "sha256:<64 hex digits>". The error shows at most the

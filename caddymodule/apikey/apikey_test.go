@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,7 +94,7 @@ func TestParseDigestErrorHidesSecret(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	for _, k := range []Key{
-		{Secret: "plain-secret-0123456789"},
+		{Secret: "pla1n-secret-0123456789"},
 		{Secret: "{env.STATUSGATE_KEY}"},
 		{Secret: "{file./etc/caddy/bot.key}"},
 		{Name: "discord-bot", Secret: Digest("x")},
@@ -113,6 +114,9 @@ func TestValidate(t *testing.T) {
 		{Key{Name: "bot", Secret: "sha256:12ab"}, "malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
 		// Not a digest in pieces: checked as written, before expansion.
 		{Key{Secret: "sha256:{env.X}"}, "malformed digest 'sha256:…' (want sha256: and 64 hex digits; character 8 is not a hex digit)"},
+		// A name with its secret forgotten, white space around it or not.
+		{Key{Secret: "discord-bot-production"}, "one word that reads like a name, with no secret"},
+		{Key{Secret: " website\t"}, "one word that reads like a name, with no secret"},
 	} {
 		err := c.k.Validate()
 		if err == nil || err.Error() != c.want {
@@ -221,14 +225,14 @@ func TestJSONScoped(t *testing.T) {
 // included, and so is null.
 func TestValidateScope(t *testing.T) {
 	for in, want := range map[string]string{
-		`{"key":"s","endpoints":[]}`:       "endpoints: empty list (leave it out for every endpoint)",
-		`{"key":"s","max_in_flight":0}`:    "max_in_flight: 0 is not a whole number of at least 1",
-		`{"key":"s","max_in_flight":-3}`:   "max_in_flight: -3 is not a whole number of at least 1",
-		`{"key":"s","max_held":0}`:         "max_held: 0 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
-		`{"key":"s","max_held":-1}`:        "max_held: -1 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
-		`{"key":"s","max_held":null}`:      "max_held: null is not a size: leave max_held out for the key's default share, or write bytes, at least 1",
-		`{"key":"s","max_held":1}`:         "",
-		`{"key":"s","endpoints":["bans"]}`: "",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","endpoints":[]}`:       "endpoints: empty list (leave it out for every endpoint)",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_in_flight":0}`:    "max_in_flight: 0 is not a whole number of at least 1",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_in_flight":-3}`:   "max_in_flight: -3 is not a whole number of at least 1",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_held":0}`:         "max_held: 0 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_held":-1}`:        "max_held: -1 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_held":null}`:      "max_held: null is not a size: leave max_held out for the key's default share, or write bytes, at least 1",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","max_held":1}`:         "",
+		`{"key":"q3z-q3z-q3z-q3z-q3z","endpoints":["bans"]}`: "",
 	} {
 		var k Key
 		if err := json.Unmarshal([]byte(in), &k); err != nil {
@@ -263,5 +267,65 @@ func TestKeyJSONTags(t *testing.T) {
 	b, err := json.Marshal(Key{Name: "bot", Secret: "s", MaxInFlight: 2, MaxHeld: 1 << 20})
 	if err != nil || string(b) != `{"name":"bot","key":"s","max_in_flight":2,"max_held":1048576}` {
 		t.Errorf("Marshal = %s %v", b, err)
+	}
+}
+
+// TestReadsLikeName checks the rule that tells a name whose secret was
+// forgotten from a secret written alone.
+func TestReadsLikeName(t *testing.T) {
+	for _, s := range []string{
+		"website", "bot", "k", "s3cret", "a1b2c3", // shorter than 16: whatever they are
+		"discord-bot-production", "DISCORD_BOT_PRODUCTION", "discordBotProduction", "DiscordBot-Production",
+		"discord-bot-production-2", "staff2024-dashboard", "my_website_key_v2", "demo-key-change-me-0123",
+		"correct-horse-battery-staple", // a passphrase of plain words: it needs a name
+		"0123456789012345678",
+	} {
+		if !ReadsLikeName(s) {
+			t.Errorf("ReadsLikeName(%q) = false, want true", s)
+		}
+	}
+	for _, s := range []string{
+		"sg_28LTmLX-g4RmCaLRYD3bcU1a2CNPVK_HvJJ-lDotZCI", // generated
+		Digest("x"), "{env.STATUSGATE_KEY}", "{file./run/secrets/key}", "pre-{env.X}",
+		"3f9a0c1b2d4e5f60a1b2c3d4e5f60718",     // hex
+		"550e8400-e29b-41d4-a716-446655440000", // a UUID
+		"Ahng4aiph3ohChoo", "s3cret-s3cret-s3cret", "Qx7Zk9Wv3Jp8Yt5R",
+		"HTTPServerProduction",                      // not one of the forms of a word
+		"q83vEjRWeJq83vEjRWeJ+w==", "a b c", "p@ss", // not a name's characters
+		"",
+	} {
+		if ReadsLikeName(s) {
+			t.Errorf("ReadsLikeName(%q) = true, want false", s)
+		}
+	}
+}
+
+// TestRandomSecretsAlonePass measures the rule on random strings of the
+// alphabets secrets are made of, with a fixed seed: at 16 characters
+// hardly any reads like a name, at 32 none does.
+func TestRandomSecretsAlonePass(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, a := range []struct{ name, alphabet string }{
+		{"hex", "0123456789abcdef"},
+		{"letters and digits", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"},
+		{"base64url", "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"},
+	} {
+		for _, c := range []struct {
+			length, most int // at most `most` per 10,000 read like names
+		}{{16, 50}, {32, 0}} {
+			names := 0
+			for range 10000 {
+				b := make([]byte, c.length)
+				for i := range b {
+					b[i] = a.alphabet[r.IntN(len(a.alphabet))]
+				}
+				if ReadsLikeName(string(b)) {
+					names++
+				}
+			}
+			if names > c.most {
+				t.Errorf("%s, %d characters: %d of 10,000 read like names, want at most %d", a.name, c.length, names, c.most)
+			}
+		}
 	}
 }

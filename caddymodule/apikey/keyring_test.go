@@ -121,24 +121,31 @@ func TestKeyringErrors(t *testing.T) {
 		keys []Key
 		want string
 	}{
-		{[]Key{{Secret: s1}, {Secret: ""}}, "key #2 'key-2': empty key"},
-		{[]Key{{Name: "bot", Secret: " "}}, "key #1 'bot': empty key"},
-		{[]Key{{Name: "a b", Secret: s1}}, "key #1: invalid name (letters, digits, _ and -)"},
-		{[]Key{{Name: "bot", Secret: s1}, {Name: "bot", Secret: s2}}, "key #2: name 'bot' is already the name of key #1"},
-		// An explicit name may collide with a default one.
-		{[]Key{{Secret: s1}, {Name: "key-1", Secret: s2}}, "key #2: name 'key-1' is already the name of key #1"},
-		{[]Key{{Name: "key-2", Secret: s1}, {Secret: s2}}, "key #2: name 'key-2' is already the name of key #1"},
-		{[]Key{{Secret: s1}, {Name: "bot", Secret: s1}}, "key #2 'bot' has the same secret as key #1 'key-1'"},
+		{[]Key{{Secret: s1}, {Secret: ""}}, "keys[1] 'key-2': empty key"},
+		{[]Key{{Name: "bot", Secret: " "}}, "keys[0] 'bot': empty key"},
+		{[]Key{{Name: "a b", Secret: s1}}, "keys[0]: invalid name (letters, digits, _ and -)"},
+		// An explicit name may collide with a default one, either way round.
+		{[]Key{{Secret: s1}, {Name: "key-1", Secret: s2}}, "keys[1] 'key-1': 'key-1' is the name of keys[1] and, by its position, of keys[0]; give keys[0] a name of its own"},
+		{[]Key{{Name: "key-2", Secret: s1}, {Secret: s2}}, "keys[1] 'key-2': 'key-2' is the name of keys[0] and, by its position, of keys[1]; give keys[1] a name of its own"},
+		{[]Key{{Secret: s1}, {Name: "bot", Secret: s1}}, "keys[1] 'bot' has the same secret as keys[0] 'key-1'"},
+		{[]Key{{Name: "bot", Secret: s1}, {Name: "bot", Secret: s1}}, "keys[1] 'bot' has the same secret as keys[0] 'bot'"},
 		// Plain and digest of the same secret, and digests differing in case only.
-		{[]Key{{Name: "a", Secret: s1}, {Name: "b", Secret: Digest(s1)}}, "key #2 'b' has the same secret as key #1 'a'"},
-		{[]Key{{Name: "a", Secret: Digest(s2)}, {Secret: s1}, {Name: "c", Secret: "sha256:" + strings.ToUpper(Digest(s2)[7:])}}, "key #3 'c' has the same secret as key #1 'a'"},
-		{[]Key{{Secret: s1}, {Name: "bot", Secret: "sha256:12ab"}}, "key #2 'bot': malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		{[]Key{{Name: "a", Secret: s1}, {Name: "b", Secret: Digest(s1)}}, "keys[1] 'b' has the same secret as keys[0] 'a'"},
+		{[]Key{{Name: "a", Secret: Digest(s2)}, {Secret: s1}, {Name: "c", Secret: "sha256:" + strings.ToUpper(Digest(s2)[7:])}}, "keys[2] 'c' has the same secret as keys[0] 'a'"},
+		{[]Key{{Secret: s1}, {Name: "bot", Secret: "sha256:12ab"}}, "keys[1] 'bot': malformed digest 'sha256:12ab' (want sha256: and 64 hex digits, got 4)"},
+		// The secrets of one name agree on the key's scope and cap.
+		{[]Key{{Name: "bot", Secret: s1, Endpoints: []string{"status"}}, {Name: "bot", Secret: s2}},
+			"keys[1] 'bot': endpoints not the same as on keys[0] 'bot', another secret of the key: " + ErrRotationLimits.Error()},
+		{[]Key{{Name: "bot", Secret: s1, Endpoints: []string{"status", "bans"}}, {Name: "bot", Secret: s2, Endpoints: []string{"status"}}},
+			"keys[1] 'bot': endpoints not the same as on keys[0] 'bot', another secret of the key: " + ErrRotationLimits.Error()},
+		{[]Key{{Name: "bot", Secret: s1, MaxInFlight: 2}, {Name: "web", Secret: Digest("w")}, {Name: "bot", Secret: s2, MaxInFlight: 3}},
+			"keys[2] 'bot': max_in_flight not the same as on keys[0] 'bot', another secret of the key: " + ErrRotationLimits.Error()},
 		// A name that is another key's secret, plain or as its digest,
 		// before any error that would quote the name.
-		{[]Key{{Secret: s1}, {Name: s1, Secret: s2}}, "key #2: the name is the secret of key #1; write the name, then the secret"},
-		{[]Key{{Name: s2, Secret: Digest(s1)}, {Secret: s2}, {Secret: s2}}, "key #1: the name is the secret of key #2; write the name, then the secret"},
-		{[]Key{{Name: s1, Secret: " "}, {Secret: s1}}, "key #1: the name is the secret of key #2; write the name, then the secret"},
-		{[]Key{{Name: "sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", Secret: s1}}, "key #1: invalid name (it has the form of a secret from caddy statusgate-key)"},
+		{[]Key{{Secret: s1}, {Name: s1, Secret: s2}}, "keys[1]: the name is the secret of keys[0]; write the name, then the secret"},
+		{[]Key{{Name: s2, Secret: Digest(s1)}, {Secret: s2}, {Secret: s2}}, "keys[0]: the name is the secret of keys[1]; write the name, then the secret"},
+		{[]Key{{Name: s1, Secret: " "}, {Secret: s1}}, "keys[0]: the name is the secret of keys[1]; write the name, then the secret"},
+		{[]Key{{Name: "sg_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8", Secret: s1}}, "keys[0]: invalid name (it has the form of a secret from caddy statusgate-key)"},
 	} {
 		kr, err := NewKeyring(c.keys)
 		if err == nil || err.Error() != c.want {
@@ -243,6 +250,43 @@ func BenchmarkLookup(b *testing.B) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// TestKeyringRotation checks entries of one name: one key with several
+// secrets, each of which Match gives as that key, while the keys around it
+// keep their positions.
+func TestKeyringRotation(t *testing.T) {
+	kr, err := NewKeyring([]Key{
+		{Name: "bot", Secret: "old-b0t-secret-0123456789", Endpoints: []string{"status", "bans"}, MaxInFlight: 2},
+		{Secret: Digest("unnamed-0123456789")},
+		{Name: "web", Secret: "web-s3cret-0123456789"},
+		{Name: "bot", Secret: Digest("new-b0t-secret-0123456789"), Endpoints: []string{"bans", "status", "bans"}, MaxInFlight: 2},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"bot", "key-2", "web"}; !slices.Equal(kr.Names(), want) || kr.Len() != 3 {
+		t.Fatalf("Names() = %q, Len() = %d; want %q", kr.Names(), kr.Len(), want)
+	}
+	for _, c := range []struct {
+		presented string
+		key       int
+	}{
+		{"old-b0t-secret-0123456789", 0}, {"new-b0t-secret-0123456789", 0},
+		{"unnamed-0123456789", 1}, {"web-s3cret-0123456789", 2},
+	} {
+		if i, ok := kr.Match(c.presented); !ok || i != c.key {
+			t.Errorf("Match(%s) = %d, %v; want %d", c.presented, i, ok, c.key)
+		}
+	}
+	if i, ok := kr.Match("bot"); ok {
+		t.Errorf("the name matched as key %d", i)
+	}
+	for i, want := range []int{0, 1, 2} {
+		if got := kr.First(i); got != want {
+			t.Errorf("First(%d) = %d, want %d", i, got, want)
 		}
 	}
 }

@@ -2,8 +2,6 @@ package cluster
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -87,8 +85,7 @@ func TestTwoGateways(t *testing.T) {
 	}
 	// One build per checkout, kept between runs: Build reuses it while it
 	// is newer than every source of the binary.
-	sum := sha256.Sum256([]byte(repo))
-	bin := filepath.Join(os.TempDir(), "statusgate-cluster-"+hex.EncodeToString(sum[:6]), "caddy")
+	bin := harness.CheckoutBinary(repo, "cluster")
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,8 @@
 package harness
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -45,6 +47,15 @@ func Build(repo, bin string, force bool) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("built %s in %s", bin, time.Since(start).Round(time.Second)), nil
+}
+
+// CheckoutBinary is where a test keeps its build of the checkout at repo,
+// for Build: one per checkout and purpose, kept between runs, and apart from
+// other purposes' so that two test packages building at once never write
+// one file.
+func CheckoutBinary(repo, purpose string) string {
+	sum := sha256.Sum256([]byte(repo))
+	return filepath.Join(os.TempDir(), "statusgate-"+purpose+"-"+hex.EncodeToString(sum[:6]), "caddy")
 }
 
 // NewestSource is the latest modification time among the files a build of

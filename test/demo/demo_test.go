@@ -1,0 +1,318 @@
+// Package demo runs the demo as docs/demo.md's tour does: Caddyfile.example
+// in a caddy process of this repository's build, changed while it runs and
+// reloaded with `caddy reload --config`, which finds the demo by the admin
+// address the file gives.
+package demo
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/internal/scrape"
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+// demoPorts are the loopback ports Caddyfile.example listens on: the
+// gateway, the simulated backend, the widget, the metrics and the admin API.
+var demoPorts = []string{"8080", "8081", "8082", "8083", "8084"}
+
+// The commands of the tour's "Changing it while it runs", which this test
+// runs with the built binary in place of `go run ./cmd/caddy`.
+const (
+	reloadCommand = "go run ./cmd/caddy reload --config Caddyfile.example"
+	keyCommand    = "go run ./cmd/caddy statusgate-key --name demo"
+	policyLine    = "require_key server off"
+	demoKeyLine   = "key demo {$STATUSGATE_KEY:demo-key-change-me-0123}"
+	demoSecret    = "demo-key-change-me-0123"
+)
+
+// TestDemoReloads runs the tour's changes against the demo: a policy change
+// and a key rotation under the key's own name, each by `caddy reload
+// --config Caddyfile.example` as the tour writes it. The demo's fixed ports
+// are replaced by free ones in a copy of the file (its admin port too, which
+// the reload reads from the copy), so that it meets no other Caddy and no
+// other test.
+func TestDemoReloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Caddy and runs the demo")
+	}
+	repo, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tour := tourSection(t, repo)
+	for _, want := range []string{reloadCommand, keyCommand, policyLine, demoKeyLine, "below `require_key constants off`", "delete the old line and reload"} {
+		if !strings.Contains(tour, want) {
+			t.Errorf("docs/demo.md's tour does not say %q, which this test does", want)
+		}
+	}
+	example, err := os.ReadFile(filepath.Join(repo, "Caddyfile.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\tadmin 127.0.0.1:8084\n", "\t\trequire_key constants off\n", "\t\t" + demoKeyLine + "\n"} {
+		if !bytes.Contains(example, []byte(want)) {
+			t.Fatalf("Caddyfile.example has no line %q, which the tour edits", strings.TrimSpace(want))
+		}
+	}
+
+	bin := harness.CheckoutBinary(repo, "demo")
+	msg, err := harness.Build(repo, bin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+
+	ports, err := harness.FreePorts(len(demoPorts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := map[string]int{}
+	for i, p := range demoPorts {
+		port[p] = ports[i]
+	}
+	renumber := func(text string) string {
+		return regexp.MustCompile(`\b(808[0-4])\b`).ReplaceAllStringFunc(text, func(p string) string { return strconv.Itoa(port[p]) })
+	}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "Caddyfile.example")
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(renumber(text)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(string(example))
+
+	d := startDemo(t, bin, repo, dir, conf, port["8080"])
+	// The gateway's site is localhost:8080 (a host matcher), the metrics'
+	// 127.0.0.1:8083.
+	gateway, metrics := "http://localhost:"+strconv.Itoa(port["8080"]), "http://127.0.0.1:"+strconv.Itoa(port["8083"])
+
+	// Before: /server is protected, the demo key opens it.
+	d.want(gateway+"/api/v1/server", "", 404, nil)
+	d.want(gateway+"/api/v1/server", demoSecret, 200, nil)
+
+	// The policy change: require_key server off, below require_key constants off.
+	changed := strings.Replace(string(example), "\t\trequire_key constants off\n", "\t\trequire_key constants off\n\t\t"+policyLine+"\n", 1)
+	write(changed)
+	d.reload(t)
+	d.want(gateway+"/api/v1/server", "", 200, func(meta map[string]any) error {
+		if fmt.Sprint(meta["hiddenFields"]) != "[motd ip port]" || meta["authenticated"] != false {
+			return fmt.Errorf("meta %v, want hiddenFields [motd ip port] and authenticated false", meta)
+		}
+		return nil
+	})
+
+	// The rotation: the new secret's line below the old one, under the same name.
+	secret, line := d.newKey(t)
+	rotating := strings.Replace(changed, "\t\t"+demoKeyLine+"\n", "\t\t"+demoKeyLine+"\n\t\t"+line+"\n", 1)
+	write(rotating)
+	d.reload(t)
+	for _, s := range []string{demoSecret, secret} {
+		d.want(gateway+"/api/v1/bans", s, 200, nil)
+	}
+	series := d.scrape(t, metrics)
+	if n := series[`caddy_http_statusgate_key_requests_total{key="demo"}`]; n != 2 {
+		t.Errorf(`key_requests_total{key="demo"} = %v after a request with each secret, want 2 (one key, both secrets); series: %v`, n, series)
+	}
+	for name := range series {
+		if strings.HasPrefix(name, "caddy_http_statusgate_key_requests_total{") && !strings.Contains(name, `key="demo"`) && !strings.Contains(name, `key="discord-bot"`) {
+			t.Errorf("a key series of its own for a secret: %s", name)
+		}
+	}
+
+	// The old line deleted: the old secret is refused, the new one carries on.
+	write(strings.Replace(rotating, "\t\t"+demoKeyLine+"\n", "", 1))
+	d.reload(t)
+	d.want(gateway+"/api/v1/bans", demoSecret, 404, nil)
+	d.want(gateway+"/api/v1/bans", secret, 200, nil)
+
+	// A mistake is refused with its line, and the demo carries on.
+	write(strings.Replace(rotating, "\t\t"+demoKeyLine+"\n", "\t\tkey website\n", 1))
+	if out, err := d.caddy("reload", "--config", conf); err == nil || !strings.Contains(out, "one word that reads like a name") || !strings.Contains(out, conf+":") {
+		t.Errorf("reload of a config with a mistake: %v\n%s", err, out)
+	}
+	d.want(gateway+"/api/v1/bans", secret, 200, nil)
+}
+
+// tourSection is the section of docs/demo.md on changing the demo.
+func tourSection(t *testing.T, repo string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, "docs", "demo.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## Changing it while it runs\n")
+	if !ok {
+		t.Fatal(`docs/demo.md has no section "Changing it while it runs"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
+// demo is the demo's caddy process.
+type demo struct {
+	t       *testing.T
+	bin     string
+	repo    string
+	env     []string
+	gateway int
+	log     string
+}
+
+// startDemo runs `caddy run --config conf` from the repository's root (the
+// widget's files are found from there), as the README's first command does,
+// and returns once the gateway's port accepts connections.
+func startDemo(t *testing.T, bin, repo, dir, conf string, gateway int) *demo {
+	t.Helper()
+	home := filepath.Join(dir, "caddy-home")
+	d := &demo{t: t, bin: bin, repo: repo, gateway: gateway, log: filepath.Join(dir, "demo.log"),
+		env: append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)}
+	logf, err := os.Create(d.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "--config", conf)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = repo, d.env, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(fixture.Patience):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-exited:
+			t.Fatalf("the demo exited; its log:\n%s", harness.Tail(d.log, 30))
+		default:
+		}
+		if r, err := http.Get("http://localhost:" + strconv.Itoa(gateway) + "/api/v1"); err == nil {
+			r.Body.Close()
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo did not come up; its log:\n%s", harness.Tail(d.log, 30))
+		}
+	}
+}
+
+// caddy runs the built binary as `go run ./cmd/caddy` runs it, from the
+// repository's root.
+func (d *demo) caddy(args ...string) (string, error) {
+	cmd := exec.Command(d.bin, args...)
+	cmd.Dir, cmd.Env = d.repo, d.env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// reload runs `caddy reload --config` on the demo's file, and waits until
+// the old config's listener is closed: until then a connection may be
+// answered by the old config.
+func (d *demo) reload(t *testing.T) {
+	t.Helper()
+	if out, err := d.caddy("reload", "--config", filepath.Join(filepath.Dir(d.log), "Caddyfile.example")); err != nil {
+		t.Fatalf("caddy reload: %v\n%s\nthe demo's log:\n%s", err, out, harness.Tail(d.log, 20))
+	}
+	for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(2 * time.Millisecond) {
+		listening, known := harness.ListeningTCP()
+		if !known || listening[uint(d.gateway)] <= 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old config's listener on port %d is still open %v after the reload", d.gateway, fixture.Patience)
+		}
+	}
+}
+
+// newKey runs `caddy statusgate-key --name demo` and returns the secret and
+// the Caddyfile line it prints.
+func (d *demo) newKey(t *testing.T) (secret, line string) {
+	t.Helper()
+	out, err := d.caddy("statusgate-key", "--name", "demo")
+	if err != nil {
+		t.Fatalf("caddy statusgate-key: %v\n%s", err, out)
+	}
+	for sc := bufio.NewScanner(strings.NewReader(out)); sc.Scan(); {
+		text := strings.TrimSpace(sc.Text())
+		if s, ok := strings.CutPrefix(text, "secret: "); ok {
+			secret = s
+		}
+		if strings.HasPrefix(text, "key demo sha256:") {
+			line = text
+		}
+	}
+	if secret == "" || line == "" {
+		t.Fatalf("caddy statusgate-key printed no secret or no key line:\n%s", out)
+	}
+	return secret, line
+}
+
+// want sends GET url with key (none when empty) and checks the status, and
+// with check the answer's meta.
+func (d *demo) want(url, key string, status int, check func(meta map[string]any) error) {
+	d.t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if key != "" {
+		req.Header.Set("X-API-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		d.t.Errorf("GET %s (key %t): %d, want %d: %s", url, key != "", resp.StatusCode, status, body)
+		return
+	}
+	if check != nil {
+		var env struct {
+			Meta map[string]any `json:"meta"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			d.t.Fatalf("GET %s: %v: %s", url, err, body)
+		}
+		if err := check(env.Meta); err != nil {
+			d.t.Errorf("GET %s: %v", url, err)
+		}
+	}
+}
+
+// scrape reads the statusgate series of the demo's metrics site.
+func (d *demo) scrape(t *testing.T, base string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	series, err := scrape.Text(resp.Body, "caddy_http_statusgate_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return series
+}
