@@ -241,7 +241,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			proxyBlock, err = proxySegment(d)
 
 		default:
-			return d.Errf("unrecognized subdirective '%s'%s", opt, nearest.Suggest(opt, names(caddyfileSyntax)))
+			return d.Errf("unrecognized subdirective '%s'%s", opt, nearest.Suggest(opt, optionNames(caddyfileSyntax)))
 		}
 		if err != nil {
 			return err
@@ -315,8 +315,8 @@ var keySyntax = []option{
 	{"max_held", "<size>"},
 }
 
-// names are the options' names, in order.
-func names(syntax []option) []string {
+// optionNames are the options' names, in order.
+func optionNames(syntax []option) []string {
 	out := make([]string, len(syntax))
 	for i, o := range syntax {
 		out[i] = o.name
@@ -412,7 +412,7 @@ func optionWord(w string) bool {
 	case "on", "off", "true", "false":
 		return true
 	}
-	return slices.Contains(names(caddyfileSyntax), w)
+	return slices.Contains(optionNames(caddyfileSyntax), w)
 }
 
 // repeatable are the options that may appear more than once: key, and those
@@ -627,7 +627,7 @@ func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *asWritten) error {
 			*held = asWritten{word: d.Val(), d: *d}
 
 		default:
-			return d.Errf("unrecognized key subdirective '%s'%s", opt, nearest.Suggest(opt, names(keySyntax)))
+			return d.Errf("unrecognized key subdirective '%s'%s", opt, nearest.Suggest(opt, optionNames(keySyntax)))
 		}
 	}
 	return nil

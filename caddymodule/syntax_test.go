@@ -21,10 +21,10 @@ import (
 // in the same order; the key's block likewise.
 func TestSyntaxListsEveryOption(t *testing.T) {
 	top, key := parserCases(t)
-	if got, want := sorted(top), sorted(names(caddyfileSyntax)); !slices.Equal(got, want) {
+	if got, want := sorted(top), sorted(optionNames(caddyfileSyntax)); !slices.Equal(got, want) {
 		t.Errorf("the parser reads %q,\ncaddyfileSyntax has %q", got, want)
 	}
-	if got, want := sorted(key), sorted(names(keySyntax)); !slices.Equal(got, want) {
+	if got, want := sorted(key), sorted(optionNames(keySyntax)); !slices.Equal(got, want) {
 		t.Errorf("the key block's parser reads %q,\nkeySyntax has %q", got, want)
 	}
 
