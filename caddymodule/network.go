@@ -178,13 +178,13 @@ type networkMember struct {
 	own   bool // the handler's own guard (self), which the handler leaves
 }
 
-// joinNetwork sets up the network c, whose members' backends parse read
-// (backends, by server): each member joins the guard its backend names with
+// joinNetwork sets up the network c, whose members' backends
+// NetworkConfig.parse read (backends, by server): each member joins the guard its backend names with
 // the limits l (the usual agreement rule applies), but self, whose guard is
 // own, the handler's. bc is the handler's backend options, t its endpoint
 // table, policy its field lists' fingerprint; each member's guard is
 // exported in m. On an error, the network returned holds the guards joined
-// so far, for leave.
+// so far, for leaveGuards.
 func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard,
 	bc BackendConfig, l guardLimits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{

@@ -3,10 +3,14 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -93,4 +97,95 @@ func TestNetworkSwitchedOff(t *testing.T) {
 	}
 	// Still checked.
 	wantProvisionError(t, strings.Replace(config, `"lobby"`, `"lob by"`, 1), "network.servers[0].id: 'lob by' is not a name")
+}
+
+// Two players' UUIDs.
+const (
+	alexUUID  = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	steveUUID = "8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21"
+)
+
+// TestNetworkFetch runs the network's fetch in process, under the race
+// detector in CI: three members asked at once through guards of their own,
+// one answering the plugin's "initializing" payload, which leaves it out;
+// the key never reaches a member; the document through the field layer for
+// a caller without a key, whole for a key. The handler is in the form of
+// 1.0, whose guards need no provisioned proxy: every member is marked as
+// the handler's own, so that its trip goes to the test's next handler.
+func TestNetworkFetch(t *testing.T) {
+	h := mustProvision(t, `{"auth":{"keys":["`+testKey+`"],"require_key":{"network":false},"protected_fields":{"network":["players"]}},`+
+		`"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}]}}],"self":"a"}}`)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	limits, err := resolveLimits(h.Backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "c"} {
+		g, err := joinGuard(ctx, BackendConfig{Guard: "network-test-" + id}, limits, nil, "policy", zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.leave)
+		h.network.members = append(h.network.members, networkMember{id: id, guard: g, own: true})
+	}
+
+	var mu sync.Mutex
+	var seen []string
+	answers := []string{
+		`{"ok":true,"data":{"online":["` + alexUUID + `"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":20,"cachedAt":10}}`,
+		`{"ok":true,"data":{"online":["` + alexUUID + `","` + steveUUID + `"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":20,"cachedAt":15}}`,
+		`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":20,"cachedAt":null}}`,
+	}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("X-Api-Key")+r.Header.Get("Accept-Encoding"))
+		body := answers[(len(seen)-1)%len(answers)]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, err := io.WriteString(w, body)
+		return err
+	})
+
+	keyed := serve(t, h, next, "GET", "/api/v1/network?history=true", keyHeader(testKey))
+	var doc struct {
+		Data struct {
+			ServerCount int `json:"serverCount"`
+			TotalOnline int `json:"totalOnline"`
+			Servers     []struct {
+				Server  string   `json:"server"`
+				Players []string `json:"players"`
+			} `json:"servers"`
+		} `json:"data"`
+		Meta struct {
+			CachedAt    int64    `json:"cachedAt"`
+			Unreachable []string `json:"unreachable"`
+		} `json:"meta"`
+	}
+	if err := json.Unmarshal(keyed.Body.Bytes(), &doc); err != nil || keyed.Code != 200 {
+		t.Fatalf("%d %s: %v", keyed.Code, keyed.Body, err)
+	}
+	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != 10 {
+		t.Errorf("one member initializing: %s", keyed.Body)
+	}
+	if got := keyed.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "served" {
+		t.Errorf("outcome %q", got)
+	}
+	mu.Lock()
+	for _, s := range seen {
+		if s != "GET /api/v1/status identity" {
+			t.Errorf("a member got %q", s)
+		}
+	}
+	mu.Unlock()
+
+	// Without a key: the counts, no UUID, players hidden.
+	anon := serve(t, h, next, "GET", "/api/v1/network", nil)
+	body := anon.Body.String()
+	if anon.Code != 200 || strings.Contains(body, alexUUID) || !strings.Contains(body, `"authenticated":false,"hiddenFields":["players"]}}`) {
+		t.Errorf("anonymous: %d %s", anon.Code, body)
+	}
+	if got := anon.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "filtered" {
+		t.Errorf("anonymous outcome %q", got)
+	}
 }
