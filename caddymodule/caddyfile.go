@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/nearest"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
@@ -75,6 +77,13 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		proxy {
 //			<reverse_proxy subdirectives>
 //		}
+//
+//		network <cluster-id> {
+//			server <server-id> <upstream>... [{
+//				<reverse_proxy subdirectives>
+//			}]
+//			self   <server-id>
+//		}
 //	}
 //
 // The upstreams are the game server(s) statusgate sends the requests it lets
@@ -115,6 +124,10 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // stream_heartbeat cannot be off (docs/live.md has the live streams).
 // instances <k> says this gateway is one of k in front of the backend and
 // divides max_in_flight, the queue's length and max_held by k.
+// network makes the gateway answer /api/v1/network itself from the member
+// servers' /api/v1/status (docs/network.md); each server is declared as
+// the statusgate line declares a backend, and self names the one this
+// statusgate fronts. It needs enable network.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the directive name
 	directive := d.Token()
@@ -125,6 +138,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	var proxyBlock caddyfile.Segment
+	var netLines networkLines
 	auth, b := &h.Auth, &h.Backend
 	var keyLines []keyLine            // what sealKey compares a key line with
 	written := map[string]asWritten{} // max_response's, max_held's and instances' words, checked once the block is read
@@ -239,6 +253,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 		case "proxy":
 			proxyBlock, err = proxySegment(d)
+		case "network":
+			h.Network, netLines, err = networkBlock(d)
 
 		default:
 			return d.Errf("unrecognized subdirective '%s'%s", opt, nearest.Suggest(opt, optionNames(caddyfileSyntax)))
@@ -257,14 +273,16 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
 		return err
 	}
-	if len(upstreams) == 0 && proxyBlock == nil {
-		return nil // the form of 1.0: Provision warns
+	if len(upstreams) > 0 || proxyBlock != nil {
+		proxy, err := parseProxy(directive, upstreams, proxyBlock)
+		if err != nil {
+			return err
+		}
+		h.Proxy = proxy
+	} // else the form of 1.0: Provision warns
+	if h.Network != nil {
+		return networkAfter(h.Network, netLines, h)
 	}
-	proxy, err := parseProxy(directive, upstreams, proxyBlock)
-	if err != nil {
-		return err
-	}
-	h.Proxy = proxy
 	return nil
 }
 
@@ -305,7 +323,8 @@ var caddyfileSyntax = []option{
 	{"max_streams_per_client", "<n>|off"},
 	{"stream_lifetime", "<duration>|off"},
 	{"stream_heartbeat", "<duration>"},
-	{"proxy", ""}, // a block of reverse_proxy's subdirectives
+	{"proxy", ""},               // a block of reverse_proxy's subdirectives
+	{"network", "<cluster-id>"}, // a block of servers and self
 }
 
 // keySyntax is the syntax of a key's block, as caddyfileSyntax.
@@ -365,16 +384,26 @@ func proxySegment(d *caddyfile.Dispenser) (caddyfile.Segment, error) {
 		return nil, d.Errf("proxy: '%s': the upstreams go on the statusgate line (statusgate <upstream>... {), or in proxy's block as to <upstream>...", d.Val())
 	}
 	seg := d.NextSegment()
+	if err := refuseAnswering(seg); err != nil {
+		return nil, err
+	}
+	return seg, nil
+}
+
+// refuseAnswering checks the block of the segment seg (a word, then a
+// block of reverse_proxy subdirectives) for what a statusgate backend
+// cannot have: what would answer in the backend's place.
+func refuseAnswering(seg caddyfile.Segment) error {
 	pd := caddyfile.NewDispenser(seg)
 	pd.Next()
 	for pd.NextBlock(0) {
 		opt := pd.Val()
 		switch {
 		case opt == "handle_response", opt == "replace_status", strings.HasPrefix(opt, "@"):
-			return nil, pd.Errf("proxy: '%s' is not allowed here: statusgate reads the backend's answer itself (the field layer, the cache, shared trips), so nothing may answer in its place", opt)
+			return pd.Errf("%s: '%s' is not allowed here: statusgate reads the backend's answer itself (the field layer, the cache, shared trips), so nothing may answer in its place", seg[0].Text, opt)
 		}
 	}
-	return seg, nil
+	return nil
 }
 
 // parseProxy reads the backend a statusgate line declares, its upstreams
@@ -397,9 +426,7 @@ func parseProxy(directive caddyfile.Token, upstreams []caddyfile.Token, block ca
 		return nil, err
 	}
 	if len(rp.Upstreams) == 0 && rp.DynamicUpstreamsRaw == nil {
-		d := caddyfile.NewDispenser([]caddyfile.Token{directive})
-		d.Next()
-		return nil, d.Errf("statusgate: a proxy block without upstreams: name the game server, as in statusgate 127.0.0.1:8080 { ... }, or with to or dynamic in the proxy block")
+		return nil, errAt(directive, "statusgate: a proxy block without upstreams: name the game server, as in statusgate 127.0.0.1:8080 { ... }, or with to or dynamic in the proxy block")
 	}
 	return json.Marshal(rp)
 }
@@ -766,6 +793,153 @@ func endpointArg(d *caddyfile.Dispenser) (string, error) {
 		return "", d.Errf("%s: %v", opt, endpointNameError(name))
 	}
 	return name, nil
+}
+
+// networkLines is where a network block's words are, for the errors that
+// can only be told once the whole statusgate block is read.
+type networkLines struct {
+	network caddyfile.Token // the word network
+	self    caddyfile.Token // the word self; zero without one
+}
+
+// networkBlock reads the network block at d's current token:
+//
+//	network <cluster-id> {
+//		server <server-id> <upstream>... [{
+//			<reverse_proxy subdirectives>
+//		}]
+//		self   <server-id>
+//	}
+//
+// Each server is declared as statusgate <upstream>... { proxy { ... } }
+// declares a backend, into the same JSON, so that both name the same guard.
+// Every error names the word and the line.
+func networkBlock(d *caddyfile.Dispenser) (*NetworkConfig, networkLines, error) {
+	lines := networkLines{network: d.Token()}
+	if !d.NextArg() {
+		return nil, lines, d.Errf("network: name the network: network <cluster-id> { server <server-id> <upstream>... }")
+	}
+	c := &NetworkConfig{Cluster: d.Val()}
+	if err := networkIDError("network", c.Cluster); err != nil {
+		return nil, lines, d.Errf("%v", err)
+	}
+	if d.NextArg() {
+		return nil, lines, d.ArgErr()
+	}
+	var proxies [][]byte // by server, to tell two ids of one backend
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "server":
+			s, proxy, err := networkServer(d, c, proxies)
+			if err != nil {
+				return nil, lines, err
+			}
+			c.Servers = append(c.Servers, s)
+			proxies = append(proxies, proxy)
+
+		case "self":
+			if c.Self != "" {
+				return nil, lines, d.Errf("'self' given twice")
+			}
+			lines.self = d.Token()
+			if !d.NextArg() {
+				return nil, lines, d.Errf("self: name the server that is this statusgate's own backend: self <server-id>")
+			}
+			c.Self = d.Val()
+			if err := networkIDError("self", c.Self); err != nil {
+				return nil, lines, d.Errf("%v", err)
+			}
+			if d.NextArg() {
+				return nil, lines, d.ArgErr()
+			}
+
+		default:
+			return nil, lines, d.Errf("unrecognized network subdirective '%s'", opt)
+		}
+	}
+	if len(c.Servers) == 0 {
+		return nil, lines, errAt(lines.network, "network %s: no servers: list each member as server <server-id> <upstream>...", c.Cluster)
+	}
+	if c.Self != "" && !slices.ContainsFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self }) {
+		return nil, lines, errAt(lines.self, "self: '%s' is no server of network %s", c.Self, c.Cluster)
+	}
+	return c, lines, nil
+}
+
+// networkServer reads a server line of the network block c, whose servers
+// so far declare proxies: its id, its upstreams and its optional block of
+// reverse_proxy subdirectives, read as a statusgate line and its proxy
+// block are.
+func networkServer(d *caddyfile.Dispenser, c *NetworkConfig, proxies [][]byte) (NetworkServer, []byte, error) {
+	seg := d.NextSegment()
+	sd := caddyfile.NewDispenser(seg)
+	sd.Next() // server
+	if !sd.NextArg() {
+		return NetworkServer{}, nil, sd.Errf("server: name the server and its upstream(s): server <server-id> <upstream>...")
+	}
+	s := NetworkServer{ID: sd.Val()}
+	if err := networkIDError("server", s.ID); err != nil {
+		return s, nil, sd.Errf("%v", err)
+	}
+	if i := slices.IndexFunc(c.Servers, func(o NetworkServer) bool { return o.ID == s.ID }); i >= 0 {
+		return s, nil, sd.Errf("server %s: given twice: each server once", s.ID)
+	}
+	upstreams := sd.RemainingArgsAsTokens()
+	if len(upstreams) == 0 {
+		return s, nil, sd.Errf("server %s: no upstream: write server %s <upstream>..., as statusgate <upstream>... names its backend", s.ID, s.ID)
+	}
+	var block caddyfile.Segment
+	if rest := seg[2+len(upstreams):]; len(rest) > 0 {
+		block = append(caddyfile.Segment{seg[0]}, rest...)
+		if err := refuseAnswering(block); err != nil {
+			return s, nil, err
+		}
+	}
+	proxy, err := parseProxy(seg[0], upstreams, block)
+	if err != nil {
+		return s, nil, err
+	}
+	for i, p := range proxies {
+		if bytes.Equal(p, proxy) {
+			return s, nil, sd.Errf("server %s: the same backend as server %s: one server under two ids would count its players twice", s.ID, c.Servers[i].ID)
+		}
+	}
+	s.Proxy = proxy
+	return s, proxy, nil
+}
+
+// networkAfter checks, once the whole statusgate block is read, what a
+// network block c at lines cannot be with the rest of it: the network
+// endpoint left off (or given a cache time of its own), or self declared
+// with other upstreams than the statusgate line's proxy.
+func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
+	if err := networkSwitchError(h.Endpoints, h.Backend); err != nil {
+		return errAt(lines.network, "network %s: %v", c.Cluster, err)
+	}
+	if c.Self == "" || h.Proxy == nil {
+		return nil
+	}
+	own, err := upstream.Parse("proxy", h.Proxy)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self })
+	self, err := upstream.Parse("server "+c.Self, c.Servers[i].Proxy)
+	if err != nil {
+		return err
+	}
+	if !sameUpstreams(self, own) {
+		return errAt(lines.self, "self %s: server %s is %s, but this statusgate's backend is %s: self names the server the statusgate line fronts; give it the same upstreams",
+			c.Self, c.Self, self, own)
+	}
+	return nil
+}
+
+// errAt is an error at the word tok, read earlier, with its file and line.
+func errAt(tok caddyfile.Token, format string, args ...any) error {
+	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
+	d.Next()
+	return d.Errf(format, args...)
 }
 
 // Interface guard

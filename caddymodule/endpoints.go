@@ -152,6 +152,10 @@ type tableConfig struct {
 	cache      map[string]caddy.Duration
 	snapshot   map[string]caddy.Duration
 	noCache    bool // cache_size off: no micro-cache, whatever cache says
+	// ownNetwork says the gateway answers network itself, from the
+	// network's members' /status: its answer changes as theirs do, and its
+	// live streams are polled for status's times.
+	ownNetwork bool
 }
 
 // buildTable applies the config to the built-in defaults, and makes the
@@ -244,6 +248,10 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	}
 	for _, b := range builtins {
 		add(b)
+	}
+	if c.ownNetwork {
+		n, s := t.byName["network"], t.byName["status"]
+		n.cacheTTL, n.snapshot = s.cacheTTL, s.snapshot
 	}
 	for _, name := range custom {
 		// A custom station is a single parameterless segment below custom/,

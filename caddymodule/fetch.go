@@ -289,9 +289,10 @@ func (g *guard) refresh(r *http.Request, t *ticket) {
 }
 
 // backgroundRequest is a copy of the canonical upstream request r for a trip
-// nobody waits for (a refresh, a live stream's poll), under ctx: with its own
-// replacer and variables, because Caddy's are the caller's, which the
-// caller's handlers and log still use. The replacer carries the endpoint,
+// of its own, under ctx: one nobody waits for (a refresh, a live stream's
+// poll), or one of a network's members' (network.go), asked at once. It has
+// its own replacer and variables, because Caddy's are the caller's, which
+// the caller's handlers and log still use. The replacer carries the endpoint,
 // key and client placeholders of the caller's, and the values t resolved
 // for the declared backend's placeholders, so that the trip reaches the
 // backend the caller's would.

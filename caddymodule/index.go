@@ -103,32 +103,45 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 	return c.all
 }
 
-// serveIndex answers GET /api/v1 itself; the backend's index would describe the
+// serve answers GET /api/v1 itself; the backend's index would describe the
 // backend's config, not the gateway's. While hide_protected is on, a caller
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
 func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) verdict {
-	data := c.list(who, hide)
-	b := make([]byte, 0, len(data)+96)
-	b = append(b, apijson.DataHead...)
-	b = append(b, data...)
-	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
-	b = append(b, `,"authenticated":`...)
-	b = strconv.AppendBool(b, who.authenticated)
-	b = append(b, "}}"...)
-	if who.filtered() && ep.fields != nil {
-		out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
-		if err != nil {
-			// The gateway rendered this body itself; failing here is a bug.
-			logger.Error("filtering the index", zap.Error(err))
-			return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
-		}
-		ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
-		ep.metrics.FieldsRemoved(hidden)
-		b = out
+	b, err := ownAnswer(c.list(who, hide), nil, who, ep)
+	if err != nil {
+		// The gateway rendered this body itself; failing here is a bug.
+		logger.Error("filtering the index", zap.Error(err))
+		return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
 	}
 	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
 	return verdict{outcome: metrics.Index}
+}
+
+// ownAnswer is the body of an answer the gateway makes itself (the index, a
+// network's document) for who, to ep: data in the backend's success
+// envelope, meta's members that start every envelope, then extra (members
+// of meta of the answer's own, each after a comma), then authenticated;
+// through the field layer when who gets it, as a backend's answer would go.
+func ownAnswer(data, extra []byte, who caller, ep *endpoint) ([]byte, error) {
+	b := make([]byte, 0, len(data)+len(extra)+96)
+	b = append(b, apijson.DataHead...)
+	b = append(b, data...)
+	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
+	b = append(b, extra...)
+	b = append(b, `,"authenticated":`...)
+	b = strconv.AppendBool(b, who.authenticated)
+	b = append(b, "}}"...)
+	if !who.filtered() || ep.fields == nil {
+		return b, nil
+	}
+	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
+	ep.metrics.FieldsRemoved(hidden)
+	return out, nil
 }

@@ -79,12 +79,19 @@ type Handler struct {
 	// reverse_proxy) reach the backend; it logs a warning.
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
+	// Network makes the gateway answer /api/v1/network itself, from its
+	// member servers' /api/v1/status, in the plugin's shape, without Redis
+	// (docs/network.md); the network endpoint must be enabled. Absent:
+	// /api/v1/network goes to the backend like any other endpoint.
+	Network *NetworkConfig `json:"network,omitempty"`
+
 	access  // the key check (auth.go)
 	table   *endpointTable
 	guard   *guard // the backend step (fetch.go)
 	hide    bool
 	index   *indexCache
-	live    *liveState // the live streams (stream.go)
+	live    *liveState    // the live streams (stream.go)
+	network *networkState // the network the gateway answers for (network.go); nil: none
 	metrics *metrics.Metrics
 	logger  *zap.Logger
 	// leavePeers ends this handler's part in the heartbeat (watchPeers).
@@ -243,6 +250,22 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err := keyShares(h.keyInfo, auth.Keys, limits, durationOr(h.Backend.WriteTimeout, defaultWriteTimeout)); err != nil {
 		return err
 	}
+	var backend *upstream.Backend
+	if h.Proxy != nil {
+		if backend, err = upstream.Parse("proxy", h.Proxy); err != nil {
+			return err
+		}
+	}
+	var members []*upstream.Backend
+	networkOn := false
+	if h.Network != nil {
+		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend); err != nil {
+			return err
+		}
+		if !networkOn {
+			logger.Warn("the network endpoint is disabled: the network block has no effect", zap.String("cluster", h.Network.Cluster))
+		}
+	}
 	h.table, h.metrics, err = buildTable(tableConfig{
 		authOn:     h.authOn,
 		enabled:    h.Endpoints,
@@ -251,6 +274,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		cache:      h.Backend.Cache,
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
+		ownNetwork: networkOn,
 	}, ctx.GetMetricsRegistry(), h.keys.Names())
 	if err != nil {
 		return err
@@ -261,11 +285,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	limits.Streams, limits.StreamsPerClient = liveLimits.maxStreams, liveLimits.perClient
-	var backend *upstream.Backend
-	if h.Proxy != nil {
-		if backend, err = upstream.Parse("proxy", h.Proxy); err != nil {
-			return err
-		}
+	if backend != nil {
 		if err := backend.Provision(ctx); err != nil {
 			return err
 		}
@@ -273,10 +293,16 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): its answers are shared within this handler only, and its counts with every other such handler; name the game server in statusgate itself",
 			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it"))
 	}
-	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policyOf(h.authOn, h.table), logger); err != nil {
+	policy := policyOf(h.authOn, h.table)
+	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policy, logger); err != nil {
 		return err
 	}
 	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
+	if networkOn {
+		if h.network, err = joinNetwork(ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
+			return err
+		}
+	}
 	h.live = newLive(liveLimits, h.guard, h.metrics, logger)
 	logShare(logger, limits, h.table, h.Backend.MaxInFlight)
 	h.index = newIndexCache(h.authOn, h.table, h.keyInfo)
@@ -301,6 +327,7 @@ func (h *Handler) Cleanup() error {
 		h.leavePeers()
 	}
 	h.live.close()
+	h.network.leaveGuards()
 	h.guard.leave()
 	return nil
 }
@@ -393,8 +420,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	x.who = x.who.withAddress(r, h.guard.prefix6)
 
 	// The backend step, the guard's: its answer, or its refusal, is written
-	// through the progress deadline, once.
+	// through the progress deadline, once. A network's document is the
+	// gateway's own, made of its members' answers, each through its guard.
 	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, next)
+	t.answer = h.guard.fetch
+	if h.network.answers(rt.ep) {
+		t.answer = h.network.fetch
+	}
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
@@ -402,7 +434,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if live {
 		v = h.live.serve(pw, r, t)
 	} else {
-		v = h.guard.fetch(pw, r, t)
+		v = t.answer(pw, r, t)
 	}
 	x.end(v)
 	return nil

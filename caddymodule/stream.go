@@ -286,7 +286,7 @@ func (lv *liveState) poll(ctx context.Context, base *http.Request, t *ticket) []
 				v = badGateway(errBrokeOff)
 			}
 		}()
-		return lv.guard.fetch(progress.New(rec, 0), r, t)
+		return t.answer(progress.New(rec, 0), r, t)
 	}()
 	if v.cut {
 		v.status = http.StatusBadGateway

@@ -67,26 +67,32 @@ func TestSyntaxListsEveryOption(t *testing.T) {
 // option's block are that option's business, and left out.
 func syntaxLines(block string) (top, key []option) {
 	inBlock := "" // the option whose block the lines are in
+	depth := 0    // of blocks within it (a network's server's)
 	for _, line := range strings.Split(block, "\n") {
 		fields := strings.Fields(line)
 		switch {
 		case len(fields) == 0 || fields[0] == "statusgate":
 			continue
 		case fields[0] == "}" || fields[0] == "}]":
-			inBlock = ""
+			if depth--; depth <= 0 {
+				inBlock, depth = "", 0
+			}
 			continue
 		}
 		o := option{name: fields[0], args: strings.Join(fields[1:], " ")}
+		opens := strings.HasSuffix(o.args, "{")
 		switch inBlock {
 		case "key":
 			key = append(key, o)
 		case "":
-			opens := strings.HasSuffix(o.args, "{")
 			o.args = strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(o.args, "{"), "["))
 			top = append(top, o)
 			if opens {
-				inBlock = o.name
+				inBlock, depth = o.name, 0
 			}
+		}
+		if opens {
+			depth++
 		}
 	}
 	return top, key

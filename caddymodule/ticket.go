@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
@@ -27,7 +28,15 @@ type ticket struct {
 	// which backend it reaches.
 	upstream upstream.Values
 	next     caddyhttp.HandlerFunc // the handlers after statusgate
+	// answer answers the request, for ServeHTTP and a live stream's poll
+	// alike: the guard's fetch, from the backend, or a network's, from its
+	// members; ServeHTTP says which.
+	answer answerFunc
 }
+
+// answerFunc answers the request r that t describes, writing the answer to
+// pw, or returns the refusal.
+type answerFunc func(pw *progress.Writer, r *http.Request, t *ticket) verdict
 
 // ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path; next is what follows statusgate.

@@ -28,7 +28,7 @@ import (
 
 // demoPorts are the loopback ports Caddyfile.example listens on: the
 // gateway, the simulated backend, the widget, the metrics and the admin API.
-var demoPorts = []string{"8080", "8081", "8082", "8083", "8084"}
+var demoPorts = []string{"8080", "8081", "8082", "8083", "8084", "8085", "8086"}
 
 // The commands of the tour's "Changing it while it runs", which this test
 // runs with the built binary in place of `go run ./cmd/caddy`.

@@ -1,0 +1,191 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// networkJSON is a handler's JSON with a network of the given servers
+// (each "id": "dial"), the network endpoint on, and extra members of the
+// handler's object (each after a comma).
+func networkJSON(self string, servers [][2]string, extra string) string {
+	var s []string
+	for _, sv := range servers {
+		s = append(s, `{"id":"`+sv[0]+`","proxy":{"upstreams":[{"dial":"`+sv[1]+`"}]}}`)
+	}
+	selfMember := ""
+	if self != "" {
+		selfMember = `,"self":"` + self + `"`
+	}
+	return `{"endpoints":{"network":true},"proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}]},"network":{"cluster":"main","servers":[` +
+		strings.Join(s, ",") + `]` + selfMember + `}` + extra + `}`
+}
+
+// TestNetworkJSONErrors checks every mistake of a network's JSON: the
+// message names the option by its path and says what to write.
+func TestNetworkJSONErrors(t *testing.T) {
+	three := [][2]string{{"survival", "10.0.0.2:8080"}, {"lobby", "10.0.0.3:8080"}, {"creative", "10.0.0.4:8080"}}
+	tests := []struct {
+		name, config string
+		words        []string
+	}{
+		{"the endpoint left off", `{"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}]}}`,
+			[]string{"network: the network endpoint is off (its default)", `"endpoints": {"network": true}`}},
+		{"a cache time of its own", networkJSON("", three, `,"backend":{"cache":{"network":"2s"}}`),
+			[]string{"network: cache network: the gateway answers network from the members' /status", "set cache status instead"}},
+		{"a snapshot time of its own", networkJSON("", three, `,"backend":{"snapshot":{"network":-1}}`),
+			[]string{"network: snapshot network", "set snapshot status instead"}},
+		{"no cluster", `{"endpoints":{"network":true},"network":{"servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}]}}`,
+			[]string{"network.cluster: missing", "network.cluster-id"}},
+		{"a cluster that is no name", `{"endpoints":{"network":true},"network":{"cluster":"m a","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}]}}`,
+			[]string{"network.cluster: 'm a' is not a name of letters, digits, '_' and '-'"}},
+		{"no servers", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[]}}`,
+			[]string{"network.servers: none", "server <server-id> <upstream>..."}},
+		{"a server without id", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}]}}`,
+			[]string{"network.servers[0].id: missing"}},
+		{"a server id that is no name", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"lobby.2", "10.0.0.4:8080"}}, ""),
+			[]string{"network.servers[1].id: 'lobby.2' is not a name"}},
+		{"a server id twice", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"lobby", "10.0.0.4:8080"}}, ""),
+			[]string{"network.servers[1].id: 'lobby' is network.servers[0]'s id too"}},
+		{"a server without proxy", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a"}]}}`,
+			[]string{"network.servers[0] 'a'.proxy"}},
+		{"a proxy without upstreams", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"headers":{}}}]}}`,
+			[]string{"network.servers[0] 'a'.proxy: no upstreams"}},
+		{"a proxy that answers", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}],"handle_response":[]}}]}}`,
+			[]string{"network.servers[0] 'a'.proxy.handle_response: not allowed here"}},
+		{"one backend under two ids", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"hub", "10.0.0.3:8080"}}, ""),
+			[]string{"network.servers[1] 'hub'.proxy: the same backend as network.servers[0] 'lobby'", "count its players twice"}},
+		{"self no server", networkJSON("hardcore", three, ""),
+			[]string{"network.self: 'hardcore' is no server of the network (its servers: creative, lobby, survival)"}},
+		{"self with other upstreams", networkJSON("lobby", three, ""),
+			[]string{"network.self: 'lobby' is this handler's own backend, 10.0.0.2:8080, but network.servers[1] 'lobby' declares 10.0.0.3:8080"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			wantProvisionError(t, tc.config, tc.words...)
+		})
+	}
+}
+
+// TestNetworkSwitchedOff: a network whose endpoint the config switches off
+// on purpose is checked, joins no member's guard, and says it has no effect.
+func TestNetworkSwitchedOff(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	core, logs := observer.New(zap.WarnLevel)
+	h := new(Handler)
+	config := `{"endpoints":{"network":false},"network":{"cluster":"main","servers":[{"id":"lobby","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}]}}`
+	if err := json.Unmarshal([]byte(config), h); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Cleanup() })
+	if h.network != nil || logs.FilterMessageSnippet("the network endpoint is disabled: the network block has no effect").Len() != 1 {
+		t.Errorf("a network switched off: joined %v, logged %v", h.network != nil, logs.All())
+	}
+	// Still checked.
+	wantProvisionError(t, strings.Replace(config, `"lobby"`, `"lob by"`, 1), "network.servers[0].id: 'lob by' is not a name")
+}
+
+// Two players' UUIDs.
+const (
+	alexUUID  = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
+	steveUUID = "8b1e62a0-5c1d-4f0b-9a77-2f3c9d0e6b21"
+)
+
+// TestNetworkFetch runs the network's fetch in process, under the race
+// detector in CI: three members asked at once through guards of their own,
+// one answering the plugin's "initializing" payload, which leaves it out;
+// the key never reaches a member; the document through the field layer for
+// a caller without a key, whole for a key. The handler is in the form of
+// 1.0, whose guards need no provisioned proxy: every member is marked as
+// the handler's own, so that its trip goes to the test's next handler.
+func TestNetworkFetch(t *testing.T) {
+	h := mustProvision(t, `{"auth":{"keys":["`+testKey+`"],"require_key":{"network":false},"protected_fields":{"network":["players"]}},`+
+		`"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}]}}],"self":"a"}}`)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	limits, err := resolveLimits(h.Backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"b", "c"} {
+		g, err := joinGuard(ctx, BackendConfig{Guard: "network-test-" + id}, limits, nil, "policy", zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.leave)
+		h.network.members = append(h.network.members, networkMember{id: id, guard: g, own: true})
+	}
+
+	var mu sync.Mutex
+	var seen []string
+	answers := []string{
+		`{"ok":true,"data":{"online":["` + alexUUID + `"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":20,"cachedAt":10}}`,
+		`{"ok":true,"data":{"online":["` + alexUUID + `","` + steveUUID + `"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":20,"cachedAt":15}}`,
+		`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":20,"cachedAt":null}}`,
+	}
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("X-Api-Key")+r.Header.Get("Accept-Encoding"))
+		body := answers[(len(seen)-1)%len(answers)]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, err := io.WriteString(w, body)
+		return err
+	})
+
+	keyed := serve(t, h, next, "GET", "/api/v1/network?history=true", keyHeader(testKey))
+	var doc struct {
+		Data struct {
+			ServerCount int `json:"serverCount"`
+			TotalOnline int `json:"totalOnline"`
+			Servers     []struct {
+				Server  string   `json:"server"`
+				Players []string `json:"players"`
+			} `json:"servers"`
+		} `json:"data"`
+		Meta struct {
+			CachedAt    int64    `json:"cachedAt"`
+			Unreachable []string `json:"unreachable"`
+		} `json:"meta"`
+	}
+	if err := json.Unmarshal(keyed.Body.Bytes(), &doc); err != nil || keyed.Code != 200 {
+		t.Fatalf("%d %s: %v", keyed.Code, keyed.Body, err)
+	}
+	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != 10 {
+		t.Errorf("one member initializing: %s", keyed.Body)
+	}
+	if got := keyed.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "served" {
+		t.Errorf("outcome %q", got)
+	}
+	mu.Lock()
+	for _, s := range seen {
+		if s != "GET /api/v1/status identity" {
+			t.Errorf("a member got %q", s)
+		}
+	}
+	mu.Unlock()
+
+	// Without a key: the counts, no UUID, players hidden.
+	anon := serve(t, h, next, "GET", "/api/v1/network", nil)
+	body := anon.Body.String()
+	if anon.Code != 200 || strings.Contains(body, alexUUID) || !strings.Contains(body, `"authenticated":false,"hiddenFields":["players"]}}`) {
+		t.Errorf("anonymous: %d %s", anon.Code, body)
+	}
+	if got := anon.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "filtered" {
+		t.Errorf("anonymous outcome %q", got)
+	}
+}

@@ -1,0 +1,639 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/internal/sim"
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+// A network's status without Redis (docs/network.md): the gateway answers
+// /api/v1/network itself from its member servers' /api/v1/status, through
+// each member's own guard.
+
+// simMember is one simulated game server of a network: a statusgate_sim
+// site of the test's config, on a port of its own, frozen (its answers are
+// the same bytes every time) with a seed of its own (its players differ
+// from the others').
+type simMember struct {
+	id   string
+	port int
+	name string // the sim's counters: sim.Lookup(name)
+}
+
+// newSimMembers are the members with these ids, seeded 1, 2, ..., their
+// counters named after the test.
+func newSimMembers(t *testing.T, ids ...string) []simMember {
+	t.Helper()
+	ports, err := harness.FreePorts(len(ids))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ms []simMember
+	for i, id := range ids {
+		ms = append(ms, simMember{id: id, port: ports[i], name: fmt.Sprintf("%s-%s", t.Name(), id)})
+	}
+	return ms
+}
+
+func (m simMember) addr() string { return fmt.Sprintf("127.0.0.1:%d", m.port) }
+
+// site is the member's site block; seed i+1.
+func (m simMember) site(i int) string {
+	return fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed %d\n\t\tserver_id %s\n\t\tname %s\n\t\tlatency * 0\n\t}\n}", m.port, i+1, m.id, m.name)
+}
+
+// trips is how many /status requests reached the member since its counters
+// were last reset.
+func (m simMember) trips() int64 { return sim.Lookup(m.name).Snapshot().Stations["status"].Requests }
+
+// status is the member's own /status answer, asked directly, not counted.
+func (m simMember) status(t *testing.T) []byte {
+	t.Helper()
+	res, err := http.Get("http://" + m.addr() + "/api/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	sim.Lookup(m.name).Reset()
+	return b
+}
+
+// networkBlock is the network block of the members, at the addresses
+// given (by member; the member's own by default), with self.
+func networkBlock(ms []simMember, addrs map[string]string, self string) string {
+	var b strings.Builder
+	b.WriteString("network main {\n")
+	for _, m := range ms {
+		addr := m.addr()
+		if a, ok := addrs[m.id]; ok {
+			addr = a
+		}
+		fmt.Fprintf(&b, "\t\t\tserver %s %s\n", m.id, addr)
+	}
+	if self != "" {
+		fmt.Fprintf(&b, "\t\t\tself %s\n", self)
+	}
+	b.WriteString("\t\t}")
+	return b.String()
+}
+
+// networkGateway is the test's gateway: statusgate in front of the first
+// member, with the lines given, the network of the members (reached at
+// addrs where given), and the members' sites.
+func networkGateway(ms []simMember, addrs map[string]string, lines ...string) gateway {
+	var sites []string
+	for i, m := range ms {
+		sites = append(sites, m.site(i))
+	}
+	lines = append([]string{"enable network", networkBlock(ms, addrs, ms[0].id)}, lines...)
+	return gateway{upstream: ms[0].addr(), shared: true, sites: sites, statusgate: lines}
+}
+
+// networkDoc is a network answer as a client reads it.
+type networkDoc struct {
+	OK   bool `json:"ok"`
+	Data struct {
+		Cluster     string      `json:"cluster"`
+		ThisServer  string      `json:"thisServer"`
+		ServerCount int         `json:"serverCount"`
+		TotalOnline int         `json:"totalOnline"`
+		Servers     []heartbeat `json:"servers"`
+	} `json:"data"`
+	Meta struct {
+		Version       string   `json:"version"`
+		Server        *string  `json:"server"`
+		UpdatedAt     int64    `json:"updatedAt"`
+		CachedAt      *int64   `json:"cachedAt"`
+		Unreachable   []string `json:"unreachable"`
+		Authenticated bool     `json:"authenticated"`
+		HiddenFields  []string `json:"hiddenFields"`
+	} `json:"meta"`
+}
+
+// heartbeat is one server of the document, as the plugin's network mode
+// writes it.
+type heartbeat struct {
+	Server    string   `json:"server"`
+	Cluster   string   `json:"cluster"`
+	Online    int      `json:"online"`
+	Players   []string `json:"players"`
+	Discord   *int     `json:"discord"`
+	UpdatedAt int64    `json:"updatedAt"`
+}
+
+// readNetwork reads a network answer: 200, the JSON headers, and a data
+// part a client of the plugin's network mode reads (no member it does not
+// know, every one it does).
+func readNetwork(t testing.TB, r response) networkDoc {
+	t.Helper()
+	var doc networkDoc
+	if r.Err != nil || r.Status != http.StatusOK {
+		t.Fatalf("network: %d %s (err %v), want 200", r.Status, clip(r.Body), r.Err)
+	}
+	wantJSONHeaders(t, r, "network")
+	var env struct{ Data json.RawMessage }
+	if err := json.Unmarshal(r.Body, &env); err != nil {
+		t.Fatalf("network: %v: %s", err, clip(r.Body))
+	}
+	dec := json.NewDecoder(bytes.NewReader(env.Data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc.Data); err != nil {
+		t.Errorf("network: a client of the plugin's shape cannot read the data: %v: %s", err, clip(env.Data))
+	}
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// keysInOrder lists the members of the JSON object raw, in order.
+func keysInOrder(t testing.TB, raw []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not an object: %s", clip(raw))
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, tok.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
+}
+
+// TestNetworkAnswer: the gateway's /api/v1/network has the plugin's
+// envelope, data shape and key order; each server is its member's /status
+// (online count, players, chat-platform members, snapshot time);
+// totalOnline is the sum; meta has no server, the earliest snapshot time,
+// an empty unreachable and a truthful authenticated.
+func TestNetworkAnswer(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	networkGateway(ms, nil, "key "+keyA).start(t)
+	var statuses [][]byte
+	for _, m := range ms {
+		statuses = append(statuses, m.status(t))
+	}
+
+	r := send(t, "GET", "/api/v1/network", withKey(keyA))
+	doc := readNetwork(t, r)
+	if got := keysInOrder(t, r.Body); !slices.Equal(got, []string{"ok", "data", "meta"}) {
+		t.Errorf("envelope members %v", got)
+	}
+	var env struct {
+		Data struct {
+			Servers []json.RawMessage `json:"servers"`
+		} `json:"data"`
+		Meta json.RawMessage `json:"meta"`
+	}
+	_ = json.Unmarshal(r.Body, &env)
+	if got := keysInOrder(t, bytes.TrimPrefix(r.Body, []byte(`{"ok":true,"data":`))); !slices.Equal(got, []string{"cluster", "thisServer", "serverCount", "totalOnline", "servers"}) {
+		t.Errorf("data members %v", got)
+	}
+	for _, s := range env.Data.Servers {
+		if got := keysInOrder(t, s); !slices.Equal(got, []string{"server", "cluster", "online", "players", "discord", "updatedAt"}) {
+			t.Errorf("server members %v", got)
+		}
+	}
+	if got := keysInOrder(t, env.Meta); !slices.Equal(got, []string{"version", "updatedAt", "cachedAt", "unreachable", "authenticated"}) {
+		t.Errorf("meta members %v", got)
+	}
+
+	d := doc.Data
+	if !doc.OK || d.Cluster != "main" || d.ThisServer != "survival" || d.ServerCount != 3 || len(d.Servers) != 3 {
+		t.Fatalf("document %s", clip(r.Body))
+	}
+	sum := 0
+	var earliest int64
+	for i, m := range ms {
+		var st struct {
+			Data struct {
+				Online    []string `json:"online"`
+				Minecraft int      `json:"minecraft"`
+				Discord   *int     `json:"discord"`
+			} `json:"data"`
+			Meta struct {
+				CachedAt int64 `json:"cachedAt"`
+			} `json:"meta"`
+		}
+		if err := json.Unmarshal(statuses[i], &st); err != nil || st.Meta.CachedAt == 0 {
+			t.Fatalf("%s's status %s: %v", m.id, statuses[i], err)
+		}
+		want := heartbeat{Server: m.id, Cluster: "main", Online: st.Data.Minecraft, Players: st.Data.Online, Discord: st.Data.Discord, UpdatedAt: st.Meta.CachedAt}
+		if got := d.Servers[i]; !reflect.DeepEqual(got, want) {
+			t.Errorf("server %d: %+v, want %+v", i, got, want)
+		}
+		sum += st.Data.Minecraft
+		if earliest == 0 || st.Meta.CachedAt < earliest {
+			earliest = st.Meta.CachedAt
+		}
+	}
+	if d.TotalOnline != sum || sum == 0 {
+		t.Errorf("totalOnline %d, the members' counts sum to %d", d.TotalOnline, sum)
+	}
+	if slices.Equal(d.Servers[0].Players, d.Servers[1].Players) && slices.Equal(d.Servers[1].Players, d.Servers[2].Players) {
+		t.Error("the three members have the same players: the seeds do not tell them apart")
+	}
+	mt := doc.Meta
+	if mt.Version != "v1" || mt.Server != nil || mt.CachedAt == nil || *mt.CachedAt != earliest || mt.Unreachable == nil || len(mt.Unreachable) != 0 ||
+		!mt.Authenticated || mt.HiddenFields != nil {
+		t.Errorf("meta %s", env.Meta)
+	}
+
+	// HEAD: the same head, no body.
+	h := send(t, "HEAD", "/api/v1/network", withKey(keyA))
+	if h.Status != 200 || len(h.Body) != 0 || h.Header.Get("Content-Type") != "application/json; charset=utf-8" {
+		t.Errorf("HEAD: %d %v %q", h.Status, h.Header, h.Body)
+	}
+	// The index lists network for the key.
+	idx := send(t, "GET", "/api/v1", withKey(keyA))
+	if !bytes.Contains(idx.Body, []byte(`{"name":"network","path":"/api/v1/network","description":"Cross-server aggregation","requiresKey":true}`)) {
+		t.Errorf("the index does not list network: %s", idx.Body)
+	}
+}
+
+// TestNetworkOneTripPerMember: 200 callers at once, plain GETs with and
+// without a key and live streams, cost each member one /status trip for
+// the cache time (an hour here, so that no entry expires during the test).
+func TestNetworkOneTripPerMember(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	networkGateway(ms, nil, "key "+keyA, "require_key network off", "cache status 1h", "max_streams_per_client off").start(t)
+	for _, m := range ms {
+		m.status(t) // provisioned, counters reset
+	}
+	const callers, streams = 200, 10
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	var bad atomic.Int32
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			var r response
+			if i%2 == 0 {
+				r = send(t, "GET", "/api/v1/network")
+			} else {
+				r = send(t, "GET", "/api/v1/network", withKey(keyA))
+			}
+			var doc networkDoc
+			if r.Status != 200 || json.Unmarshal(r.Body, &doc) != nil || doc.Data.ServerCount != 3 {
+				if bad.Add(1) == 1 {
+					t.Errorf("caller %d: %d %s", i, r.Status, clip(r.Body))
+				}
+			}
+		})
+	}
+	close(start)
+	var opened []*liveStream
+	for i := range streams {
+		s := openLive(t, nil, "/api/v1/network", withKey(keyA))
+		if i%2 == 0 {
+			s = openLive(t, nil, "/api/v1/network")
+		}
+		s.wantStream(t, "network stream")
+		if ev := s.nextEvent(t); ev.end || !strings.Contains(ev.data, `"serverCount":3`) {
+			t.Errorf("stream %d: %+v", i, ev)
+		}
+		opened = append(opened, s)
+	}
+	wg.Wait()
+	for _, m := range ms {
+		if n := m.trips(); n != 1 {
+			t.Errorf("%s: %d /status trips for %d callers and %d streams, want 1", m.id, n, callers, streams)
+		}
+	}
+	for _, s := range opened {
+		s.close()
+	}
+}
+
+// door stands in front of a member, on an address of its own. Open, it
+// passes each request to the member; shut, nothing listens on its address,
+// as when the server has stopped; stuck, it takes requests and answers
+// none until the test ends, as a server that hangs.
+type door struct {
+	addr    string
+	proxy   http.Handler
+	stuck   atomic.Bool
+	release chan struct{}
+	mu      sync.Mutex
+	srv     *http.Server
+}
+
+func newDoor(t *testing.T, to string) *door {
+	t.Helper()
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, _ := url.Parse("http://" + to)
+	d := &door{addr: fmt.Sprintf("127.0.0.1:%d", port), proxy: httputil.NewSingleHostReverseProxy(target), release: make(chan struct{})}
+	d.open(t)
+	t.Cleanup(func() {
+		close(d.release)
+		d.shut()
+	})
+	return d
+}
+
+func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.stuck.Load() {
+		select {
+		case <-d.release:
+		case <-r.Context().Done():
+		}
+		return
+	}
+	d.proxy.ServeHTTP(w, r)
+}
+
+// open listens again on the door's address.
+func (d *door) open(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", d.addr)
+	if err != nil {
+		t.Fatalf("the door's address %s: %v", d.addr, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.srv = &http.Server{Handler: d}
+	go d.srv.Serve(ln)
+}
+
+// shut closes the door's listener and every connection through it.
+func (d *door) shut() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.srv.Close()
+}
+
+// TestNetworkMemberDown: a member that stops is left out of the document
+// and listed in meta.unreachable, and counts no more in serverCount and
+// totalOnline; it is back when it answers again. A member that hangs is
+// left out within the request's budget: the answer comes while the
+// member's request is still held.
+func TestNetworkMemberDown(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	lobby, creative := newDoor(t, ms[1].addr()), newDoor(t, ms[2].addr())
+	g := networkGateway(ms, map[string]string{"lobby": lobby.addr, "creative": creative.addr},
+		"key "+keyA, "cache status 100ms", "snapshot status off")
+	g.global = []string{"log {\n\t\toutput discard\n\t}"} // a line per request that finds a member down
+	g.start(t)
+	all := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+	if all.Data.ServerCount != 3 || len(all.Meta.Unreachable) != 0 {
+		t.Fatalf("every member up: %+v", all)
+	}
+	online := map[string]int{}
+	for _, s := range all.Data.Servers {
+		online[s.Server] = s.Online
+	}
+	// until polls the network until cond holds of its document.
+	until := func(what string, cond func(networkDoc) bool) networkDoc {
+		t.Helper()
+		var doc networkDoc
+		fixture.WaitFor(t, what, func() bool {
+			doc = readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+			if cond(doc) {
+				return true
+			}
+			time.Sleep(20 * time.Millisecond) // not a flood of requests
+			return false
+		})
+		return doc
+	}
+	without := func(doc networkDoc, ids ...string) {
+		t.Helper()
+		var listed []string
+		total := 0
+		for _, s := range doc.Data.Servers {
+			listed = append(listed, s.Server)
+			total += s.Online
+		}
+		var want []string
+		wantTotal := 0
+		for _, m := range ms {
+			if !slices.Contains(ids, m.id) {
+				want = append(want, m.id)
+				wantTotal += online[m.id]
+			}
+		}
+		if !slices.Equal(listed, want) || doc.Data.ServerCount != len(want) || doc.Data.TotalOnline != wantTotal || total != wantTotal {
+			t.Errorf("with %v left out: servers %v, serverCount %d, totalOnline %d; want %v, %d, %d",
+				ids, listed, doc.Data.ServerCount, doc.Data.TotalOnline, want, len(want), wantTotal)
+		}
+	}
+
+	// Stopped: nothing listens. Its last answer is served for up to its
+	// cache time and the stale grace, then it is left out.
+	lobby.shut()
+	doc := until("lobby listed as unreachable", func(d networkDoc) bool { return slices.Equal(d.Meta.Unreachable, []string{"lobby"}) })
+	without(doc, "lobby")
+	// Back.
+	lobby.open(t)
+	doc = until("lobby back", func(d networkDoc) bool { return len(d.Meta.Unreachable) == 0 })
+	without(doc)
+
+	// Stuck: each request held until the test ends; the answers come all
+	// the same, within the budget (the default timeout, 5s), without
+	// creative. Without the budget none would come: readNetwork fails on
+	// an answer that does not come within patience.
+	creative.stuck.Store(true)
+	doc = until("creative listed as unreachable", func(d networkDoc) bool { return slices.Equal(d.Meta.Unreachable, []string{"creative"}) })
+	without(doc, "creative")
+	creative.stuck.Store(false)
+	until("creative back", func(d networkDoc) bool { return len(d.Meta.Unreachable) == 0 })
+}
+
+// uuidRE finds a UUID anywhere in a body.
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// TestNetworkProtectedPlayers: with protected_fields network players, a
+// caller without a key (or with a key whose scope leaves network out) gets
+// the counts and no UUID anywhere, players in meta.hiddenFields and
+// meta.authenticated false; a key that opens network gets every player.
+func TestNetworkProtectedPlayers(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	networkGateway(ms, nil, "key "+keyA, "key bot "+keyB+" {\n\t\t\tendpoints status\n\t\t}",
+		"require_key network off", "protected_fields network players").start(t)
+	keyed := send(t, "GET", "/api/v1/network", withKey(keyA))
+	kd := readNetwork(t, keyed)
+	if !kd.Meta.Authenticated || kd.Meta.HiddenFields != nil || len(uuidRE.FindAll(keyed.Body, -1)) == 0 {
+		t.Errorf("with the key: %s", clip(keyed.Body))
+	}
+	for _, who := range []struct {
+		name    string
+		headers []string
+	}{{"anonymous", nil}, {"a key whose scope leaves network out", []string{withKey(keyB)}}} {
+		r := send(t, "GET", "/api/v1/network", who.headers...)
+		doc := readNetwork(t, r)
+		if uuids := uuidRE.FindAll(r.Body, -1); len(uuids) > 0 {
+			t.Errorf("%s: %d UUIDs in the answer, the first %s", who.name, len(uuids), uuids[0])
+		}
+		if bytes.Contains(r.Body, []byte(`"players":`)) {
+			t.Errorf("%s: players in the answer: %s", who.name, clip(r.Body))
+		}
+		if doc.Meta.Authenticated || !slices.Equal(doc.Meta.HiddenFields, []string{"players"}) {
+			t.Errorf("%s: meta %+v", who.name, doc.Meta)
+		}
+		if doc.Data.TotalOnline != kd.Data.TotalOnline || doc.Data.ServerCount != 3 {
+			t.Errorf("%s: the counts differ from the keyed answer's: %s", who.name, clip(r.Body))
+		}
+		for i, s := range doc.Data.Servers {
+			if s.Players != nil || s.Online != kd.Data.Servers[i].Online {
+				t.Errorf("%s: server %+v", who.name, s)
+			}
+		}
+		// The field layer as the reference writes it, from the keyed answer.
+		wantFilteredFrom(t, withoutTimes(r), who.name, withoutTimes(keyed).Body, "players")
+	}
+	// The index lists network, as public, for everyone.
+	if idx := send(t, "GET", "/api/v1"); !bytes.Contains(idx.Body, []byte(`"name":"network","path":"/api/v1/network","description":"Cross-server aggregation","requiresKey":false`)) {
+		t.Errorf("the anonymous index: %s", idx.Body)
+	}
+}
+
+// withoutTimes is r with meta.updatedAt zeroed, so that two answers made a
+// moment apart compare.
+func withoutTimes(r response) response {
+	r.Body = regexp.MustCompile(`"updatedAt":\d+,"cachedAt"`).ReplaceAll(r.Body, []byte(`"updatedAt":0,"cachedAt"`))
+	return r
+}
+
+// TestNetworkHidden: a network that needs a key (the default) is the plain
+// disguised 404 for a caller without one, absent from its index, and the
+// 401 with hide_protected off; no member is asked.
+func TestNetworkHidden(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	networkGateway(ms, nil, "key "+keyA).start(t)
+	for _, m := range ms {
+		m.status(t)
+	}
+	wantNotFound(t, send(t, "GET", "/api/v1/network"), "/api/v1/network")
+	wantNotFound(t, send(t, "GET", "/api/network", "Accept: text/event-stream"), "/api/network")
+	wantNotFound(t, send(t, "GET", "/api/v1/network", withKey(badKey)), "/api/v1/network")
+	if idx := send(t, "GET", "/api/v1"); bytes.Contains(idx.Body, []byte(`"network"`)) {
+		t.Errorf("the anonymous index lists network: %s", idx.Body)
+	}
+	asked := func() {
+		t.Helper()
+		for _, m := range ms {
+			if n := m.trips(); n != 0 {
+				t.Errorf("%s was asked %d times for refused callers", m.id, n)
+			}
+		}
+	}
+	asked()
+	networkGateway(ms, nil, "key "+keyA, "hide_protected off").start(t)
+	wantError(t, send(t, "GET", "/api/v1/network"), http.StatusUnauthorized, "/api/v1/network")
+	asked()
+}
+
+// TestNetworkLive: a stream of /api/v1/network sends an event when one
+// member's status changes, with the new count in it, and none while
+// nothing changes.
+func TestNetworkLive(t *testing.T) {
+	type member struct {
+		be     *backend
+		online atomic.Int32
+	}
+	members := make([]*member, 3)
+	var block strings.Builder
+	block.WriteString("network main {\n")
+	for i := range members {
+		m := &member{be: newBackend(t)}
+		m.online.Store(int32(i + 1))
+		m.be.respond = func(u *url.URL) (int, []byte) {
+			if u.Path == "/api/v1/status" {
+				return 200, envelope(fmt.Sprintf(`{"online":[%q],"minecraft":%d,"discord":null}`, alex, m.online.Load()))
+			}
+			return backendResponse(u)
+		}
+		members[i] = m
+		fmt.Fprintf(&block, "\t\t\tserver s%d %s\n", i, m.be.addr())
+	}
+	block.WriteString("\t\t}")
+	gateway{upstream: members[0].be.addr(), shared: true,
+		statusgate: []string{"key " + keyA, "enable network", block.String(), "cache status 100ms", "snapshot status off"}}.start(t)
+
+	s := openLive(t, nil, "/api/v1/network", withKey(keyA))
+	s.wantStream(t, "network stream")
+	first := s.nextEvent(t)
+	if !strings.Contains(first.data, `"totalOnline":6,`) {
+		t.Fatalf("first event: %s", first.data)
+	}
+	members[1].online.Store(5)
+	next := s.nextEvent(t)
+	if next.end || next.id == first.id || !strings.Contains(next.data, `"totalOnline":9,`) ||
+		!strings.Contains(next.data, `{"server":"s1","cluster":"main","online":5,`) {
+		t.Errorf("after s1's change: %+v", next)
+	}
+}
+
+// TestNetworkMemberLimitsAgree: a member's guard is the one a handler that
+// declares the same backend gets, so the two must give it the same limits
+// in one config; the load is refused naming both.
+func TestNetworkMemberLimitsAgree(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby")
+	g := networkGateway(ms, nil, "key "+keyA)
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.sites = append(g.sites, fmt.Sprintf(":%d {\n\tstatusgate %s {\n\t\tmax_in_flight 3\n\t}\n}", port, ms[1].addr()))
+	msg := loadRefused(t, g.caddyfile())
+	for _, w := range []string{"share a guard (they declare the same backend) but not its limits", "max_in_flight 3", "max_in_flight 8"} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("refusal %q does not say %q", msg, w)
+		}
+	}
+	// The same limits: one guard, and the config loads.
+	g.sites[len(g.sites)-1] = fmt.Sprintf(":%d {\n\tstatusgate %s\n}", port, ms[1].addr())
+	g.start(t)
+	readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+}
+
+// TestNetworkLegacyForm: in the form of 1.0 (statusgate without upstreams,
+// then reverse_proxy), self is fetched the way the handler reaches its
+// backend, through that reverse_proxy, and every other member through its
+// own proxy, never the handler's: each member gets its one /status trip.
+func TestNetworkLegacyForm(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	g := networkGateway(ms, nil, "key "+keyA)
+	g.legacy = true
+	g.start(t)
+	for _, m := range ms {
+		m.status(t)
+	}
+	doc := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+	if doc.Data.ServerCount != 3 || len(doc.Meta.Unreachable) != 0 || doc.Data.ThisServer != "survival" {
+		t.Errorf("the form of 1.0: %+v", doc)
+	}
+	for _, m := range ms {
+		if n := m.trips(); n != 1 {
+			t.Errorf("%s: %d /status trips, want 1", m.id, n)
+		}
+	}
+}
