@@ -150,11 +150,11 @@ func TestInstancesShare(t *testing.T) {
 // holds 1 (3 / 2), so the fourth caller gets 503 at once; and that startup
 // says so.
 func TestInstancesAdmission(t *testing.T) {
-	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders")
+	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders\n"+queryStation)
 	g := newGate()
 	codes := make(chan int, 4)
 	for i := range 3 {
-		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf("/api/v1/status?n=%d", i), nil).Code }()
+		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf(queryTarget+"?n=%d", i), nil).Code }()
 		if i < 2 {
 			<-g.entered
 		}
@@ -163,7 +163,7 @@ func TestInstancesAdmission(t *testing.T) {
 	for h.guard.all.Stats().QueuedAnonymous != 1 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if code := serve(t, h, g, "GET", "/api/v1/status?n=3", nil).Code; code != 503 {
+	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
 	for range 3 {
@@ -192,6 +192,14 @@ func TestInstancesAdmission(t *testing.T) {
 		t.Errorf("a gateway alone logged %d share lines", n)
 	}
 }
+
+// queryStation is the config of a public custom station, queryTarget: the
+// backend gets its whole query, so that requests told apart by a query
+// (?n=1, ?n=2) are apart at the backend too, never one shared trip.
+const (
+	queryStation = "enable custom/t\nrequire_key custom/t off"
+	queryTarget  = "/api/v1/custom/t"
+)
 
 // gate is a next handler that holds every request until released, so that a
 // test controls how many are in flight.
@@ -234,7 +242,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 // admitted before anonymous callers that waited longer, and a caller past the
 // wait bound gets 503 Backend busy with Retry-After.
 func TestAdmission(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nqueue 4 300ms")
+	h, _ := newTestHandler(t, "key "+testKey+"\n"+queryStation+"\nmax_in_flight 2\nqueue 4 300ms")
 	g := newGate()
 	type result struct {
 		who     string
@@ -245,7 +253,7 @@ func TestAdmission(t *testing.T) {
 	}
 	results := make(chan result, 16)
 	call := func(who string, hdr http.Header) {
-		r := serve(t, h, g, "GET", "/api/v1/server?who="+who, hdr)
+		r := serve(t, h, g, "GET", queryTarget+"?who="+who, hdr)
 		outcome, _ := r.repl.GetString(placeholderOutcome)
 		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, outcome}
 	}
@@ -264,7 +272,7 @@ func TestAdmission(t *testing.T) {
 	fixture.WaitFor(t, "the keyed caller in the queue", func() bool { return stats().QueuedKeyed == 1 })
 
 	g.release <- struct{}{} // one slot frees: it goes to the keyed caller
-	if who := fixture.Recv(t, g.entered, "the freed slot"); who != "/api/v1/server?who=keyed" {
+	if who := fixture.Recv(t, g.entered, "the freed slot"); who != queryTarget+"?who=keyed" {
 		t.Errorf("the freed slot went to %s, not to the keyed caller", who)
 	}
 	// Both slots stay taken past the wait bound: the anonymous callers get

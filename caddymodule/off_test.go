@@ -200,7 +200,7 @@ func TestQueueOff(t *testing.T) {
 	go func() { done <- serve(t, h, g, "GET", "/api/v1/status", nil) }()
 	<-g.entered
 	start := time.Now()
-	r := serve(t, h, g, "GET", "/api/v1/status?again", nil)
+	r := serve(t, h, g, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil) // another trip, not the first one's
 	if r.Code != 503 || r.envelope.Error.Message != "Backend busy" || r.Header().Get("Retry-After") != "1" {
 		t.Errorf("second caller: %d %q Retry-After %q, want 503 Backend busy, 1", r.Code, r.envelope.Error.Message, r.Header().Get("Retry-After"))
 	}
