@@ -58,8 +58,9 @@ func (h *Handler) cleanupLive() {
 }
 
 // wantsStream reports whether r asks for a live stream of ep: a GET whose
-// Accept names text/event-stream, of an endpoint with a cache or snapshot
-// time. Any other request is answered as a plain GET, whatever its Accept.
+// Accept names text/event-stream with a weight above 0, of an endpoint with
+// a cache or snapshot time. Any other request is answered as a plain GET,
+// whatever its Accept.
 func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
 	if r.Method != http.MethodGet || h.live == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
 		return false
@@ -67,12 +68,51 @@ func (h *Handler) wantsStream(r *http.Request, ep *endpoint) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
 			mt, params, err := mime.ParseMediaType(part)
-			if err == nil && mt == "text/event-stream" && params["q"] != "0" {
+			if err != nil || mt != "text/event-stream" {
+				continue
+			}
+			q, ok := params["q"]
+			if !ok {
+				return true
+			}
+			// A weight of 0 refuses the type; one that is not a qvalue
+			// asks for nothing the gateway can be sure of: the plain
+			// answer, which every client can read.
+			if w, ok := qvalue(q); ok && w > 0 {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// qvalue is an Accept weight in thousandths, if q is one as HTTP writes
+// it: 0 or 1, with up to three decimals, and no more than 1 ("0.5",
+// "0.000", "1.0"; not ".5", "0.0001", "1.5" or "-0").
+func qvalue(q string) (int, bool) {
+	if q == "" || q[0] != '0' && q[0] != '1' {
+		return 0, false
+	}
+	w := int(q[0]-'0') * 1000
+	if len(q) == 1 {
+		return w, true
+	}
+	frac := q[1:]
+	if frac[0] != '.' || len(frac) > 4 {
+		return 0, false
+	}
+	scale := 100
+	for _, c := range []byte(frac[1:]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		w += int(c-'0') * scale
+		scale /= 10
+	}
+	if w > 1000 {
+		return 0, false
+	}
+	return w, true
 }
 
 // stream is the backend step of a live stream: ServeHTTP's forward for a

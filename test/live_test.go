@@ -447,3 +447,24 @@ func TestLiveBackendFailureIsAnEvent(t *testing.T) {
 		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
 	}
 }
+
+// TestLiveWeightZeroIsPlain: an Accept that gives text/event-stream the
+// weight 0, in any spelling of it, or a weight that is not one, is not
+// asking for a stream: the plain GET's JSON. A weight above 0 is.
+func TestLiveWeightZeroIsPlain(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"max_per_client off"}}.start(t)
+	const status = "/api/v1/status"
+	for _, accept := range []string{"text/event-stream;q=0.0", "text/event-stream; q=0.000", "text/event-stream;Q=0", "text/event-stream;q=.5", "text/event-stream;q=2"} {
+		r := send(t, "GET", status, "Accept: "+accept)
+		wantFiltered(t, r, status)
+		if ct := r.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("Accept: %s: Content-Type %q, want the plain GET's JSON", accept, ct)
+		}
+	}
+	for _, accept := range []string{"text/event-stream;q=0.001", "application/json, text/event-stream;q=0.5"} {
+		s := openLive(t, nil, status, "Accept: "+accept)
+		s.wantStream(t, "Accept: "+accept)
+		s.close()
+	}
+}
