@@ -50,6 +50,8 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"client_prefix_v6 56", `{"backend":{"client_prefix_v6":56}}`},
 		{"guard survival", `{"backend":{"guard":"survival"}}`},
 		{"instances 2", `{"backend":{"instances":2}}`},
+		{"max_topics 50", `{"backend":{"max_topics":50}}`},
+		{"max_topics off", `{"backend":{"max_topics":-1}}`},
 	} {
 		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
 		if err != nil {
@@ -91,6 +93,9 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"instances -2", "instances: '-2' is not a count of gateways"},
 		{"instances two", "instances: 'two' is not a count of gateways"},
 		{"instances 2 3", "wrong argument count"},
+		{"max_topics 0", "max_topics: '0' is not a whole number of at least 1 or off"},
+		{"max_topics many", "max_topics: 'many' is not a whole number"},
+		{"max_topics", "wrong argument count"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {

@@ -219,7 +219,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	limits.Streams, limits.StreamsPerClient = liveLimits.maxStreams, liveLimits.perClient
+	limits.Streams, limits.StreamsPerClient, limits.Topics = liveLimits.maxStreams, liveLimits.perClient, liveLimits.maxTopics
 	if err := h.provisionGuard(ctx, limits, own); err != nil {
 		return err
 	}

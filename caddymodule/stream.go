@@ -43,7 +43,7 @@ type liveState struct {
 
 // provisionLive sets up the live streams, bounded by l, after the guard.
 func (h *Handler) provisionLive(l liveLimits) error {
-	h.live = &liveState{limits: l, hub: live.New(encodeEvent), seats: h.guard.seats}
+	h.live = &liveState{limits: l, hub: live.New(encodeEvent, h.guard.seats), seats: h.guard.seats}
 	return nil
 }
 
@@ -127,7 +127,11 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err).verdict
 	}
-	if err := lv.seats.Take(x.who.holder); err != nil {
+	// Keyed first: a caller whose key opens the endpoint takes the seat,
+	// and the topic's place, of an anonymous one when every one is taken.
+	keyed := x.who.counts
+	seat, err := lv.seats.Take(x.who.holder, keyed)
+	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			h.metrics.StreamRefused(metrics.StreamRefusedPerClient)
 			return tooMany(err).verdict
@@ -135,14 +139,18 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		h.metrics.StreamRefused(metrics.StreamRefusedTotal)
 		return busy(err, "1").verdict
 	}
-	defer lv.seats.Give(x.who.holder)
+	defer seat.Give()
 
 	// The topic: the answer's share key (policy, class, host, canonical
 	// request) and the path the error envelopes show.
 	topic := g.shareKey(x.r, x.filtered()) + " " + x.decodedPath
-	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), func() live.Fetch { return h.poller(x, topic, next) })
+	sub, err := lv.hub.Subscribe(topic, x.r.Header.Get("Last-Event-ID"), keyed, func() live.Fetch { return h.poller(x, topic, next) })
 	if err != nil {
-		h.metrics.StreamRefused(metrics.StreamRefusedReload)
+		if errors.Is(err, live.ErrTopicsFull) {
+			h.metrics.StreamRefused(metrics.StreamRefusedTopics)
+		} else {
+			h.metrics.StreamRefused(metrics.StreamRefusedReload)
+		}
 		return busy(err, "1").verdict
 	}
 	defer sub.Leave()
@@ -176,6 +184,9 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		case <-x.r.Context().Done():
 			return verdict{outcome: metrics.Streamed}
 		case <-sub.Done():
+			return verdict{outcome: metrics.Streamed}
+		case <-seat.Ended():
+			// A keyed caller took the seat over: the client reconnects.
 			return verdict{outcome: metrics.Streamed}
 		case <-lifetime:
 			return verdict{outcome: metrics.Streamed}
