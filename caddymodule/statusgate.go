@@ -337,10 +337,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	h.identify(x.repl, r, rt.ep, x.who)
 	live := h.wantsStream(r, rt.ep) // before the rewrite makes a HEAD a GET
+	var head int64
+	if live {
+		head = requestHead(r) // before the rewrite drops what the server keeps all the same
+	}
 	h.prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
 	x.who = h.withAddress(x.who, r)
 	if live {
-		x.end(h.stream(x, next)) // stream.go: the same answers, as events
+		x.end(h.stream(x, head, next)) // stream.go: the same answers, as events
 		return nil
 	}
 	x.end(h.forward(x, next))

@@ -116,17 +116,23 @@ func qvalue(q string) (int, bool) {
 }
 
 // stream is the backend step of a live stream: ServeHTTP's forward for a
-// caller that asked for one, after every check of a plain GET. It takes a
-// seat, subscribes to the answer's topic, and writes each new answer as an
-// event until the client leaves, the stream's lifetime is over, a reload
-// ends it, or the client stops taking what is written (write_timeout: the
-// stream is cut and its seat given back).
-func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
+// caller that asked for one, after every check of a plain GET. It charges
+// the request's head (requestHead) to the caller's share of the held bytes,
+// takes a seat, subscribes to the answer's topic, and writes each new answer
+// as an event until the client leaves, the stream's lifetime is over, a
+// reload or a keyed caller ends it, or the client stops taking what is
+// written (write_timeout: the stream is cut and its seat given back).
+func (h *Handler) stream(x *exchange, head int64, next caddyhttp.Handler) verdict {
 	lv, g := h.live, &h.guard
 	if err := g.held.Check(x.who.holder); err != nil {
 		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err).verdict
 	}
+	if err := g.held.Pin(x.who.holder, head); err != nil {
+		h.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err).verdict
+	}
+	defer g.held.Unpin(x.who.holder, head)
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
 	// and the topic's place, of an anonymous one when every one is taken.
 	keyed := x.who.counts
@@ -216,6 +222,23 @@ func (h *Handler) stream(x *exchange, next caddyhttp.Handler) verdict {
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
+}
+
+// requestHead is what a stream's request keeps for as long as the stream
+// lasts, in bytes: its target and its header names and values as the client
+// sent them, a Last-Event-ID among them as long as the server's header limit
+// allows (1 MB by default). The server, and Caddy's copy of the request for
+// its logs, keep them until the handler returns, whatever the gateway drops
+// or keeps; so the stream is charged for them (stream). Measured before the
+// request is rewritten for the backend.
+func requestHead(r *http.Request) int64 {
+	n := len(r.RequestURI)
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 // The stream's lines that are always the same.

@@ -562,3 +562,46 @@ func TestLiveTopicsBoundedKeyedFirst(t *testing.T) {
 	wantBusy(t, send(t, "GET", playerN(5), withKey(keyA), "Accept: text/event-stream"), playerN(5))
 	wantBusy(t, send(t, "GET", playerN(0), "Accept: text/event-stream"), playerN(0))
 }
+
+// TestLiveLongHeadersCountInMaxHeld: what a stream's request keeps while
+// the stream lasts (a Last-Event-ID of 20 KB here) counts in the client's
+// share of max_held: past it the next stream is refused with 429, and it is
+// given back when the stream ends. Fifty streams of short headers fit.
+func TestLiveLongHeadersCountInMaxHeld(t *testing.T) {
+	be := newBackend(t)
+	// A client's share: max_response, 64 KiB; a stream starts while it
+	// holds less than half.
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"max_streams_per_client off", "max_held 1MiB", "max_response 64KiB", "stream_heartbeat 1h",
+	}}.start(t)
+	const status = "/api/v1/status"
+	for range 50 {
+		short := openLive(t, nil, status)
+		short.wantStream(t, "a stream with short headers")
+	}
+	long := "Last-Event-ID: " + strings.Repeat("x", 20_000)
+	var streams []*liveStream
+	for range 2 {
+		s := openLive(t, nil, status, long)
+		s.wantStream(t, "a stream with a long Last-Event-ID")
+		s.nextEvent(t)
+		streams = append(streams, s)
+	}
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_held_bytes{guard=""}`]; n < 40_000 {
+		t.Errorf("held bytes with two streams of 20 KB headers: %v", n)
+	}
+	r := send(t, "GET", status, "Accept: text/event-stream", long)
+	wantError(t, r, http.StatusTooManyRequests, status)
+	got, _ = scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_streams_refused_total{reason="max_held"}`]; n != 1 {
+		t.Errorf("streams refused for max_held: %v, want 1", n)
+	}
+	streams[0].close()
+	fixture.WaitFor(t, "the ended stream's head given back", func() bool {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_held_bytes{guard=""}`] < 40_000
+	})
+	s := openLive(t, nil, status, long)
+	s.wantStream(t, "a stream with a long Last-Event-ID, after another ended")
+}

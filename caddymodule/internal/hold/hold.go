@@ -13,6 +13,11 @@
 // buffers, so a client that stops reading does not keep them in the process,
 // and counting them would cost every request a lock.
 //
+// What a client's request keeps for as long as it lasts (a live stream's
+// target and headers, which the server holds until the stream ends) is
+// charged with Pin, whatever its size: a stream lasts minutes, and the
+// client decides how large its headers are.
+//
 // Bytes are charged per client and answer: an answer that several clients
 // share counts once for each of them, however often each writes it (a client
 // with many stalled streams of one cached answer holds one copy). That
@@ -50,7 +55,7 @@ type Budget struct {
 }
 
 // holding is what one client holds: its bytes, and how often it holds each
-// answer, by the answer's first byte.
+// answer, by the answer's first byte (nil until it holds one).
 type holding struct {
 	bytes   int64
 	answers map[*byte]int
@@ -160,12 +165,61 @@ func (b *Budget) Hold(client string, answer []byte) error {
 		return err
 	}
 	if h == nil {
-		h = &holding{answers: make(map[*byte]int, 1)}
+		h = &holding{}
 		b.by[client] = h
+	}
+	if h.answers == nil {
+		h.answers = make(map[*byte]int, 1)
 	}
 	h.bytes += n
 	h.answers[id] = 1
 	return nil
+}
+
+// Pin charges n bytes that client's request keeps while it lasts to the
+// client and the Budget, or charges nothing and returns an error:
+// ErrClientFull past the client's share, ErrFull past the total. Every
+// successful Pin is followed by an Unpin of the same client and n.
+func (b *Budget) Pin(client string, n int64) error {
+	if b == nil || n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.by[client]
+	var held int64
+	if h != nil {
+		held = h.bytes
+	}
+	if held+n > b.share.Load() {
+		return ErrClientFull
+	}
+	if err := b.Take(n); err != nil {
+		return err
+	}
+	if h == nil {
+		h = &holding{}
+		b.by[client] = h
+	}
+	h.bytes += n
+	return nil
+}
+
+// Unpin gives back what Pin charged.
+func (b *Budget) Unpin(client string, n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.by[client]
+	if h == nil || h.bytes < n {
+		panic("hold: Unpin without Pin")
+	}
+	b.Give(n)
+	if h.bytes -= n; h.bytes <= 0 {
+		delete(b.by, client)
+	}
 }
 
 // Release gives back what Hold charged for the client's last hold of answer.

@@ -139,6 +139,9 @@ func (h *Hub) Subscribe(key string, lastID string, keyed bool, newFetch func() F
 		h.wg.Add(1)
 		go h.poll(ctx, t, newFetch())
 	}
+	if len(lastID) != idLen {
+		lastID = "" // it could be no answer's ID: nothing to skip, and nothing to keep
+	}
 	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID}
 	t.subs[s] = struct{}{}
 	t.place.SetViewers(len(t.subs))
@@ -325,5 +328,11 @@ func ID(answer []byte) string {
 		d.Write(answer)
 	}
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:16])
+	return base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:idBytes])
 }
+
+// idBytes is how many bytes of the digest an ID has, and idLen its length.
+const (
+	idBytes = 16
+	idLen   = (idBytes*8 + 5) / 6
+)

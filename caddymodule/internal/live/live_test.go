@@ -323,6 +323,9 @@ func TestIDIgnoresUpdatedAtOnly(t *testing.T) {
 	if x == y {
 		t.Fatal("data.updatedAt was ignored")
 	}
+	if id := ID([]byte("not json")); len(id) != idLen {
+		t.Fatalf("ID %q has %d characters, idLen says %d", id, len(id), idLen)
+	}
 	if ID([]byte("not json")) == ID([]byte("not json!")) {
 		t.Fatal("answers that are not JSON are told apart by their bytes")
 	}
