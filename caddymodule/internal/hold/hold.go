@@ -149,29 +149,17 @@ func (b *Budget) Hold(client string, answer []byte) error {
 	id, n := &answer[0], int64(len(answer))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.by[client]
-	if h != nil && h.answers[id] > 0 {
+	if h := b.by[client]; h != nil && h.answers[id] > 0 {
 		h.answers[id]++
 		return nil
 	}
-	var held int64
-	if h != nil {
-		held = h.bytes
-	}
-	if held+n > b.share.Load() {
-		return ErrClientFull
-	}
-	if err := b.Take(n); err != nil {
+	h, err := b.charge(client, n)
+	if err != nil {
 		return err
-	}
-	if h == nil {
-		h = &holding{}
-		b.by[client] = h
 	}
 	if h.answers == nil {
 		h.answers = make(map[*byte]int, 1)
 	}
-	h.bytes += n
 	h.answers[id] = 1
 	return nil
 }
@@ -186,23 +174,8 @@ func (b *Budget) Pin(client string, n int64) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.by[client]
-	var held int64
-	if h != nil {
-		held = h.bytes
-	}
-	if held+n > b.share.Load() {
-		return ErrClientFull
-	}
-	if err := b.Take(n); err != nil {
-		return err
-	}
-	if h == nil {
-		h = &holding{}
-		b.by[client] = h
-	}
-	h.bytes += n
-	return nil
+	_, err := b.charge(client, n)
+	return err
 }
 
 // Unpin gives back what Pin charged.
@@ -216,6 +189,34 @@ func (b *Budget) Unpin(client string, n int64) {
 	if h == nil || h.bytes < n {
 		panic("hold: Unpin without Pin")
 	}
+	b.discharge(client, h, n)
+}
+
+// charge charges n bytes to client and the Budget and returns what the
+// client holds, or charges nothing: ErrClientFull past the client's share,
+// ErrFull past the total. Under b.mu.
+func (b *Budget) charge(client string, n int64) (*holding, error) {
+	h := b.by[client]
+	var held int64
+	if h != nil {
+		held = h.bytes
+	}
+	if held+n > b.share.Load() {
+		return nil, ErrClientFull
+	}
+	if err := b.Take(n); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		h = &holding{}
+		b.by[client] = h
+	}
+	h.bytes += n
+	return h, nil
+}
+
+// discharge gives back n bytes charged to client, which holds h. Under b.mu.
+func (b *Budget) discharge(client string, h *holding, n int64) {
 	b.Give(n)
 	if h.bytes -= n; h.bytes <= 0 {
 		delete(b.by, client)
@@ -238,8 +239,5 @@ func (b *Budget) Release(client string, answer []byte) {
 		return
 	}
 	delete(h.answers, id)
-	b.Give(n)
-	if h.bytes -= n; h.bytes <= 0 {
-		delete(b.by, client)
-	}
+	b.discharge(client, h, n)
 }
