@@ -154,7 +154,7 @@ type BackendConfig struct {
 	Instances int `json:"instances,omitempty"`
 
 	// LiveConfig bounds the live streams (stream.go): max_streams,
-	// max_streams_per_client, stream_lifetime, stream_heartbeat.
+	// max_streams_per_client, max_topics, stream_lifetime, stream_heartbeat.
 	LiveConfig
 }
 
@@ -200,9 +200,9 @@ type guardLimits struct {
 	// Instances is how many gateways share the backend; the limits above
 	// are this one's share (perInstance).
 	Instances int
-	// Streams and StreamsPerClient bound the live streams (LiveConfig):
-	// their seats are the guard's.
-	Streams, StreamsPerClient int
+	// Streams and StreamsPerClient bound the live streams, Topics what
+	// they poll (LiveConfig): their seats are the guard's.
+	Streams, StreamsPerClient, Topics int
 }
 
 // resolveLimits checks c and applies the defaults. Each error names the
@@ -468,6 +468,7 @@ func limitsDiff(a, b guardLimits) string {
 	add("instances", a.Instances, b.Instances)
 	add("max_streams", a.Streams, b.Streams)
 	add("max_streams_per_client", a.StreamsPerClient, b.StreamsPerClient)
+	add("max_topics", a.Topics, b.Topics)
 	return strings.Join(out, ", ")
 }
 
@@ -540,6 +541,17 @@ type LiveConfig struct {
 	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
 	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
 
+	// MaxTopics is the most answers the live streams of this handler's
+	// guard have polled at once (a topic: an endpoint and the query it
+	// reads, a class of caller, a site), each one trip per cache or
+	// snapshot time; past it a stream that would start a new one gets 503
+	// Backend busy with Retry-After, while streams of the topics polled
+	// still join them. A caller whose key opens the endpoint is never
+	// refused while anonymous callers' topics hold places: the anonymous
+	// topic with the fewest viewers ends and the keyed one takes its place.
+	// Default: 1000. Off (-1): no bound.
+	MaxTopics int `json:"max_topics,omitempty"`
+
 	// StreamLifetime is how long a stream lasts (less up to a tenth, so
 	// that streams opened together do not end together); then it ends
 	// cleanly and the client reconnects (EventSource does so by itself), so
@@ -560,12 +572,17 @@ const (
 	defaultMaxStreamsPerClient = 4
 	defaultStreamLifetime      = 10 * time.Minute
 	defaultStreamHeartbeat     = 15 * time.Second
+
+	// defaultMaxTopics is far above what a site's viewers poll (a few
+	// built-in answers per class and site, and a world's each), and bounds
+	// the trips that streams of made-up answers cost.
+	defaultMaxTopics = 1000
 )
 
 // liveLimits is LiveConfig resolved: defaults applied, off as 0.
 type liveLimits struct {
-	maxStreams, perClient int
-	lifetime, heartbeat   time.Duration
+	maxStreams, perClient, maxTopics int
+	lifetime, heartbeat              time.Duration
 }
 
 // resolveLive checks c and applies the defaults.
@@ -574,7 +591,7 @@ func resolveLive(c LiveConfig) (liveLimits, error) {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}} {
+	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}, {"max_topics", c.MaxTopics}} {
 		if n.v < off {
 			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
 		}
@@ -589,6 +606,7 @@ func resolveLive(c LiveConfig) (liveLimits, error) {
 	}
 	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
 	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
+	l.maxTopics = offOr(c.MaxTopics, defaultMaxTopics)
 	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
 	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
 	return l, nil

@@ -71,6 +71,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //
 //		max_streams            <n>|off
 //		max_streams_per_client <n>|off
+//		max_topics             <n>|off
 //		stream_lifetime        <duration>|off
 //		stream_heartbeat       <duration>
 //
@@ -246,6 +247,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			b.MaxStreams, err = oneArg(d, opt, limitWord)
 		case "max_streams_per_client":
 			b.MaxStreamsPerClient, err = oneArg(d, opt, limitWord)
+		case "max_topics":
+			b.MaxTopics, err = oneArg(d, opt, limitWord)
 		case "stream_lifetime":
 			b.StreamLifetime, err = oneArg(d, opt, durationWord)
 		case "stream_heartbeat":
@@ -321,6 +324,7 @@ var caddyfileSyntax = []option{
 	{"instances", "<k>"},
 	{"max_streams", "<n>|off"},
 	{"max_streams_per_client", "<n>|off"},
+	{"max_topics", "<n>|off"},
 	{"stream_lifetime", "<duration>|off"},
 	{"stream_heartbeat", "<duration>"},
 	{"proxy", ""},               // a block of reverse_proxy's subdirectives

@@ -47,26 +47,31 @@ type builtin struct {
 	snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
+	query       queryRule     // what the backend reads of the query (query.go); nothing by default
 }
 
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
 // /api/v1 with statusgate's defaults (docs/configuration.md, "Defaults").
 var builtins = []builtin{
 	{name: "index", description: "This list of endpoints", public: true},
-	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second},
-	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"}},
+	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second,
+		query: queryRule{flags: []string{"history=true"}}},
+	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
+		query: queryRule{flags: []string{"detailed=true"}}},
 	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"}},
 	{name: "performance", description: "TPS, tick time, memory, JVM"},
 	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
 	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
 	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second},
 	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
-	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID},
+	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
+		query: queryRule{flags: []string{"view=html"}}},
 	{name: "bans", description: "Ban list (UUIDs and IPs)"},
 	{name: "operators", description: "Operator list"},
 	{name: "whitelist", description: "Whitelist state and entries", disabled: true},
 	{name: "plugins", description: "Installed plugin list"},
-	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true},
+	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true,
+		query: queryRule{params: []string{"uuid", "p", "list"}}},
 	{name: "network", description: "Cross-server aggregation", disabled: true},
 	{name: "constants", description: "Static enumeration reference"},
 }
@@ -86,6 +91,7 @@ type endpoint struct {
 	mainThread  bool              // admitted through the main-thread limiter too
 	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
 	snapshot    time.Duration     // the backend's refresh interval of the station; 0: live or unknown
+	query       queryRule         // what of the client's query reaches the backend (upstreamQuery)
 	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
 	fieldList   []string          // the names in fields, for the metrics' labels
 	indexPath   string            // the path the index shows
@@ -206,6 +212,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			mainThread:  b.mainThread,
 			cacheTTL:    b.cacheTTL,
 			snapshot:    b.snapshot,
+			query:       b.query,
 			basePath:    "/api/v1/" + b.name,
 		}
 		if b.name == "index" {
@@ -257,7 +264,9 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		// A custom station is a single parameterless segment below custom/,
 		// disabled until enabled and protected unless configured otherwise,
 		// like a freshly generated custom/<name>.yml of the plugin.
-		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true})
+		// The gateway cannot know what it reads of the query: all but the
+		// key reaches it.
+		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
 	}
 
 	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}

@@ -46,7 +46,7 @@ type guardState struct {
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
-	seats   *live.Seats // the live streams open, in all and per client
+	seats   *live.Seats // the live streams open, in all and per client, and their topics
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
 	streams    atomic.Int32
@@ -77,7 +77,7 @@ func newGuardState() *guardState {
 		flights: coalesce.New(coalesce.Config{}),
 		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
 		held:    hold.New(defaultMaxHeld, defaultMaxHeld),
-		seats:   live.NewSeats(0, 0),
+		seats:   live.NewSeats(0, 0, 0),
 	}
 }
 
@@ -125,7 +125,7 @@ func (s *guardState) apply(l guardLimits) {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
 	s.held.SetSizes(l.MaxHeld, l.clientShare())
-	s.seats.SetBounds(l.Streams, l.StreamsPerClient)
+	s.seats.SetBounds(l.Streams, l.StreamsPerClient, l.Topics)
 	streams := int32(0)
 	if l.InFlight > 0 {
 		streams = int32(max(1, l.InFlight/2))

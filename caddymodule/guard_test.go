@@ -51,6 +51,8 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"client_prefix_v6 56", `{"backend":{"client_prefix_v6":56}}`},
 		{"guard survival", `{"backend":{"guard":"survival"}}`},
 		{"instances 2", `{"backend":{"instances":2}}`},
+		{"max_topics 50", `{"backend":{"max_topics":50}}`},
+		{"max_topics off", `{"backend":{"max_topics":-1}}`},
 	} {
 		h, err := parseTestCaddyfile("statusgate {\n\t" + tc.in + "\n}")
 		if err != nil {
@@ -93,6 +95,9 @@ func TestCaddyfileBackendOptions(t *testing.T) {
 		{"instances two", "instances: 'two' is not a count of gateways"},
 		{"instances 2 3", "wrong argument count"},
 		{"instances 17", "instances: 17 is too many gateways to divide max_held (67108864 bytes) among: each would hold 3947580 bytes, less than max_response (4194304 bytes)"},
+		{"max_topics 0", "max_topics: '0' is not a whole number of at least 1 or off"},
+		{"max_topics many", "max_topics: 'many' is not a whole number"},
+		{"max_topics", "wrong argument count"},
 	} {
 		_, err := parseTestCaddyfile("statusgate {\n\tkey k s3cret-s3cret-s3cret\n\t" + tc.in + "\n}")
 		if err == nil || !strings.Contains(err.Error(), tc.words) || !strings.HasSuffix(err.Error(), "Testfile:3") {
@@ -155,11 +160,11 @@ func TestInstancesShare(t *testing.T) {
 // holds 1 (3 / 2), so the fourth caller gets 503 at once; and that startup
 // says so.
 func TestInstancesAdmission(t *testing.T) {
-	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders")
+	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders\n"+queryStation)
 	g := newGate()
 	codes := make(chan int, 4)
 	for i := range 3 {
-		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf("/api/v1/status?n=%d", i), nil).Code }()
+		go func() { codes <- serve(t, h, g, "GET", fmt.Sprintf(queryTarget+"?n=%d", i), nil).Code }()
 		if i < 2 {
 			<-g.entered
 		}
@@ -168,7 +173,7 @@ func TestInstancesAdmission(t *testing.T) {
 	for h.guard.all.Stats().QueuedAnonymous != 1 {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if code := serve(t, h, g, "GET", "/api/v1/status?n=3", nil).Code; code != 503 {
+	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
 	for range 3 {
@@ -226,6 +231,14 @@ func TestInstancesAboveMaxInFlight(t *testing.T) {
 	}
 }
 
+// queryStation is the config of a public custom station, queryTarget: the
+// backend gets its whole query, so that requests told apart by a query
+// (?n=1, ?n=2) are apart at the backend too, never one shared trip.
+const (
+	queryStation = "enable custom/t\nrequire_key custom/t off"
+	queryTarget  = "/api/v1/custom/t"
+)
+
 // gate is a next handler that holds every request until released, so that a
 // test controls how many are in flight.
 type gate struct {
@@ -267,7 +280,7 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 // admitted before anonymous callers that waited longer, and a caller past the
 // wait bound gets 503 Backend busy with Retry-After.
 func TestAdmission(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nqueue 4 300ms")
+	h, _ := newTestHandler(t, "key "+testKey+"\n"+queryStation+"\nmax_in_flight 2\nqueue 4 300ms")
 	g := newGate()
 	type result struct {
 		who     string
@@ -278,7 +291,7 @@ func TestAdmission(t *testing.T) {
 	}
 	results := make(chan result, 16)
 	call := func(who string, hdr http.Header) {
-		r := serve(t, h, g, "GET", "/api/v1/server?who="+who, hdr)
+		r := serve(t, h, g, "GET", queryTarget+"?who="+who, hdr)
 		outcome, _ := r.repl.GetString(placeholderOutcome)
 		results <- result{who, r.Code, r.Header().Get("Retry-After"), r.envelope.Error.Message, outcome}
 	}
@@ -297,7 +310,7 @@ func TestAdmission(t *testing.T) {
 	fixture.WaitFor(t, "the keyed caller in the queue", func() bool { return stats().QueuedKeyed == 1 })
 
 	g.release <- struct{}{} // one slot frees: it goes to the keyed caller
-	if who := fixture.Recv(t, g.entered, "the freed slot"); who != "/api/v1/server?who=keyed" {
+	if who := fixture.Recv(t, g.entered, "the freed slot"); who != queryTarget+"?who=keyed" {
 		t.Errorf("the freed slot went to %s, not to the keyed caller", who)
 	}
 	// Both slots stay taken past the wait bound: the anonymous callers get

@@ -31,6 +31,11 @@ func TestBackendOffForms(t *testing.T) {
 				t.Errorf("per client %d; want 0, no bound", l.PerClient)
 			}
 		}},
+		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ guardLimits, h *Handler) {
+			if n := h.guard.lim.Load().Topics; n != 0 || h.live.limits.maxTopics != 0 {
+				t.Errorf("topics bounded at %d; want no bound", n)
+			}
+		}},
 		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
 			if l.Queue != 0 || l.Wait != 0 || h.guard.all.Stats().Limit == 0 || h.guard.main.Stats().Limit == 0 {
 				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.all.Stats().Limit, h.guard.main.Stats().Limit)
@@ -197,6 +202,7 @@ func TestBackendOffJSONErrors(t *testing.T) {
 		{`{"cache_size":-2}`, []string{"backend.cache_size: -2 is not a size", "or -1 for off"}},
 		{`{"queue_length":-2}`, []string{"backend.queue_length: -2 is not a limit", "or -1 for off (leave it out for the default)"}},
 		{`{"max_in_flight":-3}`, []string{"backend.max_in_flight: -3 is not a limit"}},
+		{`{"max_topics":-2}`, []string{"backend.max_topics: -2 is not a limit", "or -1 for off (leave it out for the default)"}},
 		{`{"queue_wait":-1}`, []string{"backend.queue_wait cannot be off (-1): nobody waits without a bound; to refuse at once when the backend is busy, set queue_length to -1"}},
 		{`{"queue_wait":"-2s"}`, []string{"backend.queue_wait: -2s is negative"}},
 		{`{"queue_length":-1,"queue_wait":"1s"}`, []string{"backend.queue_wait: 1s, but queue_length is -1 (off): there is no queue to wait in"}},
@@ -226,7 +232,7 @@ func TestQueueOff(t *testing.T) {
 	go func() { done <- serve(t, h, g, "GET", "/api/v1/status", nil) }()
 	<-g.entered
 	start := time.Now()
-	r := serve(t, h, g, "GET", "/api/v1/status?again", nil)
+	r := serve(t, h, g, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil) // another trip, not the first one's
 	if r.Code != 503 || r.envelope.Error.Message != "Backend busy" || r.Header().Get("Retry-After") != "1" {
 		t.Errorf("second caller: %d %q Retry-After %q, want 503 Backend busy, 1", r.Code, r.envelope.Error.Message, r.Header().Get("Retry-After"))
 	}

@@ -180,7 +180,8 @@ func (pw *proxyWriter) run(send func() error) (err error) {
 }
 
 // prepareUpstream rewrites r into the request the backend gets: the canonical
-// path that was authorised, the query without key, no key header, no
+// path that was authorised, of the query only what the endpoint reads
+// (upstreamQuery: never the key), no key header, no
 // client-supplied real-IP headers, GET for HEAD, no body and no trailers, and
 // an identity body when the response is going to be filtered or shared
 // (identity is the one encoding every caller can be given).
@@ -188,7 +189,7 @@ func prepareUpstream(r *http.Request, rt route, identity bool) {
 	path, rawPath := rt.upstreamPath()
 	r.URL.Path = path
 	r.URL.RawPath = rawPath
-	r.URL.RawQuery = stripQueryKey(r.URL.RawQuery)
+	r.URL.RawQuery = upstreamQuery(rt.ep, r.URL.RawQuery)
 	r.RequestURI = r.URL.RequestURI()
 	r.Method = http.MethodGet
 	// A GET has no body for the backend. A chunked one may end in trailers,

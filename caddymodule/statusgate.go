@@ -284,7 +284,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	limits.Streams, limits.StreamsPerClient = liveLimits.maxStreams, liveLimits.perClient
+	limits.Streams, limits.StreamsPerClient, limits.Topics = liveLimits.maxStreams, liveLimits.perClient, liveLimits.maxTopics
 	if backend != nil {
 		if err := backend.Provision(ctx); err != nil {
 			return err
@@ -416,6 +416,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	identify(x.repl, r, rt.ep, x.who)
 	live := h.live.wants(r, rt.ep) // before the rewrite makes a HEAD a GET
+	var head int64
+	if live {
+		head = requestHead(r) // before the rewrite drops what the server keeps all the same
+	}
 	prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
 	x.who = x.who.withAddress(r, h.guard.prefix6)
 
@@ -432,7 +436,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	x.w, x.forwarded = pw, true
 	var v verdict
 	if live {
-		v = h.live.serve(pw, r, t)
+		v = h.live.serve(pw, r, t, head)
 	} else {
 		v = t.answer(pw, r, t)
 	}

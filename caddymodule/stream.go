@@ -47,7 +47,7 @@ type liveState struct {
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
 func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent), seats: g.seats, guard: g, metrics: m, logger: logger}
+	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats), seats: g.seats, guard: g, metrics: m, logger: logger}
 }
 
 // close ends every stream of the handler: its clients reconnect, to the
@@ -61,8 +61,9 @@ func (lv *liveState) close() {
 }
 
 // wants reports whether r asks for a live stream of ep: a GET whose
-// Accept names text/event-stream, of an endpoint with a cache or snapshot
-// time. Any other request is answered as a plain GET, whatever its Accept.
+// Accept names text/event-stream with a weight above 0, of an endpoint with
+// a cache or snapshot time. Any other request is answered as a plain GET,
+// whatever its Accept.
 func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
 	if r.Method != http.MethodGet || lv == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
 		return false
@@ -70,7 +71,17 @@ func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for part := range strings.SplitSeq(v, ",") {
 			mt, params, err := mime.ParseMediaType(part)
-			if err == nil && mt == "text/event-stream" && params["q"] != "0" {
+			if err != nil || mt != "text/event-stream" {
+				continue
+			}
+			q, ok := params["q"]
+			if !ok {
+				return true
+			}
+			// A weight of 0 refuses the type; one that is not a qvalue
+			// asks for nothing the gateway can be sure of: the plain
+			// answer, which every client can read.
+			if w, ok := qvalue(q); ok && w > 0 {
 				return true
 			}
 		}
@@ -78,19 +89,59 @@ func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
 	return false
 }
 
+// qvalue is an Accept weight in thousandths, if q is one as HTTP writes
+// it: 0 or 1, with up to three decimals, and no more than 1 ("0.5",
+// "0.000", "1.0"; not ".5", "0.0001", "1.5" or "-0").
+func qvalue(q string) (int, bool) {
+	if q == "" || q[0] != '0' && q[0] != '1' {
+		return 0, false
+	}
+	w := int(q[0]-'0') * 1000
+	if len(q) == 1 {
+		return w, true
+	}
+	frac := q[1:]
+	if frac[0] != '.' || len(frac) > 4 {
+		return 0, false
+	}
+	scale := 100
+	for _, c := range []byte(frac[1:]) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		w += int(c-'0') * scale
+		scale /= 10
+	}
+	if w > 1000 {
+		return 0, false
+	}
+	return w, true
+}
+
 // serve is the backend step of a live stream: ServeHTTP's fetch for a
 // caller that asked for one, after every check of a plain GET, writing to
-// pw. It takes a seat, subscribes to the answer's topic, and writes each
-// new answer as an event until the client leaves, the stream's lifetime is
-// over, a reload ends it, or the client stops taking what is written
-// (write_timeout: the stream is cut and its seat given back).
-func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verdict {
+// pw. It charges the request's head (requestHead: head bytes) to the
+// caller's share of the held bytes, takes a seat, subscribes to the
+// answer's topic, and writes each new answer as an event until the client
+// leaves, the stream's lifetime is over, a reload or a keyed caller ends
+// it, or the client stops taking what is written (write_timeout: the
+// stream is cut and its seat given back).
+func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head int64) verdict {
 	g, who := lv.guard, t.who
 	if err := g.held.Check(who.holder, who.held); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
-	if err := lv.seats.Take(who.holder); err != nil {
+	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err)
+	}
+	defer g.held.Unpin(who.holder, head)
+	// Keyed first: a caller whose key opens the endpoint takes the seat,
+	// and the topic's place, of an anonymous one when every one is taken.
+	keyed := who.counts
+	seat, err := lv.seats.Take(who.holder, keyed)
+	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
 			return tooMany(err)
@@ -98,14 +149,18 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verd
 		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
 		return busy(err, "1")
 	}
-	defer lv.seats.Give(who.holder)
+	defer seat.Give()
 
 	// The topic: the answer's share key (policy, class, backend, host,
 	// canonical request) and the path the error envelopes show.
 	topic := g.shareKey(r, who.filtered(), t.upstream) + " " + t.path
-	sub, err := lv.hub.Subscribe(topic, r.Header.Get("Last-Event-ID"), func() live.Fetch { return lv.poller(r, t, topic) })
+	sub, err := lv.hub.Subscribe(topic, r.Header.Get("Last-Event-ID"), keyed, func() live.Fetch { return lv.poller(r, t, topic) })
 	if err != nil {
-		lv.metrics.StreamRefused(metrics.StreamRefusedReload)
+		if errors.Is(err, live.ErrTopicsFull) {
+			lv.metrics.StreamRefused(metrics.StreamRefusedTopics)
+		} else {
+			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
+		}
 		return busy(err, "1")
 	}
 	defer sub.Leave()
@@ -139,6 +194,9 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verd
 			return verdict{outcome: metrics.Streamed}
 		case <-sub.Done():
 			return verdict{outcome: metrics.Streamed}
+		case <-seat.Ended():
+			// A keyed caller took the seat over: the client reconnects.
+			return verdict{outcome: metrics.Streamed}
 		case <-lifetime:
 			return verdict{outcome: metrics.Streamed}
 		case <-heartbeat.C:
@@ -170,6 +228,23 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket) verd
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
+}
+
+// requestHead is what a stream's request keeps for as long as the stream
+// lasts, in bytes: its target and its header names and values as the client
+// sent them, a Last-Event-ID among them as long as the server's header limit
+// allows (1 MB by default). The server, and Caddy's copy of the request for
+// its logs, keep them until the handler returns, whatever the gateway drops
+// or keeps; so the stream is charged for them (stream). Measured before the
+// request is rewritten for the backend.
+func requestHead(r *http.Request) int64 {
+	n := len(r.RequestURI)
+	for name, values := range r.Header {
+		for _, v := range values {
+			n += len(name) + len(v)
+		}
+	}
+	return int64(n)
 }
 
 // The stream's lines that are always the same.

@@ -26,6 +26,11 @@ const (
 	updatedAt = "1784300000000"
 )
 
+// playerN is the path of a player of its own for each n: requests that the
+// backend must get apart (a query the endpoint does not read reaches it as
+// one request).
+func playerN(n int) string { return fmt.Sprintf("/api/v1/player/40094f2f-ca8f-4826-8b31-%012d", n) }
+
 // misbehaviour switches the backend from the plugin's behaviour to a failure.
 type misbehaviour int32
 

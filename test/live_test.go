@@ -463,3 +463,161 @@ func TestLiveBackendFailureIsAnEvent(t *testing.T) {
 		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
 	}
 }
+
+// TestLiveWeightZeroIsPlain: an Accept that gives text/event-stream the
+// weight 0, in any spelling of it, or a weight that is not one, is not
+// asking for a stream: the plain GET's JSON. A weight above 0 is.
+func TestLiveWeightZeroIsPlain(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"max_per_client off"}}.start(t)
+	const status = "/api/v1/status"
+	for _, accept := range []string{"text/event-stream;q=0.0", "text/event-stream; q=0.000", "text/event-stream;Q=0", "text/event-stream;q=.5", "text/event-stream;q=2"} {
+		r := send(t, "GET", status, "Accept: "+accept)
+		wantFiltered(t, r, status)
+		if ct := r.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+			t.Errorf("Accept: %s: Content-Type %q, want the plain GET's JSON", accept, ct)
+		}
+	}
+	for _, accept := range []string{"text/event-stream;q=0.001", "application/json, text/event-stream;q=0.5"} {
+		s := openLive(t, nil, status, "Accept: "+accept)
+		s.wantStream(t, "Accept: "+accept)
+		s.close()
+	}
+}
+
+// wantBusy asserts the gateway's 503 Backend busy with Retry-After.
+func wantBusy(t *testing.T, r response, path string) {
+	t.Helper()
+	wantError(t, r, http.StatusServiceUnavailable, path)
+	if r.Header.Get("Retry-After") == "" {
+		t.Errorf("%s: 503 without Retry-After", path)
+	}
+}
+
+// TestLiveKeyedStreamFindsASeat: with every seat held by anonymous
+// viewers, a stream whose key opens the endpoint is served, and the oldest
+// anonymous stream, and only it, ends cleanly (its viewer reconnects; while
+// the seats are full, to a 503). Keyed streams are never ended for another:
+// with every seat keyed, a keyed stream gets the 503 too.
+func TestLiveKeyedStreamFindsASeat(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"key " + keyA, "max_streams 3", "max_streams_per_client off", "stream_heartbeat 1h", "cache status 1h",
+	}}.start(t)
+	const status = "/api/v1/status"
+	open := func(headers ...string) *liveStream {
+		t.Helper()
+		s := openLive(t, nil, status, headers...)
+		s.wantStream(t, fmt.Sprintf("a stream with %q", headers))
+		s.nextEvent(t)
+		return s
+	}
+	streamsOpen := func(n float64) func() bool {
+		return func() bool {
+			got, _ := scrapeAdmin(t)
+			return got[`caddy_http_statusgate_streams_open{endpoint="status"}`] == n
+		}
+	}
+	anon := []*liveStream{open(), open(), open()}
+	fixture.WaitFor(t, "three anonymous streams", streamsOpen(3))
+	keyed := open(withKey(keyA))
+	if it := anon[0].nextEvent(t); !it.end {
+		t.Fatalf("the oldest anonymous stream sent %+v, want its end", it)
+	}
+	fixture.WaitFor(t, "the keyed stream in the oldest one's seat", streamsOpen(3))
+	wantBusy(t, send(t, "GET", status, "Accept: text/event-stream"), status)
+	open(withKey(keyA))
+	open(withKey(keyA))
+	for i, s := range anon[1:] {
+		if it := s.nextEvent(t); !it.end {
+			t.Fatalf("anonymous stream %d sent %+v, want its end", i+1, it)
+		}
+	}
+	fixture.WaitFor(t, "three keyed streams", streamsOpen(3))
+	wantBusy(t, send(t, "GET", status, withKey(keyA), "Accept: text/event-stream"), status)
+	keyed.close()
+	fixture.WaitFor(t, "a keyed stream gone", streamsOpen(2))
+	open()
+}
+
+// TestLiveTopicsBoundedKeyedFirst: past max_topics a stream that would
+// start a new answer's polling gets 503 Backend busy, and one of an answer
+// polled already joins it; a keyed stream of a new answer is served, and the
+// anonymous topic with the fewest viewers ends with its streams. A keyed
+// topic is never ended for another: with every topic keyed, 503.
+func TestLiveTopicsBoundedKeyedFirst(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"key " + keyA, "max_topics 2", "max_streams_per_client off", "stream_heartbeat 1h", "cache player 1h",
+	}}.start(t)
+	open := func(target string, headers ...string) *liveStream {
+		t.Helper()
+		s := openLive(t, nil, target, headers...)
+		s.wantStream(t, target)
+		s.nextEvent(t)
+		return s
+	}
+	a := []*liveStream{open(playerN(0)), open(playerN(0))}
+	b := open(playerN(1))
+	wantBusy(t, send(t, "GET", playerN(2), "Accept: text/event-stream"), playerN(2))
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_streams_refused_total{reason="max_topics"}`]; n != 1 {
+		t.Errorf("streams refused for max_topics: %v, want 1", n)
+	}
+	a = append(a, open(playerN(0))) // an answer polled already
+	open(playerN(3), withKey(keyA))
+	if it := b.nextEvent(t); !it.end {
+		t.Fatalf("the stream of the topic with the fewest viewers sent %+v, want its end", it)
+	}
+	open(playerN(4), withKey(keyA))
+	for i, s := range a {
+		if it := s.nextEvent(t); !it.end {
+			t.Fatalf("viewer %d of the other anonymous topic sent %+v, want its end", i, it)
+		}
+	}
+	wantBusy(t, send(t, "GET", playerN(5), withKey(keyA), "Accept: text/event-stream"), playerN(5))
+	wantBusy(t, send(t, "GET", playerN(0), "Accept: text/event-stream"), playerN(0))
+}
+
+// TestLiveLongHeadersCountInMaxHeld: what a stream's request keeps while
+// the stream lasts (a Last-Event-ID of 20 KB here) counts in the client's
+// share of max_held: past it the next stream is refused with 429, and it is
+// given back when the stream ends. Fifty streams of short headers fit.
+func TestLiveLongHeadersCountInMaxHeld(t *testing.T) {
+	be := newBackend(t)
+	// A client's share: max_response, 64 KiB; a stream starts while it
+	// holds less than half.
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"max_streams_per_client off", "max_held 1MiB", "max_response 64KiB", "stream_heartbeat 1h",
+	}}.start(t)
+	const status = "/api/v1/status"
+	for range 50 {
+		short := openLive(t, nil, status)
+		short.wantStream(t, "a stream with short headers")
+	}
+	long := "Last-Event-ID: " + strings.Repeat("x", 20_000)
+	var streams []*liveStream
+	for range 2 {
+		s := openLive(t, nil, status, long)
+		s.wantStream(t, "a stream with a long Last-Event-ID")
+		s.nextEvent(t)
+		streams = append(streams, s)
+	}
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_held_bytes{guard=""}`]; n < 40_000 {
+		t.Errorf("held bytes with two streams of 20 KB headers: %v", n)
+	}
+	r := send(t, "GET", status, "Accept: text/event-stream", long)
+	wantError(t, r, http.StatusTooManyRequests, status)
+	got, _ = scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_streams_refused_total{reason="max_held"}`]; n != 1 {
+		t.Errorf("streams refused for max_held: %v, want 1", n)
+	}
+	streams[0].close()
+	fixture.WaitFor(t, "the ended stream's head given back", func() bool {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_held_bytes{guard=""}`] < 40_000
+	})
+	s := openLive(t, nil, status, long)
+	s.wantStream(t, "a stream with a long Last-Event-ID, after another ended")
+}

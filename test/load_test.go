@@ -11,15 +11,17 @@ import (
 )
 
 // TestConcurrentCallers runs 32 callers at once, each mixing anonymous and
-// keyed requests to player and server, and checks that no response carries
+// keyed requests to player and a custom station, and checks that no response carries
 // another caller's treatment: every anonymous one filtered (or hidden), every
 // keyed one the backend's bytes, and the backend asked accordingly.
 func TestConcurrentCallers(t *testing.T) {
 	be := newBackend(t)
-	startDefault(t, be)
+	startDefault(t, be, "enable custom/votes")
 	const callers, rounds = 32, 16
-	player := "/api/v1/player/" + alex + "?detailed=true&tag="
-	server := "/api/v1/server?tag="
+	// Each request its own at the backend: a player of its own, and the
+	// query of a custom station (which keeps it).
+	player := func(n int) string { return playerN(n) + "?detailed=true" }
+	votes := "/api/v1/custom/votes?tag="
 
 	var mu sync.Mutex
 	anonSeen, keyedSeen := []string{}, []string{} // what the backend should have got
@@ -35,16 +37,16 @@ func TestConcurrentCallers(t *testing.T) {
 				tag := fmt.Sprintf("c%d-%d", i, j)
 				switch (i + j) % 4 {
 				case 0:
-					wantFiltered(t, send(t, "GET", player+tag), player+tag, playerFields...)
-					expect(&anonSeen, player+tag)
+					wantFiltered(t, send(t, "GET", player(i*rounds+j)), player(i*rounds+j), playerFields...)
+					expect(&anonSeen, player(i*rounds+j))
 				case 1:
-					wantBackendBytes(t, send(t, "GET", player+tag, withKey(keyA)), player+tag)
-					expect(&keyedSeen, player+tag)
+					wantBackendBytes(t, send(t, "GET", player(i*rounds+j), withKey(keyA)), player(i*rounds+j))
+					expect(&keyedSeen, player(i*rounds+j))
 				case 2:
-					wantNotFound(t, send(t, "GET", server+tag), server+tag)
+					wantNotFound(t, send(t, "GET", votes+tag), votes+tag)
 				case 3:
-					wantBackendBytes(t, send(t, "GET", server+tag, withKey(keyA)), server+tag)
-					expect(&keyedSeen, server+tag)
+					wantBackendBytes(t, send(t, "GET", votes+tag, withKey(keyA)), votes+tag)
+					expect(&keyedSeen, votes+tag)
 				}
 			}
 		})

@@ -415,7 +415,7 @@ func TestClientGoneLogged(t *testing.T) {
 	accessLog := filepath.Join(t.TempDir(), "access.log")
 	gateway{
 		upstream:   be.addr(),
-		statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 4 5s"},
+		statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 4 5s", "enable custom/votes", "require_key custom/votes off"},
 		site: []string{
 			"log {\n\t\toutput file " + accessLog + "\n\t}",
 			"log_append statusgate_outcome {http.statusgate.outcome}",
@@ -441,16 +441,16 @@ func TestClientGoneLogged(t *testing.T) {
 		}
 	}
 	be.misbehave(sendSlow) // the answer waits 1.5 s, or until the gateway hangs up
-	leave("/api/v1/server?n=1", atBackend("1"), withKey(keyA))
-	leave("/api/v1/player/"+alex+"?n=2", atBackend("2"))
+	leave("/api/v1/custom/votes?n=1", atBackend("1"), withKey(keyA))
+	leave("/api/v1/custom/votes?n=2", atBackend("2"))
 	fixture.WaitFor(t, "the backend's slot to be free", func() bool {
 		got, _ := scrapeAdmin(t)
 		return got[`caddy_http_statusgate_backend_requests_in_flight{guard=""}`] == 0
 	})
 	first := make(chan response, 1)
-	go func() { first <- send(t, "GET", "/api/v1/server?n=3", withKey(keyA)) }()
+	go func() { first <- send(t, "GET", "/api/v1/custom/votes?n=3", withKey(keyA)) }()
 	fixture.WaitFor(t, "n=3 to hold the one slot", atBackend("3"))
-	leave("/api/v1/server?n=4", func() bool { // queued; at the backend if n=3 was answered first on a stalled machine
+	leave("/api/v1/custom/votes?n=4", func() bool { // queued; at the backend if n=3 was answered first on a stalled machine
 		got, _ := scrapeAdmin(t)
 		return got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`] == 1 || atBackend("4")()
 	}, withKey(keyA))

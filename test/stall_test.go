@@ -74,9 +74,8 @@ func TestStalledReadersLockNobodyOut(t *testing.T) {
 				global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
 			}
 			g.start(t)
-			player := "/api/v1/player/" + alex
 			for i := range 8 {
-				stalledClient(t, fmt.Sprintf("%s?n=%d", player, i), fmt.Sprintf("X-Forwarded-For: 203.0.113.%d", i%2))
+				stalledClient(t, playerN(i), fmt.Sprintf("X-Forwarded-For: 203.0.113.%d", i%2))
 			}
 			waitSeen(t, be, 8)
 			be.respond = nil

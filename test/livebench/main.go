@@ -38,22 +38,30 @@ import (
 
 const snapshot = 5 * time.Second // the sim's status snapshot interval
 
-// profileDir is where -profile writes the profiles; "": none.
-var profileDir string
+var (
+	// profileDir is where -profile writes the profiles; "": none.
+	profileDir string
+	// lastEventID is the length of the Last-Event-ID each stream sends
+	// (-last-event-id); 0: none.
+	lastEventID int
+)
 
 func main() {
 	viewers := flag.Int("viewers", 10000, "concurrent viewers")
 	snapshots := flag.Int("snapshots", 6, "snapshot intervals measured")
 	build := flag.Bool("build", false, "rebuild the caddy binary even if it is newer than the sources")
+	bin := flag.String("bin", "", "run this caddy binary (built from other code, to compare) instead of this checkout's build")
+	polling := flag.Bool("polling", true, "after the streams, measure the viewers polling")
 	flag.StringVar(&profileDir, "profile", "", "write the gateway's heap and goroutine profiles, its metrics and /proc status with the streams open into this folder")
+	flag.IntVar(&lastEventID, "last-event-id", 0, "send a Last-Event-ID of this many bytes with each stream, as a reconnect does")
 	flag.Parse()
-	if err := run(*viewers, *snapshots, *build); err != nil {
+	if err := run(*viewers, *snapshots, *bin, *build, *polling); err != nil {
 		fmt.Fprintln(os.Stderr, "livebench:", err)
 		os.Exit(2)
 	}
 }
 
-func run(n, snapshots int, force bool) error {
+func run(n, snapshots int, bin string, force, polling bool) error {
 	repo, err := filepath.Abs("..")
 	if wd, _ := os.Getwd(); filepath.Base(wd) != "test" {
 		repo, err = filepath.Abs(".")
@@ -61,12 +69,16 @@ func run(n, snapshots int, force bool) error {
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(repo, "test", "perf", ".cache", "caddy")
-	what, err := harness.Build(repo, bin, force)
-	if err != nil {
-		return err
+	if bin == "" {
+		bin = filepath.Join(repo, "test", "perf", ".cache", "caddy")
+		what, err := harness.Build(repo, bin, force)
+		if err != nil {
+			return err
+		}
+		fmt.Println(what)
+	} else {
+		fmt.Println("running " + bin)
 	}
-	fmt.Println(what)
 	dir, err := os.MkdirTemp("", "livebench-")
 	if err != nil {
 		return err
@@ -125,10 +137,14 @@ http://:%d {
 	fmt.Printf("%d viewers of /api/v1/status; the sim's snapshot every %s; %d intervals each; %d CPUs\n\n", n, snapshot, snapshots, nprocs())
 
 	b := bench{n: n, snapshots: snapshots, gateway: gw.Base(), sim: simProc.Base(), gwPid: gw.Pid(), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
-	for _, m := range []struct {
+	ways := []struct {
 		name string
 		run  func() (result, error)
-	}{{"streams", b.streams}, {"polling every 5 s", b.polling}} {
+	}{{"streams", b.streams}, {"polling every 5 s", b.polling}}
+	if !polling {
+		ways = ways[:1]
+	}
+	for _, m := range ways {
 		r, err := m.run()
 		if err != nil {
 			return fmt.Errorf("%s: %w", m.name, err)
@@ -149,31 +165,35 @@ func (b *bench) profile() {
 	if profileDir == "" {
 		return
 	}
-	for _, p := range []string{"heap", "goroutine", "metrics"} {
-		path := "/debug/pprof/" + p
-		if p == "metrics" {
-			path = "/metrics" // Go's memory classes, stacks among them
-		}
+	save := func(name, path string) {
 		resp, err := http.Get(b.admin + path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "profile:", err)
-			continue
+			return
 		}
-		f, _ := os.Create(filepath.Join(profileDir, p+".out"))
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(profileDir, name))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer f.Close()
 		_, _ = io.Copy(f, resp.Body)
-		f.Close()
-		resp.Body.Close()
 	}
-	status, _ := os.ReadFile("/proc/" + strconv.Itoa(b.gwPid) + "/status")
-	_ = os.WriteFile(filepath.Join(profileDir, "status"), status, 0o644)
-	// After a collection, which shrinks stacks that use less than a
-	// quarter of their size, and a moment for the scavenger.
-	if resp, err := http.Get(b.admin + "/debug/pprof/heap?gc=1"); err == nil {
-		resp.Body.Close()
+	status := func(name string) {
+		raw, _ := os.ReadFile("/proc/" + strconv.Itoa(b.gwPid) + "/status")
+		_ = os.WriteFile(filepath.Join(profileDir, name), raw, 0o644)
 	}
+	status("status")
+	save("metrics.out", "/metrics") // Go's memory classes, stacks among them
+	save("goroutine.out", "/debug/pprof/goroutine")
+	// The heap live now, after a collection, which also shrinks stacks
+	// that use less than a quarter of their size; then a moment for the
+	// scavenger.
+	save("heap.out", "/debug/pprof/heap?gc=1")
 	time.Sleep(3 * time.Second)
-	status, _ = os.ReadFile("/proc/" + strconv.Itoa(b.gwPid) + "/status")
-	_ = os.WriteFile(filepath.Join(profileDir, "status-after-gc"), status, 0o644)
+	status("status-after-gc")
+	save("metrics-after-gc.out", "/metrics")
 }
 
 // result is one way of watching, measured.
@@ -353,7 +373,11 @@ func viewStream(ctx context.Context, addr string, d *deliveries, opened *atomic.
 	}
 	defer conn.Close()
 	context.AfterFunc(ctx, func() { conn.Close() })
-	if _, err := io.WriteString(conn, "GET /api/v1/status HTTP/1.1\r\nHost: "+addr+"\r\nAccept: text/event-stream\r\n\r\n"); err != nil {
+	head := "GET /api/v1/status HTTP/1.1\r\nHost: " + addr + "\r\nAccept: text/event-stream\r\n"
+	if lastEventID > 0 {
+		head += "Last-Event-ID: " + strings.Repeat("x", lastEventID) + "\r\n"
+	}
+	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
 		return err
 	}
 	rd := bufio.NewReaderSize(conn, 2048)

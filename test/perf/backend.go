@@ -19,8 +19,11 @@ const (
 	playerUUID = "40094f2f-ca8f-4826-8b31-11e0f4c449df"
 	statusPath = "/api/v1/status"
 	playerPath = "/api/v1/player/" + playerUUID + "?detailed=true"
-	// bulkParam asks the player endpoint for a generated body of that many bytes.
-	bulkParam = "bulk"
+	// bulkPrefix starts the UUID of a player whose body is generated, of as
+	// many bytes as the UUID's last group says in decimal (bulkPath): in the
+	// path, since the gateway sends the backend only the query parameters an
+	// endpoint reads.
+	bulkPrefix = "b0000000-0000-0000-0000-"
 	// updatedAt and cachedAt are fixed, so that every response is the same bytes.
 	fakeMeta = `"meta":{"version":"v1","server":"global","updatedAt":1784300000000,"authenticated":true}`
 )
@@ -78,6 +81,11 @@ func counter(i int) int { return int(uint32(i)*2654435761>>8) % 200000 }
 // bulkBlockMembers are the protected members planted in every block of the bulk
 // body, so that a leak anywhere in 64 MB would be seen.
 const bulkBlockMembers = `"op":true,"banned":false,"discord":"298765432109876543"`
+
+// bulkPath is the path of a player whose body is size bytes (writeBulk).
+func bulkPath(size int64) string {
+	return fmt.Sprintf("/api/v1/player/%s%012d?detailed=true", bulkPrefix, size)
+}
 
 // writeBulk streams a player envelope of exactly size bytes to w, generated as
 // it goes: "detailed" holds numbered blocks of material counters, each with the
@@ -168,17 +176,16 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.URL.Path == statusPath:
 		body = b.status
-	case r.URL.Path == "/api/v1/player/"+playerUUID:
-		if s := r.URL.Query().Get(bulkParam); s != "" {
-			size, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || size <= 0 {
-				http.Error(w, "bad bulk size", http.StatusBadRequest)
-				return
-			}
-			w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
-			_ = writeBulk(w, size)
+	case strings.HasPrefix(r.URL.Path, "/api/v1/player/"+bulkPrefix):
+		size, err := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, "/api/v1/player/"+bulkPrefix), 10, 64)
+		if err != nil || size <= 0 {
+			http.Error(w, "bad bulk size", http.StatusBadRequest)
 			return
 		}
+		w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+		_ = writeBulk(w, size)
+		return
+	case r.URL.Path == "/api/v1/player/"+playerUUID:
 		body = b.player
 	default:
 		w.Header().Set("Content-Length", "0")

@@ -221,7 +221,7 @@ func TestBackend(t *testing.T) {
 	if _, body := get(playerPath, apiKey); !bytes.Equal(body, player) {
 		t.Error("player body differs")
 	}
-	if resp, body := get("/api/v1/player/"+playerUUID+"?detailed=true&bulk=100000", ""); len(body) != 100000 || resp.ContentLength != 100000 || !json.Valid(body) {
+	if resp, body := get(bulkPath(100000), ""); len(body) != 100000 || resp.ContentLength != 100000 || !json.Valid(body) {
 		t.Errorf("bulk: %d bytes, Content-Length %d", len(body), resp.ContentLength)
 	}
 	if resp, _ := get("/api/v1/server", ""); resp.StatusCode != 404 {

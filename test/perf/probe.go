@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strconv"
 )
 
 // probeResult is one gateway's memory probe: a fresh Caddy process, one large
@@ -43,7 +42,7 @@ func memoryProbe(ctx context.Context, bin, dir, name, backendAddr, key string, s
 	if res.hwmBefore, err = vmKB(pid, "VmHWM"); err != nil {
 		return res, err
 	}
-	path := "/api/v1/player/" + playerUUID + "?detailed=true&" + bulkParam + "=" + strconv.FormatInt(size, 10)
+	path := bulkPath(size)
 	req, err := t.newRequest(ctx, request{path: path})
 	if err != nil {
 		return res, err

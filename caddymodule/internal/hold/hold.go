@@ -13,6 +13,11 @@
 // buffers, so a client that stops reading does not keep them in the process,
 // and counting them would cost every request a lock.
 //
+// What a client's request keeps for as long as it lasts (a live stream's
+// target and headers, which the server holds until the stream ends) is
+// charged with Pin, whatever its size: a stream lasts minutes, and the
+// client decides how large its headers are.
+//
 // Bytes are charged per client and answer: an answer that several clients
 // share counts once for each of them, however often each writes it (a client
 // with many stalled streams of one cached answer holds one copy). That
@@ -81,7 +86,8 @@ type Budget struct {
 }
 
 // holding is what one client holds: its bytes, how often it holds each
-// answer, by the answer's first byte, and when it last took a piece of any.
+// answer, by the answer's first byte (nil until it holds one), and when it
+// last took a piece of any.
 type holding struct {
 	bytes   int64
 	answers map[*byte]int
@@ -202,12 +208,56 @@ func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
 	id, n := &answer[0], int64(len(answer))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.by[client]
-	if h != nil && h.answers[id] > 0 {
+	if h := b.by[client]; h != nil && h.answers[id] > 0 {
 		h.answers[id]++
 		h.taken.Store(int64(b.now()))
 		return &Claim{b: b, client: client, answer: answer, h: h}, nil
 	}
+	h, err := b.charge(client, s, n)
+	if err != nil {
+		return nil, err
+	}
+	if h.answers == nil {
+		h.answers = make(map[*byte]int, 1)
+	}
+	h.answers[id] = 1
+	h.taken.Store(int64(b.now()))
+	return &Claim{b: b, client: client, answer: answer, h: h}, nil
+}
+
+// Pin charges n bytes that client's request keeps while it lasts to the
+// client, of Share s, and the Budget, or charges nothing and returns an
+// error: ErrClientFull past the client's share, ErrFull past the total.
+// Every successful Pin is followed by an Unpin of the same client and n.
+func (b *Budget) Pin(client string, s Share, n int64) error {
+	if b == nil || n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	_, err := b.charge(client, s, n)
+	return err
+}
+
+// Unpin gives back what Pin charged.
+func (b *Budget) Unpin(client string, n int64) {
+	if b == nil || n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.by[client]
+	if h == nil || h.bytes < n {
+		panic("hold: Unpin without Pin")
+	}
+	b.discharge(client, h, n)
+}
+
+// charge charges n bytes to client, of Share s, and the Budget and returns
+// what the client holds, or charges nothing: ErrClientFull past the
+// client's share, ErrFull past the total. Under b.mu.
+func (b *Budget) charge(client string, s Share, n int64) (*holding, error) {
+	h := b.by[client]
 	var held int64
 	if h != nil {
 		held = h.bytes
@@ -219,13 +269,19 @@ func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
 		return nil, err
 	}
 	if h == nil {
-		h = &holding{answers: make(map[*byte]int, 1)}
+		h = &holding{}
 		b.by[client] = h
 	}
 	h.bytes += n
-	h.answers[id] = 1
-	h.taken.Store(int64(b.now()))
-	return &Claim{b: b, client: client, answer: answer, h: h}, nil
+	return h, nil
+}
+
+// discharge gives back n bytes charged to client, which holds h. Under b.mu.
+func (b *Budget) discharge(client string, h *holding, n int64) {
+	b.Give(n)
+	if h.bytes -= n; h.bytes <= 0 {
+		delete(b.by, client)
+	}
 }
 
 // Took records that the client took a piece of the answer: it is reading.
@@ -254,8 +310,5 @@ func (c *Claim) Release() {
 		return
 	}
 	delete(h.answers, id)
-	b.Give(n)
-	if h.bytes -= n; h.bytes <= 0 {
-		delete(b.by, c.client)
-	}
+	b.discharge(c.client, h, n)
 }

@@ -328,3 +328,44 @@ func TestSetSizes(t *testing.T) {
 		t.Errorf("Hold within the new bounds: %v", err)
 	}
 }
+
+// TestPin checks that bytes a request keeps are charged whatever their size,
+// beside the answers a client holds, against its share and the total, and
+// given back.
+func TestPin(t *testing.T) {
+	b := New(100*k, 40*k)
+	if err := b.Pin("a", Share{}, 100); err != nil || b.Held() != 100 {
+		t.Fatalf("a small pin: %v, %d charged; want it charged", err, b.Held())
+	}
+	claim, err := b.Hold("a", Share{}, answer(30))
+	if err != nil {
+		t.Fatalf("an answer beside the pin: %v", err)
+	}
+	defer claim.Release()
+	if err := b.Pin("a", Share{}, 10*k); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("past the share: %v, want ErrClientFull", err)
+	}
+	if err := b.Check("a", Share{}); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("more than half the share held: Check %v, want ErrClientFull", err)
+	}
+	for _, c := range []string{"b", "c"} {
+		if err := b.Pin(c, Share{}, 30*k); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	if err := b.Pin("d", Share{}, 10*k); !errors.Is(err, ErrFull) {
+		t.Fatalf("past the total: %v, want ErrFull", err)
+	}
+	b.Unpin("a", 100)
+	b.Unpin("b", 30*k)
+	b.Unpin("c", 30*k)
+	if b.Held() != 30*k || len(b.by) != 1 {
+		t.Fatalf("after the unpins: %d held by %d clients, want the answer's 30 KiB by one", b.Held(), len(b.by))
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Unpin without Pin did not panic")
+		}
+	}()
+	b.Unpin("b", 1)
+}

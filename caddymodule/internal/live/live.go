@@ -21,7 +21,8 @@
 //
 // Close ends every subscription (a config reload: the streams of the old
 // policy end, and their clients reconnect under the new one). Seats counts
-// open streams against a total and a per-client bound.
+// open streams against a total and a per-client bound, and a Hub's topics
+// against a bound of their own, keyed callers first.
 package live
 
 import (
@@ -65,6 +66,7 @@ const MinInterval = 50 * time.Millisecond
 // use New.
 type Hub struct {
 	encode  Encoder // nil: none
+	seats   *Seats  // where each topic takes its place; nil: no bound
 	mu      sync.Mutex
 	topics  map[string]*topic
 	closed  bool
@@ -73,15 +75,20 @@ type Hub struct {
 }
 
 // New returns an open Hub whose events encode writes for the wire (nil:
-// Event.Wire stays nil).
-func New(encode Encoder) *Hub { return &Hub{encode: encode, topics: map[string]*topic{}} }
+// Event.Wire stays nil), and whose topics take their places from seats
+// (nil: topics are not bounded); hubs may share seats.
+func New(encode Encoder, seats *Seats) *Hub {
+	return &Hub{encode: encode, seats: seats, topics: map[string]*topic{}}
+}
 
 // topic is one answer, its poller and its subscribers.
 type topic struct {
 	key    string
 	cancel context.CancelFunc
+	place  *Place // nil without seats
 	subs   map[*Sub]struct{}
 	last   *Event // the latest answer; nil before the first
+	ended  bool   // under hub.mu
 }
 
 // Sub is one subscription. Ready signals that an event is pending; Take
@@ -101,30 +108,57 @@ type Sub struct {
 
 // Subscribe subscribes to the topic key, starting its poller with the
 // Fetch newFetch makes if the topic is new (only then: a Fetch may cost
-// something to make, and most subscribers join a topic that exists). lastID
-// is the ID of the answer the subscriber has already (a reconnect's
-// Last-Event-ID), or empty: the topic's latest answer, if any, is pending at
-// once unless it is that one.
-func (h *Hub) Subscribe(key string, lastID string, newFetch func() Fetch) (*Sub, error) {
+// something to make, and most subscribers join a topic that exists). A new
+// topic takes a place from the hub's seats, as a keyed one if keyed says
+// the subscriber is keyed (a topic's subscribers are all of one class):
+// ErrTopicsFull when there is none. lastID is the ID of the answer the
+// subscriber has already (a reconnect's Last-Event-ID), or empty: the
+// topic's latest answer, if any, is pending at once unless it is that one.
+func (h *Hub) Subscribe(key string, lastID string, keyed bool, newFetch func() Fetch) (*Sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		return nil, ErrClosed
 	}
 	t := h.topics[key]
+	if t != nil && isClosed(t.place.Ended()) {
+		h.end(t) // taken over by a keyed topic: its poller has not seen it yet
+		t = nil
+	}
 	if t == nil {
+		var place *Place
+		if h.seats != nil {
+			var err error
+			if place, err = h.seats.TakeTopic(keyed); err != nil {
+				return nil, err
+			}
+		}
 		ctx, cancel := context.WithCancel(context.Background())
-		t = &topic{key: key, cancel: cancel, subs: map[*Sub]struct{}{}}
+		t = &topic{key: key, cancel: cancel, place: place, subs: map[*Sub]struct{}{}}
 		h.topics[key] = t
 		h.wg.Add(1)
 		go h.poll(ctx, t, newFetch())
 	}
+	if len(lastID) != idLen {
+		lastID = "" // it could be no answer's ID: nothing to skip, and nothing to keep
+	}
 	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID}
 	t.subs[s] = struct{}{}
+	t.place.SetViewers(len(t.subs))
 	if t.last != nil {
 		s.offer(t.last)
 	}
 	return s, nil
+}
+
+// isClosed reports whether c is closed; a nil c never is.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // poll fetches t's answer until t ends, and publishes each.
@@ -132,6 +166,21 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
 	h.polling.Add(1)
 	defer h.wg.Done()
 	defer h.polling.Add(-1)
+	if ended := t.place.Ended(); ended != nil {
+		// A keyed topic that takes t's place over ends t at once, with
+		// every subscription and the fetch under way.
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			select {
+			case <-ended:
+				h.mu.Lock()
+				h.end(t)
+				h.mu.Unlock()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -157,6 +206,9 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
 func (h *Hub) publish(t *topic, ev *Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if t.ended {
+		return
+	}
 	t.last = ev
 	for s := range t.subs {
 		s.offer(ev)
@@ -208,10 +260,32 @@ func (s *Sub) Leave() {
 	s.pending = nil
 	t := s.t
 	delete(t.subs, s)
-	if len(t.subs) == 0 && h.topics[t.key] == t {
-		delete(h.topics, t.key)
-		t.cancel()
+	t.place.SetViewers(len(t.subs))
+	if len(t.subs) == 0 {
+		h.end(t)
 	}
+}
+
+// end ends t: its poller stops, its subscriptions end (each Done is
+// closed), and it gives its place back. Under h.mu; end may be called more
+// than once.
+func (h *Hub) end(t *topic) {
+	if t.ended {
+		return
+	}
+	t.ended = true
+	if h.topics[t.key] == t {
+		delete(h.topics, t.key)
+	}
+	t.cancel()
+	for s := range t.subs {
+		close(s.done)
+		s.left = true
+		s.pending = nil
+	}
+	t.subs = nil
+	t.last = nil
+	t.place.Give()
 }
 
 // Topics is how many topics are polled now.
@@ -234,15 +308,8 @@ func (h *Hub) Close() {
 		return
 	}
 	h.closed = true
-	for key, t := range h.topics {
-		t.cancel()
-		for s := range t.subs {
-			close(s.done)
-			s.left = true
-			s.pending = nil
-		}
-		t.subs = nil
-		delete(h.topics, key)
+	for _, t := range h.topics {
+		h.end(t)
 	}
 	h.mu.Unlock()
 	h.wg.Wait()
@@ -261,5 +328,11 @@ func ID(answer []byte) string {
 		d.Write(answer)
 	}
 	var sum [sha256.Size]byte
-	return base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:16])
+	return base64.RawURLEncoding.EncodeToString(d.Sum(sum[:0])[:idBytes])
 }
+
+// idBytes is how many bytes of the digest an ID has, and idLen its length.
+const (
+	idBytes = 16
+	idLen   = (idBytes*8 + 5) / 6
+)

@@ -67,7 +67,7 @@ func nothingPending(t *testing.T, s *Sub) {
 
 func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 	t.Helper()
-	s, err := h.Subscribe(key, lastID, f.newFetch)
+	s, err := h.Subscribe(key, lastID, false, f.newFetch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 }
 
 func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	f := newFeed()
 	subs := make([]*Sub, 100)
@@ -100,7 +100,7 @@ func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
 }
 
 func TestTopicsAreApart(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	anon, keyed := newFeed(), newFeed()
 	a := subscribe(t, h, "status filtered", "", anon)
@@ -116,7 +116,7 @@ func TestTopicsAreApart(t *testing.T) {
 }
 
 func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	f := newFeed()
 	s := subscribe(t, h, "status", "", f)
@@ -132,7 +132,7 @@ func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
 }
 
 func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	f := newFeed()
 	first := subscribe(t, h, "status", "", f)
@@ -156,7 +156,7 @@ func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
 }
 
 func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	f := newFeed()
 	stalled := subscribe(t, h, "status", "", f)
@@ -173,7 +173,7 @@ func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
 }
 
 func TestTheLastToLeaveStopsThePoller(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	f := newFeed()
 	a := subscribe(t, h, "status", "", f)
@@ -199,7 +199,7 @@ func TestTheLastToLeaveStopsThePoller(t *testing.T) {
 }
 
 func TestCloseEndsEverySubscription(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	f := newFeed()
 	subs := []*Sub{subscribe(t, h, "a", "", f), subscribe(t, h, "a", "", f), subscribe(t, h, "b", "", newFeed())}
 	f.send(t, envelope(1, 1))
@@ -211,14 +211,14 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 		nothingPending(t, s)
 		s.Leave() // after Close, harmless
 	}
-	if _, err := h.Subscribe("a", "", f.newFetch); err != ErrClosed {
+	if _, err := h.Subscribe("a", "", false, f.newFetch); err != ErrClosed {
 		t.Fatalf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 	h.Close() // twice is once
 }
 
 func TestConcurrentSubscribersAndLeavers(t *testing.T) {
-	h := New(nil)
+	h := New(nil, nil)
 	defer h.Close()
 	var fetched atomic.Int32
 	fetch := func(ctx context.Context) ([]byte, time.Duration) {
@@ -229,7 +229,7 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 	for i := range 32 {
 		wg.Go(func() {
 			for j := range 50 {
-				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), "", func() Fetch { return fetch })
+				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), "", false, func() Fetch { return fetch })
 				if err != nil {
 					t.Error(err)
 					return
@@ -245,12 +245,56 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 	}
 }
 
+// TestConcurrentKeyedAndAnonymous: keyed and anonymous subscribers and
+// seat takers at once, past both bounds, taking places over from each
+// other: nothing is counted twice or lost, the bounds hold whenever a taker
+// gets a place, and everything is given back.
+func TestConcurrentKeyedAndAnonymous(t *testing.T) {
+	seats := NewSeats(8, 0, 3)
+	h := New(nil, seats)
+	defer h.Close()
+	fetch := func(ctx context.Context) ([]byte, time.Duration) { return []byte(envelope(1, 0)), 0 }
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			for j := range 100 {
+				keyed := (i+j)%3 == 0
+				seat, err := seats.Take(fmt.Sprint("client", i), keyed)
+				if err != nil {
+					continue
+				}
+				if n := seats.Open(); n > 8 {
+					t.Errorf("%d seats open, bound 8", n)
+				}
+				s, err := h.Subscribe(fmt.Sprint("topic", keyed, (i+j)%5), "", keyed, func() Fetch { return fetch })
+				if err == nil {
+					if n := seats.Topics(); n > 3 {
+						t.Errorf("%d topics, bound 3", n)
+					}
+					select {
+					case <-s.Ready():
+					case <-s.Done():
+					case <-seat.Ended():
+					}
+					s.Leave()
+				}
+				seat.Give()
+			}
+		})
+	}
+	wg.Wait()
+	fixture.WaitFor(t, "every place given back", func() bool { return seats.Open() == 0 && seats.Topics() == 0 && h.Topics() == 0 })
+	if len(seats.by) != 0 || seats.streams.anon.Len() != 0 || seats.topics.anon.Len() != 0 {
+		t.Fatalf("left after every place was given back: %v, %d, %d", seats.by, seats.streams.anon.Len(), seats.topics.anon.Len())
+	}
+}
+
 func TestEventsAreEncodedOncePerAnswer(t *testing.T) {
 	var encoded atomic.Int32
 	h := New(func(ev Event) []byte {
 		encoded.Add(1)
 		return []byte("<" + ev.ID + ">" + string(ev.Data))
-	})
+	}, nil)
 	defer h.Close()
 	f := newFeed()
 	a, b := subscribe(t, h, "status", "", f), subscribe(t, h, "status", "", f)
@@ -279,62 +323,168 @@ func TestIDIgnoresUpdatedAtOnly(t *testing.T) {
 	if x == y {
 		t.Fatal("data.updatedAt was ignored")
 	}
+	if id := ID([]byte("not json")); len(id) != idLen {
+		t.Fatalf("ID %q has %d characters, idLen says %d", id, len(id), idLen)
+	}
 	if ID([]byte("not json")) == ID([]byte("not json!")) {
 		t.Fatal("answers that are not JSON are told apart by their bytes")
 	}
 }
 
-func TestSeats(t *testing.T) {
-	s := NewSeats(3, 2)
-	for _, c := range []string{"a", "a", "b"} {
-		if err := s.Take(c); err != nil {
-			t.Fatalf("take %s: %v", c, err)
-		}
+// take takes a seat, or fails the test.
+func take(t *testing.T, s *Seats, client string, keyed bool) *Place {
+	t.Helper()
+	p, err := s.Take(client, keyed)
+	if err != nil {
+		t.Fatalf("%s's seat (keyed %v): %v", client, keyed, err)
 	}
-	if err := s.Take("a"); err != ErrClientFull {
+	return p
+}
+
+func TestSeats(t *testing.T) {
+	s := NewSeats(3, 2, 0)
+	a1, a2, b := take(t, s, "a", false), take(t, s, "a", false), take(t, s, "b", false)
+	if _, err := s.Take("a", false); err != ErrClientFull {
 		t.Fatalf("a's third seat: %v, want ErrClientFull", err)
 	}
-	if err := s.Take("c"); err != ErrFull {
+	if _, err := s.Take("c", false); err != ErrFull {
 		t.Fatalf("the fourth seat: %v, want ErrFull", err)
 	}
-	s.Give("a")
-	if err := s.Take("c"); err != nil {
-		t.Fatalf("a seat given back is free: %v", err)
+	a1.Give()
+	a1.Give() // twice is once
+	c := take(t, s, "c", false)
+	for _, p := range []*Place{a2, b, c} {
+		p.Give()
 	}
-	for _, c := range []string{"a", "b", "c"} {
-		s.Give(c)
-	}
-	if s.Open() != 0 || len(s.by) != 0 {
+	if s.Open() != 0 || len(s.by) != 0 || s.streams.anon.Len() != 0 {
 		t.Fatalf("%d open, %d clients after every seat was given back", s.Open(), len(s.by))
 	}
-	unbounded := NewSeats(0, 0)
+	unbounded := NewSeats(0, 0, 0)
 	for range 1000 {
-		if err := unbounded.Take("x"); err != nil {
-			t.Fatal(err)
-		}
+		take(t, unbounded, "x", false)
+	}
+}
+
+// TestSeatsKeyedFirst: with every seat held by anonymous streams, a keyed
+// one takes the oldest anonymous stream's seat, whose Ended closes and no
+// other's; the total stays at the bound. Keyed seats are never taken over:
+// with every seat keyed, a keyed taker is refused too. A key still has its
+// own share.
+func TestSeatsKeyedFirst(t *testing.T) {
+	s := NewSeats(3, 2, 0)
+	anon := []*Place{take(t, s, "a", false), take(t, s, "b", false), take(t, s, "c", false)}
+	k1 := take(t, s, "bot", true)
+	if !isClosed(anon[0].Ended()) || isClosed(anon[1].Ended()) || isClosed(anon[2].Ended()) || isClosed(k1.Ended()) {
+		t.Fatal("the keyed seat did not end the oldest anonymous stream, and only it")
+	}
+	if s.Open() != 3 {
+		t.Fatalf("%d open, want the bound, 3", s.Open())
+	}
+	// The stream that ended winds down: until it gives its seat back its
+	// client's count holds, and the seat is the keyed one's.
+	if _, err := s.Take("d", false); err != ErrFull {
+		t.Fatalf("an anonymous stream at the bound: %v, want ErrFull", err)
+	}
+	anon[0].Give()
+	if s.Open() != 3 || s.by["a"] != 0 {
+		t.Fatalf("after the ended stream gave back: %d open, a holds %d", s.Open(), s.by["a"])
+	}
+	k2 := take(t, s, "bot", true)
+	if _, err := s.Take("bot", true); err != ErrClientFull {
+		t.Fatalf("the key's third stream: %v, want ErrClientFull", err)
+	}
+	k3 := take(t, s, "other-bot", true)
+	if !isClosed(anon[1].Ended()) || !isClosed(anon[2].Ended()) {
+		t.Fatal("the anonymous streams did not end for the keyed ones")
+	}
+	if _, err := s.Take("third-bot", true); err != ErrFull {
+		t.Fatalf("every seat keyed: %v, want ErrFull", err)
+	}
+	for _, p := range []*Place{anon[1], anon[2], k1, k2, k3} {
+		p.Give()
+	}
+	if s.Open() != 0 || len(s.by) != 0 {
+		t.Fatalf("%d open, %v after every seat was given back", s.Open(), s.by)
 	}
 }
 
 // TestSeatsSetBounds: a lower bound keeps the open streams counted and gives
 // no seat until enough are given back.
 func TestSeatsSetBounds(t *testing.T) {
-	s := NewSeats(0, 0)
+	s := NewSeats(0, 0, 0)
+	var held []*Place
 	for range 4 {
-		if err := s.Take("a"); err != nil {
-			t.Fatal(err)
-		}
+		held = append(held, take(t, s, "a", false))
 	}
-	s.SetBounds(3, 2)
-	if err := s.Take("a"); err != ErrClientFull {
+	s.SetBounds(3, 2, 0)
+	if _, err := s.Take("a", false); err != ErrClientFull {
 		t.Errorf("4 open under a per-client bound of 2: %v, want ErrClientFull", err)
 	}
-	if err := s.Take("b"); err != ErrFull {
+	if _, err := s.Take("b", false); err != ErrFull {
 		t.Errorf("4 open under a bound of 3: %v, want ErrFull", err)
 	}
-	s.Give("a")
-	s.Give("a")
-	s.Give("a")
-	if err := s.Take("b"); err != nil {
-		t.Errorf("1 open under 3: %v", err)
+	for _, p := range held[:3] {
+		p.Give()
+	}
+	take(t, s, "b", false)
+}
+
+// TestTopicsBoundedKeyedFirst: past max topics a new anonymous topic is
+// refused (a subscriber of a topic that exists is not); a new keyed topic
+// ends the anonymous topic with the fewest viewers, the oldest of those,
+// with every subscription of it, and is never ended itself: with every
+// topic keyed, a new keyed topic is refused too. Hubs that share the seats
+// share the bound.
+func TestTopicsBoundedKeyedFirst(t *testing.T) {
+	seats := NewSeats(0, 0, 3)
+	h, other := New(nil, seats), New(nil, seats)
+	defer h.Close()
+	defer other.Close()
+	f := newFeed()
+	sub := func(h *Hub, key string, keyed bool) (*Sub, error) { return h.Subscribe(key, "", keyed, f.newFetch) }
+	must := func(s *Sub, err error) *Sub {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a1, a2 := must(sub(h, "a", false)), must(sub(h, "a", false))
+	b := must(sub(h, "b", false))
+	c := must(sub(other, "c", false))
+	if _, err := sub(h, "d", false); err != ErrTopicsFull {
+		t.Fatalf("a fourth anonymous topic: %v, want ErrTopicsFull", err)
+	}
+	a3 := must(sub(h, "a", false)) // a topic that exists
+	k1 := must(sub(h, "k1", true))
+	// b and c have one viewer each; b is the older.
+	fixture.Recv(t, b.Done(), "the end of the topic with the fewest viewers")
+	for _, s := range []*Sub{a1, a2, a3, c} {
+		if isClosed(s.Done()) {
+			t.Fatal("a topic with more viewers, or a newer one, ended")
+		}
+	}
+	if seats.Topics() != 3 {
+		t.Fatalf("%d topics, want the bound, 3", seats.Topics())
+	}
+	if _, err := sub(h, "b", false); err != ErrTopicsFull {
+		t.Fatalf("b again: %v, want ErrTopicsFull", err)
+	}
+	must(sub(other, "k2", true)) // ends c, in the other hub
+	fixture.Recv(t, c.Done(), "the end of the other hub's topic")
+	must(sub(h, "k3", true)) // ends a, with its three viewers
+	for _, s := range []*Sub{a1, a2, a3} {
+		fixture.Recv(t, s.Done(), "the end of a's viewers")
+	}
+	if _, err := sub(h, "k4", true); err != ErrTopicsFull {
+		t.Fatalf("every topic keyed: %v, want ErrTopicsFull", err)
+	}
+	k1.Leave()
+	fixture.WaitFor(t, "k1's place given back", func() bool { return seats.Topics() == 2 })
+	must(sub(h, "e", false))
+	h.Close()
+	other.Close()
+	if n := seats.Topics(); n != 0 {
+		t.Fatalf("%d topics hold a place after both hubs closed", n)
 	}
 }

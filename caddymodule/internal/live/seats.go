@@ -1,8 +1,10 @@
 package live
 
 import (
+	"container/list"
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 var (
@@ -10,68 +12,204 @@ var (
 	ErrFull = errors.New("live: as many streams are open as may be")
 	// ErrClientFull refuses a stream past the most one client has open.
 	ErrClientFull = errors.New("live: the client has as many streams open as it may")
+	// ErrTopicsFull refuses a new topic past the most polled at once.
+	ErrTopicsFull = errors.New("live: as many topics are polled as may be")
 )
 
 // Seats counts open streams, in all and per client (an address or prefix,
-// or a key's name), against their bounds: a stream costs little, but a
-// client that opens them without end must not take every seat. Memory is
-// one map entry per client with a stream open. Safe for concurrent use.
+// or a key's name), and the topics polled for them, against their bounds: a
+// stream costs little, and a topic a poller and a trip per interval, but a
+// client that opens them without end must not take every one.
+//
+// Keyed first: a keyed taker (a caller whose key opens the endpoint, the
+// operator's) is never refused a seat or a topic while anonymous takers
+// hold one. Past the bound, the anonymous place that costs least to end
+// ends (its Ended is closed), and the keyed taker takes it over: for a
+// seat, the oldest anonymous stream, whose client reconnects; for a topic,
+// the anonymous topic with the fewest viewers, the oldest of those. So the
+// bounds hold for everyone together, no place is kept idle for keyed
+// callers who may never come, and an anonymous flood that fills every place
+// cannot lock the operator out. A keyed taker is refused only when keyed
+// takers hold every place (or, for a seat, when its key has its share).
+//
+// Memory is one map entry per client with a stream open. Safe for
+// concurrent use.
 type Seats struct {
-	mu             sync.Mutex
-	max, perClient int // 0: no bound
-	total          int
-	by             map[string]int
+	mu                        sync.Mutex
+	max, perClient, maxTopics int // 0: no bound
+	streams, topics           ledger
+	by                        map[string]int // open streams per client, yielded ones included
 }
 
-// NewSeats returns Seats for at most max streams, perClient per client; 0
-// is no bound.
-func NewSeats(max, perClient int) *Seats {
-	return &Seats{max: max, perClient: perClient, by: map[string]int{}}
+// ledger is one kind of place, seats or topics: how many are held, and the
+// anonymous ones in the order they were taken, oldest first, for a keyed
+// taker to end one.
+type ledger struct {
+	held int
+	anon list.List // of *Place
 }
 
-// SetBounds changes the bounds for the seats taken from now on: the streams
-// open stay counted, and past a lower bound nobody gets a seat until enough
-// are given back.
-func (s *Seats) SetBounds(max, perClient int) {
+// Place is a stream's seat or a topic's place, taken from Seats. Give it
+// back with Give when the stream or topic ends; Ended is closed when a
+// keyed taker took it over, and the stream or topic should then end.
+type Place struct {
+	s       *Seats
+	l       *ledger
+	client  string // a seat's client; "" for a topic
+	keyed   bool
+	viewers atomic.Int32 // a topic's subscribers; 1 for a seat
+	ended   chan struct{}
+
+	// Under s.mu.
+	elem           *list.Element // in l.anon; nil for a keyed place
+	yielded, given bool
+}
+
+// NewSeats returns Seats for at most max streams, perClient per client, and
+// maxTopics topics; 0 is no bound.
+func NewSeats(max, perClient, maxTopics int) *Seats {
+	return &Seats{max: max, perClient: perClient, maxTopics: maxTopics, by: map[string]int{}}
+}
+
+// SetBounds changes the bounds for the places taken from now on: the
+// streams open and the topics polled stay counted, and past a lower bound
+// nobody anonymous gets a place until enough are given back.
+func (s *Seats) SetBounds(max, perClient, maxTopics int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.max, s.perClient = max, perClient
+	s.max, s.perClient, s.maxTopics = max, perClient, maxTopics
 }
 
 // Take gives client a seat, or says why not: ErrClientFull when the client
-// has its share, ErrFull when every seat is taken. Give it back with Give.
-func (s *Seats) Take(client string) error {
+// has its share, ErrFull when every seat is taken (for a keyed client: by
+// keyed clients).
+func (s *Seats) Take(client string, keyed bool) (*Place, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perClient > 0 && s.by[client] >= s.perClient {
-		return ErrClientFull
+		return nil, ErrClientFull
 	}
-	if s.max > 0 && s.total >= s.max {
-		return ErrFull
+	p := s.take(&s.streams, s.max, keyed)
+	if p == nil {
+		return nil, ErrFull
 	}
-	s.total++
+	p.client = client
+	p.viewers.Store(1)
 	s.by[client]++
-	return nil
+	return p, nil
 }
 
-// Give gives back a seat client took.
-func (s *Seats) Give(client string) {
+// TakeTopic gives a new topic its place, or ErrTopicsFull when every place
+// is taken (for a keyed taker: by keyed takers). Its viewers are set with
+// SetViewers.
+func (s *Seats) TakeTopic(keyed bool) (*Place, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch n := s.by[client]; {
+	p := s.take(&s.topics, s.maxTopics, keyed)
+	if p == nil {
+		return nil, ErrTopicsFull
+	}
+	return p, nil
+}
+
+// take takes a place of l under bound (0: none), ending the cheapest
+// anonymous one for a keyed taker past it; nil when none is to be had.
+// Under s.mu.
+func (s *Seats) take(l *ledger, bound int, keyed bool) *Place {
+	if bound > 0 && l.held >= bound {
+		v := l.cheapest()
+		if !keyed || v == nil {
+			return nil
+		}
+		// v's place is the keyed taker's from now on; v only winds down.
+		l.anon.Remove(v.elem)
+		v.yielded = true
+		l.held--
+		close(v.ended)
+	}
+	p := &Place{s: s, l: l, keyed: keyed, ended: make(chan struct{})}
+	l.held++
+	if !keyed {
+		p.elem = l.anon.PushBack(p)
+	}
+	return p
+}
+
+// cheapest is the anonymous place that costs least to end: the fewest
+// viewers, the oldest of those; nil when there is none.
+func (l *ledger) cheapest() *Place {
+	var best *Place
+	for e := l.anon.Front(); e != nil; e = e.Next() {
+		if p := e.Value.(*Place); best == nil || p.viewers.Load() < best.viewers.Load() {
+			best = p
+			if best.viewers.Load() <= 1 {
+				break // nothing ends fewer, and this one is the oldest such
+			}
+		}
+	}
+	return best
+}
+
+// Ended is closed when a keyed taker took the place over: the stream or
+// topic holding it should end (and then Give it back). Nil for a nil Place.
+func (p *Place) Ended() <-chan struct{} {
+	if p == nil {
+		return nil
+	}
+	return p.ended
+}
+
+// SetViewers records how many viewers a topic has: ending the topic ends
+// their streams, so a keyed taker ends the topic with the fewest. A nil
+// Place records nothing.
+func (p *Place) SetViewers(n int) {
+	if p != nil {
+		p.viewers.Store(int32(n))
+	}
+}
+
+// Give gives the place back; a place that was taken over gives back only
+// its client's count. Give on a nil Place, or again, does nothing.
+func (p *Place) Give() {
+	if p == nil {
+		return
+	}
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.given {
+		return
+	}
+	p.given = true
+	if !p.yielded {
+		p.l.held--
+		if !p.keyed {
+			p.l.anon.Remove(p.elem)
+		}
+	}
+	if p.l == &s.topics {
+		return
+	}
+	switch n := s.by[p.client]; {
 	case n <= 0:
 		panic("live: a seat given back that was not taken")
 	case n == 1:
-		delete(s.by, client)
+		delete(s.by, p.client)
 	default:
-		s.by[client] = n - 1
+		s.by[p.client] = n - 1
 	}
-	s.total--
 }
 
-// Open is how many seats are taken.
+// Open is how many seats are taken (those taken over not counted).
 func (s *Seats) Open() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.total
+	return s.streams.held
+}
+
+// Topics is how many topics hold a place.
+func (s *Seats) Topics() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.topics.held
 }

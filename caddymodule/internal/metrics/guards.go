@@ -53,7 +53,7 @@ var (
 	descQueued = guardDesc("backend_requests_queued",
 		"Requests waiting for the backend's capacity (admission control), by guard and caller class.", "class")
 	descHeld = guardDesc("held_bytes",
-		"Answer bytes held for clients that have not read them yet, by guard.")
+		"Bytes held for clients, by guard: answers they have not read yet, and what their live streams' requests keep.")
 	descCacheLookups = guardDesc("cache_lookups_total",
 		"Micro-cache lookups, by guard and result: a fresh entry (hit), one served past its time to live while it is refreshed (stale), none (miss).", "result")
 	descCacheEvictions = guardDesc("cache_evictions_total",

@@ -13,9 +13,10 @@ const (
 	StreamRefusedPerClient = "max_streams_per_client" // the client has its share
 	StreamRefusedHeld      = "max_held"               // the held bytes' budget
 	StreamRefusedReload    = "reload"                 // the config is being replaced
+	StreamRefusedTopics    = "max_topics"             // every topic's place is taken
 )
 
-var streamRefusedReasons = []string{StreamRefusedTotal, StreamRefusedPerClient, StreamRefusedHeld, StreamRefusedReload}
+var streamRefusedReasons = []string{StreamRefusedTotal, StreamRefusedPerClient, StreamRefusedHeld, StreamRefusedReload, StreamRefusedTopics}
 
 // liveCollectors are the families of the live streams.
 type liveCollectors struct {
@@ -34,7 +35,7 @@ func newLiveCollectors() liveCollectors {
 		cut: counterVec("stream_viewers_cut_total",
 			"Live streams cut because the viewer did not take what was written within write_timeout, by endpoint.", "endpoint"),
 		refused: counterVec("streams_refused_total",
-			"Live streams refused after every check of a plain GET passed, by reason: max_streams, max_streams_per_client, max_held, reload.", "reason"),
+			"Live streams refused after every check of a plain GET passed, by reason: max_streams, max_streams_per_client, max_held, reload, max_topics.", "reason"),
 	}
 }
 

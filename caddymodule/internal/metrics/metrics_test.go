@@ -168,14 +168,14 @@ func TestScrapeExact(t *testing.T) {
 			zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_%s{endpoint=%q}`, name, ep))
 		}
 	}
-	for _, reason := range []string{StreamRefusedTotal, StreamRefusedHeld, StreamRefusedReload} {
+	for _, reason := range []string{StreamRefusedTotal, StreamRefusedHeld, StreamRefusedReload, StreamRefusedTopics} {
 		zero = append(zero, fmt.Sprintf(`caddy_http_statusgate_streams_refused_total{reason=%q}`, reason))
 	}
 	checkSeries(t, scrape(t, reg), want, zero)
 	// requests: 4 endpoints × 16 outcomes; fields: 2; filter bytes: 3 × 2;
 	// keys: 2, and 2 of refusals; the unknown-key counter; live streams:
-	// 3 endpoints × 3, and 4 reasons. No guard: no guard series.
-	if n, want := len(scrape(t, reg)), 4*16+2+3*2+2+2+1+3*3+4; n != want {
+	// 3 endpoints × 3, and 5 reasons. No guard: no guard series.
+	if n, want := len(scrape(t, reg)), 4*16+2+3*2+2+2+1+3*3+5; n != want {
 		t.Errorf("%d series, want %d", n, want)
 	}
 }
