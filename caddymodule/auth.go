@@ -6,7 +6,6 @@ package caddymodule
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
@@ -93,69 +92,4 @@ func plainTarget(r *http.Request) bool {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// queryKeyName is the query parameter that carries a key.
-const queryKeyName = "key"
-
-// forEachQueryPair calls fn for each '&'-separated pair of a raw query with the
-// pair's decoded name, the way the backend reads names ('+' is a space,
-// %-escapes decoded; a name that does not decode is compared as written).
-// fn returns false to stop.
-func forEachQueryPair(raw string, fn func(pair, name string) bool) {
-	for raw != "" {
-		var pair string
-		pair, raw, _ = strings.Cut(raw, "&")
-		name, _, _ := strings.Cut(pair, "=")
-		if strings.ContainsAny(name, "%+") {
-			if dec, err := url.QueryUnescape(name); err == nil {
-				name = dec
-			}
-		}
-		if !fn(pair, name) {
-			return
-		}
-	}
-}
-
-// queryKey returns the value of the first key pair in a raw query, decoded.
-func queryKey(raw string) (value string, found bool) {
-	forEachQueryPair(raw, func(pair, name string) bool {
-		if name != queryKeyName {
-			return true
-		}
-		_, v, _ := strings.Cut(pair, "=")
-		if dec, err := url.QueryUnescape(v); err == nil {
-			v = dec
-		}
-		value, found = v, true
-		return false
-	})
-	return value, found
-}
-
-// stripQueryKey returns the raw query without any key pair, in any spelling
-// the backend would read as key. The rest is kept byte for byte.
-func stripQueryKey(raw string) string {
-	found := false
-	forEachQueryPair(raw, func(_, name string) bool {
-		found = name == queryKeyName
-		return !found
-	})
-	if !found {
-		return raw
-	}
-	var b strings.Builder
-	first := true
-	forEachQueryPair(raw, func(pair, name string) bool {
-		if name != queryKeyName {
-			if !first {
-				b.WriteByte('&')
-			}
-			b.WriteString(pair)
-			first = false
-		}
-		return true
-	})
-	return b.String()
 }

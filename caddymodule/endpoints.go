@@ -33,6 +33,25 @@ const (
 	paramUUID                  // a player UUID: hex digits and dashes
 )
 
+// queryRule is what the backend reads of an endpoint's query, and so all of
+// it that reaches the backend. The endpoint table gives it for each built-in
+// endpoint; a custom station keeps its query (all).
+type queryRule struct {
+	// flags are what the backend looks for among the elements of the query,
+	// decoded and then split on '&' (history=true): one counts wherever it
+	// is and however it is spelled (history%3Dtrue, x=%26history=true), and
+	// the backend gets each one that counts, spelled as here.
+	flags []string
+	// params are the names of the pairs the backend reads, each pair split
+	// on '&' first and its name decoded as a form's ('+' a space, names
+	// compared exactly); of several pairs of one name the last one counts.
+	// The backend gets that one, as the client wrote it.
+	params []string
+	// all keeps the whole query but the key pairs: the gateway cannot know
+	// what a custom station reads.
+	all bool
+}
+
 // builtin describes one endpoint the ServerAPI plugin serves: its defaults and
 // how its path is shaped. The slice order is the plugin's own endpoint order,
 // which the index keeps.

@@ -11,25 +11,6 @@ import (
 	"strings"
 )
 
-// queryRule is what the backend reads of an endpoint's query, and so all of
-// it that reaches the backend. The endpoint table gives it for each built-in
-// endpoint; a custom station keeps its query (all).
-type queryRule struct {
-	// flags are what the backend looks for among the elements of the query,
-	// decoded and then split on '&' (history=true): one counts wherever it
-	// is and however it is spelled (history%3Dtrue, x=%26history=true), and
-	// the backend gets each one that counts, spelled as here.
-	flags []string
-	// params are the names of the pairs the backend reads, each pair split
-	// on '&' first and its name decoded as a form's ('+' a space, names
-	// compared exactly); of several pairs of one name the last one counts.
-	// The backend gets that one, as the client wrote it.
-	params []string
-	// all keeps the whole query but the key pairs: the gateway cannot know
-	// what a custom station reads.
-	all bool
-}
-
 // upstreamQuery is the query the backend gets for ep when the client sent
 // raw: what ep reads of it and nothing else, flags first, then the pairs in
 // the order of ep's params, so that two spellings of one request are one
@@ -80,4 +61,69 @@ func hasElement(s, e string) bool {
 		}
 	}
 	return false
+}
+
+// queryKeyName is the query parameter that carries a key.
+const queryKeyName = "key"
+
+// forEachQueryPair calls fn for each '&'-separated pair of a raw query with the
+// pair's decoded name, the way the backend reads names ('+' is a space,
+// %-escapes decoded; a name that does not decode is compared as written).
+// fn returns false to stop.
+func forEachQueryPair(raw string, fn func(pair, name string) bool) {
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		name, _, _ := strings.Cut(pair, "=")
+		if strings.ContainsAny(name, "%+") {
+			if dec, err := url.QueryUnescape(name); err == nil {
+				name = dec
+			}
+		}
+		if !fn(pair, name) {
+			return
+		}
+	}
+}
+
+// queryKey returns the value of the first key pair in a raw query, decoded.
+func queryKey(raw string) (value string, found bool) {
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			return true
+		}
+		_, v, _ := strings.Cut(pair, "=")
+		if dec, err := url.QueryUnescape(v); err == nil {
+			v = dec
+		}
+		value, found = v, true
+		return false
+	})
+	return value, found
+}
+
+// stripQueryKey returns the raw query without any key pair, in any spelling
+// the backend would read as key. The rest is kept byte for byte.
+func stripQueryKey(raw string) string {
+	found := false
+	forEachQueryPair(raw, func(_, name string) bool {
+		found = name == queryKeyName
+		return !found
+	})
+	if !found {
+		return raw
+	}
+	var b strings.Builder
+	first := true
+	forEachQueryPair(raw, func(pair, name string) bool {
+		if name != queryKeyName {
+			if !first {
+				b.WriteByte('&')
+			}
+			b.WriteString(pair)
+			first = false
+		}
+		return true
+	})
+	return b.String()
 }
