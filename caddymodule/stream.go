@@ -3,13 +3,16 @@ package caddymodule
 // This file is the live streams: a GET with Accept: text/event-stream of an
 // endpoint with a cache or snapshot time gets server-sent events, each the
 // envelope a plain GET would get (docs/live.md). The streams of one answer
-// share one poller (internal/live), which fetches through forward like any
-// caller, so the backend sees one trip per interval however many watch.
+// share one poller (internal/live), which fetches through the guard like
+// any caller, each poll charged to one of the viewers, so the backend sees
+// one trip per interval however many watch, and no viewer makes it work
+// harder than its own plain GETs could.
 
 import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"mime"
@@ -120,23 +123,20 @@ func qvalue(q string) (int, bool) {
 
 // serve is the backend step of a live stream: ServeHTTP's fetch for a
 // caller that asked for one, after every check of a plain GET, writing to
-// pw. It charges the request's head (requestHead: head bytes) to the
-// caller's share of the held bytes, takes a seat, subscribes to the
-// answer's topic, and writes each new answer as an event until the client
-// leaves, the stream's lifetime is over, a reload or a keyed caller ends
-// it, or the client stops taking what is written (write_timeout: the
-// stream is cut and its seat given back).
+// pw. It takes a seat, makes the opening fetch, the viewer's own (a 429 of
+// its limits is its answer), charges the request's head (requestHead: head
+// bytes) to the viewer's share of the held bytes, subscribes to the
+// answer's topic (whose polls are charged to its viewers in turn), and
+// writes each new answer as an event until the client leaves, the stream's
+// lifetime is over, a reload, a keyed caller or a poll refused to the
+// viewer ends it, or the client stops taking what is written
+// (write_timeout: the stream is cut and its seat given back).
 func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head int64) verdict {
 	g, who := lv.guard, t.who
 	if err := g.held.Check(who.holder, who.held); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
-	if err := g.held.Pin(who.holder, who.held, head); err != nil {
-		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
-	}
-	defer g.held.Unpin(who.holder, head)
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
 	// and the topic's place, of an anonymous one when every one is taken.
 	keyed := who.counts
@@ -151,10 +151,35 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	}
 	defer seat.Give()
 
+	// The opening fetch is the viewer's own, as its plain GET would be
+	// (the micro-cache, a shared trip, or a trip charged to its limits and
+	// a rate_limit after statusgate): over a limit of its own, it gets
+	// that GET's 429 instead of a stream. Its answer starts a new topic.
+	lastID := r.Header.Get("Last-Event-ID")
+	delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
+	r.Header.Set("Accept", "application/json")
+	v, answer := lv.fetch(r, t)
+	if v.status == http.StatusTooManyRequests {
+		return v
+	}
+	// What the stream's request keeps while it lasts, charged after its
+	// opening fetch, which, like a plain GET, starts only while the viewer
+	// holds less than half its share.
+	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err)
+	}
+	defer g.held.Unpin(who.holder, head)
+	viewer := live.Viewer{
+		LastID: lastID, Keyed: keyed,
+		By:     &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
+		Answer: answer, Next: liveInterval(t.ep, answer),
+	}
+
 	// The topic: the answer's share key (policy, class, backend, host,
 	// canonical request) and the path the error envelopes show.
 	topic := g.shareKey(r, who.filtered(), t.upstream) + " " + t.path
-	sub, err := lv.hub.Subscribe(topic, r.Header.Get("Last-Event-ID"), keyed, func() live.Fetch { return lv.poller(r, t, topic) })
+	sub, err := lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
 	if err != nil {
 		if errors.Is(err, live.ErrTopicsFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedTopics)
@@ -317,40 +342,65 @@ func appendEvent(b []byte, ev live.Event) []byte {
 	return append(b, '\n', '\n')
 }
 
+// charge is who a topic's poll is charged to when it is a viewer's turn
+// (live.Viewer.By): the viewer's caller, with its limits, and the values of
+// its placeholders that the handlers after statusgate read (a rate_limit's
+// key), so that the poll passes what the viewer's plain GET would.
+type charge struct {
+	who         caller
+	client, key any
+}
+
+// placeholderValue is the value statusgate set for the placeholder p on r.
+func placeholderValue(r *http.Request, p string) any {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return noValue
+	}
+	v, _ := repl.Get(p)
+	return v
+}
+
 // poller is the Fetch of a stream's topic: the answer a plain GET of the
-// canonical request r gets, through the guard's fetch (the micro-cache,
-// coalescing with plain GETs, admission, the queue), by a caller of t's
-// class of its own, counted apart from every viewer. It is made only if the
-// topic is new, and its request outlives r.
-func (lv *liveState) poller(r *http.Request, t *ticket, topic string) live.Fetch {
-	// The request's values (the server, Caddy's context) without the
-	// subscriber's end, and placeholders of the poller's own: no viewer's
-	// key or address, for the handlers after the gateway.
-	base := backgroundRequest(context.WithoutCancel(r.Context()), r, t)
-	base.Header.Set("Accept", "application/json")
-	delete(base.Header, "Last-Event-Id")
-	holder := "live " + live.ID([]byte(topic))
-	repl := base.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	repl.Set(placeholderKey, noValue)
-	repl.Set(placeholderClient, holder)
-	pt := *t
-	pt.who = caller{key: noKey, name: noValue, counts: t.who.counts, authenticated: t.who.authenticated, holder: holder}
-	return func(ctx context.Context) ([]byte, time.Duration) {
-		answer := lv.poll(ctx, base, &pt)
-		return answer, liveInterval(pt.ep, answer)
+// canonical request r gets, through the ticket's answer (the guard's
+// fetch: the micro-cache, coalescing with plain GETs, admission, the
+// queue), each time on behalf of one of the topic's viewers, charged to
+// that viewer's limits. It is made only if the topic is new, and its
+// request, made of r's canonical parts only (not the first viewer's
+// headers, which would stay pinned for the topic's life), outlives r.
+func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
+	base := r.Clone(context.WithoutCancel(r.Context()))
+	base.Header = http.Header{"Accept": {"application/json"}}
+	if ae := r.Header.Get("Accept-Encoding"); ae != "" {
+		base.Header.Set("Accept-Encoding", ae) // identity, for an answer that is shared or filtered
+	}
+	base.RemoteAddr = "" // no one client's: reverse_proxy adds no X-Forwarded-For
+	base.Body = http.NoBody
+	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
+		c := by.(*charge)
+		pt := *t // a ticket of each poll's own: a refresh it starts keeps it
+		pt.who = c.who
+		rctx, cancel := context.WithCancel(base.Context())
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		pr := backgroundRequest(rctx, base, &pt)
+		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		repl.Set(placeholderKey, c.key)
+		repl.Set(placeholderClient, c.client)
+		v, answer := lv.fetch(pr, &pt)
+		return answer, liveInterval(pt.ep, answer), v.status == http.StatusTooManyRequests
 	}
 }
 
-// poll is one poll of the request base for t: the answer as the client of a
-// plain GET would read it, the gateway's error envelope included (a backend
-// failure is an event too).
-func (lv *liveState) poll(ctx context.Context, base *http.Request, t *ticket) []byte {
-	rctx, cancel := context.WithCancel(base.Context())
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
+// fetch is one answer to r for t as a stream's event: the answer a plain
+// GET would get, through t's answer; a refusal or a backend failure is the
+// gateway's envelope (a failure is an event too, the plain GET's 502, 503
+// or 504), and so is an answer that is not the backend's JSON (a proxy's
+// HTML page, a body cut short), which a keyed plain GET gets as it came
+// but an event cannot carry. The verdict says how it ended.
+func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 	rec := &recorder{header: http.Header{}}
-	r := backgroundRequest(rctx, base, t)
 	v := func() (v verdict) {
 		defer func() {
 			// An answer that broke off ends in http.ErrAbortHandler.
@@ -366,6 +416,13 @@ func (lv *liveState) poll(ctx context.Context, base *http.Request, t *ticket) []
 	if v.cut {
 		v.status = http.StatusBadGateway
 	}
+	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body.Bytes())) {
+		// The backend's failure, as it came: the gateway's envelope.
+		v = badGateway(errNotAnEvent)
+		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
+			v.status = rec.status
+		}
+	}
 	if v.status != 0 {
 		// Logged as conclude logs a plain GET's: a failure, not a refusal.
 		if v.failed() {
@@ -374,8 +431,11 @@ func (lv *liveState) poll(ctx context.Context, base *http.Request, t *ticket) []
 		rec.body.Reset()
 		writeError(rec, v.status, t.path)
 	}
-	return rec.body.Bytes()
+	return v, rec.body.Bytes()
 }
+
+// errNotAnEvent is why a backend answer is not a stream's event.
+var errNotAnEvent = errors.New("backend answer is a failure or not JSON")
 
 // Polling: how long after an answer the poller asks again.
 const (
@@ -417,9 +477,19 @@ func liveInterval(ep *endpoint, answer []byte) time.Duration {
 // recorder is the client of a poll: it keeps the answer.
 type recorder struct {
 	header http.Header
+	status int
 	body   bytes.Buffer
 }
 
-func (r *recorder) Header() http.Header         { return r.header }
-func (r *recorder) WriteHeader(int)             {}
-func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+func (r *recorder) Header() http.Header { return r.header }
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 && status >= 200 {
+		r.status = status
+	}
+}
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(p)
+}

@@ -621,3 +621,86 @@ func TestLiveLongHeadersCountInMaxHeld(t *testing.T) {
 	s := openLive(t, nil, status, long)
 	s.wantStream(t, "a stream with a long Last-Event-ID, after another ended")
 }
+
+// TestLiveStreamsChargedToTheViewer: a client that has spent its
+// rate_limit (after statusgate, by {http.statusgate.client}) on plain GETs
+// opens streams, one after another, of fresh queries (junk ones, which join
+// the plain topic, and worlds of random names, each a topic of its own),
+// each read to its first event and closed: the streams are charged like
+// the requests they stand for, so the backend sees no trip past what the
+// limit allows, and each stream past it is the plain GET's 429. Another
+// client's bucket is its own.
+func TestLiveStreamsChargedToTheViewer(t *testing.T) {
+	be := newBackend(t)
+	const events = 3
+	gateway{
+		upstream: be.addr(), shared: true,
+		statusgate: []string{"key staff " + keyA, "max_per_client off", "require_key worlds off"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "order rate_limit after statusgate"},
+		site: []string{fmt.Sprintf("rate_limit {\n\t\tzone streams_charged {\n\t\t\tkey {http.statusgate.client}\n\t\t\tevents %d\n\t\t\twindow 1m\n\t\t}\n\t}", events)},
+	}.start(t)
+	for i := 0; ; i++ {
+		r := send(t, "GET", fmt.Sprintf("/api/v1/worlds/plain%d", i))
+		if r.Status == http.StatusTooManyRequests {
+			break
+		}
+		if i == events {
+			t.Fatalf("%d plain trips and no 429 from a limit of %d", i+1, events)
+		}
+	}
+	plain := len(be.take())
+	refused := 0
+	for i := range 40 {
+		target := fmt.Sprintf("/api/v1/status?c=%d", i)
+		if i%2 == 1 {
+			target = fmt.Sprintf("/api/v1/worlds/w%d", i)
+		}
+		s := openLive(t, nil, target)
+		switch s.resp.StatusCode {
+		case http.StatusTooManyRequests:
+			refused++
+		case http.StatusOK:
+			s.nextEvent(t)
+		default:
+			t.Fatalf("stream %d of %s: %d", i, target, s.resp.StatusCode)
+		}
+		s.close()
+	}
+	// One trip at most: the plain topic's first, if /status was not cached
+	// yet; every fresh world is a trip the limit refuses.
+	if trips := len(be.take()); trips > 1 || refused < 20 {
+		t.Errorf("after %d plain trips used the limit of %d: the streams made %d trips, and %d of 40 were refused; want at most 1 trip and every world refused",
+			plain, events, trips, refused)
+	}
+	// A keyed viewer's bucket is its key's.
+	s := openLive(t, nil, "/api/v1/worlds/staff", withKey(keyA))
+	s.wantStream(t, "the key's stream")
+}
+
+// TestLiveKeyedFailureIsTheEnvelope: a keyed viewer, whose plain GET gets
+// the backend's bytes as they come, gets the gateway's 502 envelope as its
+// event when the backend answers with something that is not its JSON (an
+// HTML page), and the backend's answer again once it recovers.
+func TestLiveKeyedFailureIsTheEnvelope(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"key staff " + keyA, "cache status 100ms", "stream_heartbeat 1h"}}.start(t)
+	s := openLive(t, nil, "/api/v1/status", withKey(keyA))
+	s.wantStream(t, "stream")
+	good := s.nextEvent(t)
+	be.misbehave(sendHTML)
+	failed := s.nextEvent(t)
+	var env struct {
+		OK    bool `json:"ok"`
+		Error struct {
+			Status int    `json:"status"`
+			Path   string `json:"path"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 || env.Error.Path != "/api/v1/status" {
+		t.Fatalf("the keyed failure's event: %s (%v)", failed.data, err)
+	}
+	be.misbehave(behave)
+	if again := s.nextEvent(t); again.data != good.data {
+		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
+	}
+}

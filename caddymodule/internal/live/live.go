@@ -53,10 +53,34 @@ type Event struct {
 // subscriber's writer then writes as it is.
 type Encoder func(ev Event) []byte
 
-// Fetch gets a topic's answer, and says how long until it is worth asking
+// Fetch gets a topic's answer on behalf of one of its subscribers, by (the
+// Viewer.By it subscribed with), and says how long until it is worth asking
 // again (at least MinInterval). It is called by the topic's poller alone,
-// with a context that ends when the topic does.
-type Fetch func(ctx context.Context) (answer []byte, next time.Duration)
+// with a context that ends when the topic does. refused says the fetch was
+// refused to by itself (over a limit of its own): the hub then ends that
+// subscription, and asks again at once on behalf of another.
+type Fetch func(ctx context.Context, by any) (answer []byte, next time.Duration, refused bool)
+
+// Viewer is what a subscriber brings to a topic.
+type Viewer struct {
+	// LastID is the ID of the answer the subscriber has already (a
+	// reconnect's Last-Event-ID), or empty.
+	LastID string
+	// Keyed says the subscriber is keyed: a new topic takes a keyed place
+	// (a topic's subscribers are all of one class).
+	Keyed bool
+	// By is what a poll is charged to when it is made on this
+	// subscriber's behalf: the topic's polls are charged to its
+	// subscribers in turn, so that a topic costs its viewers what their
+	// plain GETs would, and 10,000 viewers of one topic share its cost.
+	By any
+	// Answer, when not nil, is the answer the subscriber was given as it
+	// subscribed, and Next when it is worth asking again: a new topic's
+	// first event, so that its poller does not ask at once for what was
+	// just fetched.
+	Answer []byte
+	Next   time.Duration
+}
 
 // MinInterval is the shortest wait between two fetches of a topic, whatever
 // Fetch says: a bound on what one topic can cost.
@@ -104,17 +128,17 @@ type Sub struct {
 	pending *Event
 	lastID  string // of the last event taken or skipped
 	left    bool
+	by      any // Viewer.By
 }
 
-// Subscribe subscribes to the topic key, starting its poller with the
+// Subscribe subscribes v to the topic key, starting its poller with the
 // Fetch newFetch makes if the topic is new (only then: a Fetch may cost
 // something to make, and most subscribers join a topic that exists). A new
-// topic takes a place from the hub's seats, as a keyed one if keyed says
-// the subscriber is keyed (a topic's subscribers are all of one class):
-// ErrTopicsFull when there is none. lastID is the ID of the answer the
-// subscriber has already (a reconnect's Last-Event-ID), or empty: the
-// topic's latest answer, if any, is pending at once unless it is that one.
-func (h *Hub) Subscribe(key string, lastID string, keyed bool, newFetch func() Fetch) (*Sub, error) {
+// topic takes a place from the hub's seats, keyed if v is: ErrTopicsFull
+// when there is none; its first event is v's Answer, if v has one. The
+// topic's latest answer, if any, is pending at once unless it is the one
+// v has (v.LastID).
+func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -129,20 +153,25 @@ func (h *Hub) Subscribe(key string, lastID string, keyed bool, newFetch func() F
 		var place *Place
 		if h.seats != nil {
 			var err error
-			if place, err = h.seats.TakeTopic(keyed); err != nil {
+			if place, err = h.seats.TakeTopic(v.Keyed); err != nil {
 				return nil, err
 			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		t = &topic{key: key, cancel: cancel, place: place, subs: map[*Sub]struct{}{}}
+		var first time.Duration
+		if v.Answer != nil {
+			t.last, first = h.event(v.Answer), v.Next
+		}
 		h.topics[key] = t
 		h.wg.Add(1)
-		go h.poll(ctx, t, newFetch())
+		go h.poll(ctx, t, newFetch(), first)
 	}
+	lastID := v.LastID
 	if len(lastID) != idLen {
 		lastID = "" // it could be no answer's ID: nothing to skip, and nothing to keep
 	}
-	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID}
+	s := &Sub{hub: h, t: t, ready: make(chan struct{}, 1), done: make(chan struct{}), lastID: lastID, by: v.By}
 	t.subs[s] = struct{}{}
 	t.place.SetViewers(len(t.subs))
 	if t.last != nil {
@@ -161,8 +190,9 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// poll fetches t's answer until t ends, and publishes each.
-func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
+// poll fetches t's answer until t ends, the first time after first, each
+// on behalf of one of its subscribers (turn), and publishes each.
+func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch, first time.Duration) {
 	h.polling.Add(1)
 	defer h.wg.Done()
 	defer h.polling.Add(-1)
@@ -181,7 +211,7 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
 			}
 		}()
 	}
-	timer := time.NewTimer(0)
+	timer := time.NewTimer(first)
 	defer timer.Stop()
 	for {
 		select {
@@ -189,16 +219,64 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch) {
 			return
 		case <-timer.C:
 		}
-		answer, next := fetch(ctx)
+		s, ok := h.turn(t)
+		if !ok {
+			return // no subscriber left: the topic has ended
+		}
+		answer, next, refused := fetch(ctx, s.by)
 		if ctx.Err() != nil {
 			return // what a cancelled fetch answers is nobody's
 		}
-		ev := &Event{ID: ID(answer), Data: answer}
-		if h.encode != nil {
-			ev.Wire = h.encode(*ev)
+		if refused {
+			// Over a limit of its own: its stream ends (its reconnect is
+			// refused as its plain GET would be), and another subscriber
+			// is asked at once.
+			h.drop(s)
+			timer.Reset(0)
+			continue
 		}
-		h.publish(t, ev)
+		h.publish(t, h.event(answer))
 		timer.Reset(max(next, MinInterval))
+	}
+}
+
+// event is answer as subscribers get it.
+func (h *Hub) event(answer []byte) *Event {
+	ev := &Event{ID: ID(answer), Data: answer}
+	if h.encode != nil {
+		ev.Wire = h.encode(*ev)
+	}
+	return ev
+}
+
+// turn is the subscriber of t whose turn it is to be charged a poll: any
+// of them, as the map gives them (in no fixed order, so that every viewer
+// pays its part over time), or none when t has ended.
+func (h *Hub) turn(t *topic) (*Sub, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range t.subs {
+		return s, true
+	}
+	return nil, false
+}
+
+// drop ends the subscription s from the hub's side (its Done is closed);
+// the topic's last subscriber to go stops it.
+func (h *Hub) drop(s *Sub) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s.left {
+		return
+	}
+	close(s.done)
+	s.left = true
+	s.pending = nil
+	t := s.t
+	delete(t.subs, s)
+	t.place.SetViewers(len(t.subs))
+	if len(t.subs) == 0 {
+		h.end(t)
 	}
 }
 
@@ -232,7 +310,8 @@ func (s *Sub) offer(ev *Event) {
 // Ready is signalled when an event is pending.
 func (s *Sub) Ready() <-chan struct{} { return s.ready }
 
-// Done is closed when the hub ends the subscription (Close).
+// Done is closed when the hub ends the subscription (Close, a poll refused
+// to the subscriber, a keyed topic taking the place over).
 func (s *Sub) Done() <-chan struct{} { return s.done }
 
 // Take returns the pending event, if any, and clears it.

@@ -20,13 +20,13 @@ type feed struct {
 
 func newFeed() *feed { return &feed{answers: make(chan []byte)} }
 
-func (f *feed) fetch(ctx context.Context) ([]byte, time.Duration) {
+func (f *feed) fetch(ctx context.Context, _ any) ([]byte, time.Duration, bool) {
 	f.fetches.Add(1)
 	select {
 	case a := <-f.answers:
-		return a, 0
+		return a, 0, false
 	case <-ctx.Done():
-		return nil, 0
+		return nil, 0, false
 	}
 }
 
@@ -67,7 +67,7 @@ func nothingPending(t *testing.T, s *Sub) {
 
 func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 	t.Helper()
-	s, err := h.Subscribe(key, lastID, false, f.newFetch)
+	s, err := h.Subscribe(key, Viewer{LastID: lastID}, f.newFetch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 		nothingPending(t, s)
 		s.Leave() // after Close, harmless
 	}
-	if _, err := h.Subscribe("a", "", false, f.newFetch); err != ErrClosed {
+	if _, err := h.Subscribe("a", Viewer{}, f.newFetch); err != ErrClosed {
 		t.Fatalf("Subscribe after Close: %v, want ErrClosed", err)
 	}
 	h.Close() // twice is once
@@ -221,15 +221,15 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 	h := New(nil, nil)
 	defer h.Close()
 	var fetched atomic.Int32
-	fetch := func(ctx context.Context) ([]byte, time.Duration) {
+	fetch := func(ctx context.Context, _ any) ([]byte, time.Duration, bool) {
 		n := fetched.Add(1)
-		return []byte(envelope(int(n), 0)), 0
+		return []byte(envelope(int(n), 0)), 0, false
 	}
 	var wg sync.WaitGroup
 	for i := range 32 {
 		wg.Go(func() {
 			for j := range 50 {
-				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), "", false, func() Fetch { return fetch })
+				s, err := h.Subscribe(fmt.Sprint("topic", (i+j)%4), Viewer{}, func() Fetch { return fetch })
 				if err != nil {
 					t.Error(err)
 					return
@@ -253,7 +253,9 @@ func TestConcurrentKeyedAndAnonymous(t *testing.T) {
 	seats := NewSeats(8, 0, 3)
 	h := New(nil, seats)
 	defer h.Close()
-	fetch := func(ctx context.Context) ([]byte, time.Duration) { return []byte(envelope(1, 0)), 0 }
+	fetch := func(ctx context.Context, _ any) ([]byte, time.Duration, bool) {
+		return []byte(envelope(1, 0)), 0, false
+	}
 	var wg sync.WaitGroup
 	for i := range 16 {
 		wg.Go(func() {
@@ -266,7 +268,7 @@ func TestConcurrentKeyedAndAnonymous(t *testing.T) {
 				if n := seats.Open(); n > 8 {
 					t.Errorf("%d seats open, bound 8", n)
 				}
-				s, err := h.Subscribe(fmt.Sprint("topic", keyed, (i+j)%5), "", keyed, func() Fetch { return fetch })
+				s, err := h.Subscribe(fmt.Sprint("topic", keyed, (i+j)%5), Viewer{Keyed: keyed}, func() Fetch { return fetch })
 				if err == nil {
 					if n := seats.Topics(); n > 3 {
 						t.Errorf("%d topics, bound 3", n)
@@ -441,7 +443,9 @@ func TestTopicsBoundedKeyedFirst(t *testing.T) {
 	defer h.Close()
 	defer other.Close()
 	f := newFeed()
-	sub := func(h *Hub, key string, keyed bool) (*Sub, error) { return h.Subscribe(key, "", keyed, f.newFetch) }
+	sub := func(h *Hub, key string, keyed bool) (*Sub, error) {
+		return h.Subscribe(key, Viewer{Keyed: keyed}, f.newFetch)
+	}
 	must := func(s *Sub, err error) *Sub {
 		t.Helper()
 		if err != nil {
@@ -487,4 +491,93 @@ func TestTopicsBoundedKeyedFirst(t *testing.T) {
 	if n := seats.Topics(); n != 0 {
 		t.Fatalf("%d topics hold a place after both hubs closed", n)
 	}
+}
+
+// TestPollsChargedToSubscribers: each poll is made on behalf of one of the
+// topic's subscribers (its Viewer.By); a poll refused to one ends that
+// subscription alone and is made at once for another; when every one is
+// refused the topic ends.
+func TestPollsChargedToSubscribers(t *testing.T) {
+	h := New(nil, nil)
+	defer h.Close()
+	type ask struct {
+		by      any
+		refused chan bool
+	}
+	asks := make(chan ask)
+	fetch := func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
+		a := ask{by: by, refused: make(chan bool)}
+		select {
+		case asks <- a:
+		case <-ctx.Done():
+			return nil, 0, false
+		}
+		select {
+		case refused := <-a.refused:
+			return []byte(envelope(1, 0)), time.Hour, refused
+		case <-ctx.Done():
+			return nil, 0, false
+		}
+	}
+	subs := map[string]*Sub{}
+	for _, by := range []string{"a", "b", "c"} {
+		s, err := h.Subscribe("status", Viewer{By: by}, func() Fetch { return fetch })
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[by] = s
+	}
+	seen := map[any]bool{}
+	for range 2 {
+		a := fixture.Recv(t, asks, "a poll")
+		seen[a.by] = true
+		a.refused <- true
+		fixture.Recv(t, subs[a.by.(string)].Done(), "the refused subscriber's end")
+	}
+	if len(seen) != 2 {
+		t.Fatalf("two refused polls were charged to %v, want two subscribers", seen)
+	}
+	a := fixture.Recv(t, asks, "a poll for the last subscriber")
+	if seen[a.by] {
+		t.Fatalf("a poll charged to %v, whose subscription had ended", a.by)
+	}
+	a.refused <- false
+	last := subs[a.by.(string)]
+	if ev := next(t, last); string(ev.Data) != envelope(1, 0) {
+		t.Fatalf("the last subscriber got %s", ev.Data)
+	}
+	if h.Topics() != 1 {
+		t.Fatalf("%d topics while one subscriber is left", h.Topics())
+	}
+	last.Leave()
+	fixture.WaitFor(t, "the topic's end", func() bool { return h.Topics() == 0 && h.Polling() == 0 })
+}
+
+// TestNewTopicStartsFromTheViewersAnswer: a new topic's first event is the
+// answer its first subscriber brings, pending at once, and its poller asks
+// only after that answer's Next; a later subscriber's answer is not used.
+func TestNewTopicStartsFromTheViewersAnswer(t *testing.T) {
+	h := New(nil, nil)
+	defer h.Close()
+	f := newFeed()
+	first := []byte(envelope(7, 0))
+	s, err := h.Subscribe("status", Viewer{Answer: first, Next: time.Hour}, f.newFetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, s); string(ev.Data) != string(first) {
+		t.Fatalf("first event %s, want the subscriber's answer", ev.Data)
+	}
+	s2, err := h.Subscribe("status", Viewer{Answer: []byte(envelope(8, 0))}, f.newFetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(t, s2); string(ev.Data) != string(first) {
+		t.Fatalf("a later subscriber got %s, want the topic's latest", ev.Data)
+	}
+	if n := f.fetches.Load(); n != 0 {
+		t.Fatalf("the poller fetched %d times before the answer's Next", n)
+	}
+	s.Leave()
+	s2.Leave()
 }
