@@ -637,7 +637,7 @@ func TestLiveStreamsChargedToTheViewer(t *testing.T) {
 		upstream: be.addr(), shared: true,
 		statusgate: []string{"key staff " + keyA, "max_per_client off", "require_key worlds off"},
 		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "order rate_limit after statusgate"},
-		site: []string{fmt.Sprintf("rate_limit {\n\t\tzone streams_charged {\n\t\t\tkey {http.statusgate.client}\n\t\t\tevents %d\n\t\t\twindow 1m\n\t\t}\n\t}", events)},
+		site:       []string{fmt.Sprintf("rate_limit {\n\t\tzone streams_charged {\n\t\t\tkey {http.statusgate.client}\n\t\t\tevents %d\n\t\t\twindow 1m\n\t\t}\n\t}", events)},
 	}.start(t)
 	for i := 0; ; i++ {
 		r := send(t, "GET", fmt.Sprintf("/api/v1/worlds/plain%d", i))
