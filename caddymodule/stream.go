@@ -151,35 +151,32 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	}
 	defer seat.Give()
 
-	// The opening fetch is the viewer's own, as its plain GET would be
-	// (the micro-cache, a shared trip, or a trip charged to its limits and
-	// a rate_limit after statusgate): over a limit of its own, it gets
-	// that GET's 429 instead of a stream. Its answer starts a new topic.
-	lastID := r.Header.Get("Last-Event-ID")
-	delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
-	r.Header.Set("Accept", "application/json")
-	v, answer := lv.fetch(r, t)
-	if v.status == http.StatusTooManyRequests {
-		return v
-	}
-	// What the stream's request keeps while it lasts, charged after its
-	// opening fetch, which, like a plain GET, starts only while the viewer
-	// holds less than half its share.
-	if err := g.held.Pin(who.holder, who.held, head); err != nil {
-		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
-	}
-	defer g.held.Unpin(who.holder, head)
-	viewer := live.Viewer{
-		LastID: lastID, Keyed: keyed,
-		By:     &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
-		Answer: answer, Next: liveInterval(t.ep, answer),
-	}
-
 	// The topic: the answer's share key (policy, class, backend, host,
-	// canonical request) and the path the error envelopes show.
+	// canonical request) and the path the error envelopes show. A viewer
+	// joins a topic polled already as it is: what it gets is the answer
+	// the topic's polls (charged to its viewers in turn) keep current, at
+	// no cost to the backend, as a cached answer is.
 	topic := g.shareKey(r, who.filtered(), t.upstream) + " " + t.path
-	sub, err := lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
+	viewer := live.Viewer{
+		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
+		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
+	}
+	sub, err := lv.hub.Join(topic, viewer)
+	if sub == nil && err == nil {
+		// A new topic opens with the viewer's own fetch, as its plain
+		// GET would be (the micro-cache, a shared trip, or a trip charged
+		// to its limits and a rate_limit after statusgate): over a limit
+		// of its own, it gets that GET's 429 instead of a stream.
+		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
+		r.Header.Set("Accept", "application/json")
+		var v verdict
+		v, viewer.Answer = lv.fetch(r, t)
+		if v.status == http.StatusTooManyRequests {
+			return v
+		}
+		viewer.Next = liveInterval(t.ep, viewer.Answer)
+		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
+	}
 	if err != nil {
 		if errors.Is(err, live.ErrTopicsFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedTopics)
@@ -188,6 +185,15 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		}
 		return busy(err, "1")
 	}
+	// What the stream's request keeps while it lasts, charged once the
+	// stream is settled (an opening fetch, like a plain GET, starts only
+	// while the viewer holds less than half its share).
+	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+		sub.Leave()
+		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err)
+	}
+	defer g.held.Unpin(who.holder, head)
 	defer sub.Leave()
 	t.ep.metrics.StreamOpened()
 	defer t.ep.metrics.StreamClosed()

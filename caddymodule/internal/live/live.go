@@ -167,6 +167,27 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 		h.wg.Add(1)
 		go h.poll(ctx, t, newFetch(), first)
 	}
+	return h.join(t, v), nil
+}
+
+// Join subscribes v to the topic key if it is polled now, and returns nil
+// otherwise: for a subscriber that fetches an answer to start a topic with
+// (Viewer.Answer) only when there is none, and then calls Subscribe.
+func (h *Hub) Join(key string, v Viewer) (*Sub, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrClosed
+	}
+	t := h.topics[key]
+	if t == nil || isClosed(t.place.Ended()) {
+		return nil, nil
+	}
+	return h.join(t, v), nil
+}
+
+// join adds v to t's subscribers. Under h.mu.
+func (h *Hub) join(t *topic, v Viewer) *Sub {
 	lastID := v.LastID
 	if len(lastID) != idLen {
 		lastID = "" // it could be no answer's ID: nothing to skip, and nothing to keep
@@ -177,7 +198,7 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 	if t.last != nil {
 		s.offer(t.last)
 	}
-	return s, nil
+	return s
 }
 
 // isClosed reports whether c is closed; a nil c never is.
