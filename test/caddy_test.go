@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -165,3 +166,9 @@ func awaitOldListeners(t testing.TB, adapted []byte) {
 		}
 	}
 }
+
+// adminClient talks to Caddy's admin API (and to metrics) on a new
+// connection each time: a config load replaces the admin server, which
+// closes the connections the last one kept alive, and a request sent on
+// one of those meets EOF.
+var adminClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}

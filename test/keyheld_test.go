@@ -348,7 +348,7 @@ func adapt(t *testing.T, caddyfile string) []byte {
 // management tool does, and returns the status and Caddy's error message.
 func postJSON(t *testing.T, config []byte) (int, string) {
 	t.Helper()
-	res, err := http.Post(adminURL+"/load", "application/json", bytes.NewReader(config))
+	res, err := adminClient.Post(adminURL+"/load", "application/json", bytes.NewReader(config))
 	if err != nil {
 		t.Fatal(err)
 	}

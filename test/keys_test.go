@@ -58,7 +58,7 @@ func TestKeysKeptOutOfConfig(t *testing.T) {
 	}
 	be.wantSeen(t, "no key, wrong keys")
 
-	res, err := http.Get(adminURL + "/config/")
+	res, err := adminClient.Get(adminURL + "/config/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestKeyWithBraces(t *testing.T) {
 // takes the config.
 func loadRefused(t *testing.T, caddyfile string) string {
 	t.Helper()
-	res, err := http.Post(adminURL+"/load", "text/caddyfile", strings.NewReader(caddyfile))
+	res, err := adminClient.Post(adminURL+"/load", "text/caddyfile", strings.NewReader(caddyfile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestJSONNullRefused(t *testing.T) {
 		if !bytes.Contains(adapted, []byte(tc.from)) {
 			t.Fatalf("the adapted config lacks %s: %s", tc.from, adapted)
 		}
-		res, err := http.Post(adminURL+"/load", "application/json", bytes.NewReader(bytes.Replace(adapted, []byte(tc.from), []byte(tc.to), 1)))
+		res, err := adminClient.Post(adminURL+"/load", "application/json", bytes.NewReader(bytes.Replace(adapted, []byte(tc.from), []byte(tc.to), 1)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -325,7 +325,7 @@ func scrapeAdmin(t *testing.T) (map[string]float64, bytes.Buffer) {
 func scrapeURL(t *testing.T, url string) (map[string]float64, bytes.Buffer) {
 	t.Helper()
 	var text bytes.Buffer
-	res, err := http.Get(url)
+	res, err := adminClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
