@@ -435,32 +435,41 @@ func gjsonCachedAt(data string) string {
 	return rest[:end]
 }
 
-// TestLiveBackendFailureIsAnEvent: a backend failure is an event with the
-// envelope a plain GET gets (the gateway's 502), and the stream goes on to
-// the next good answer.
+// TestLiveBackendFailureIsAnEvent: a backend failure (an HTML page where
+// its JSON should be) is an event with the envelope a plain GET gets, the
+// gateway's 502, for an anonymous viewer and for a keyed one, whose plain
+// GET gets the backend's bytes as they come; the stream goes on to the
+// next good answer.
 func TestLiveBackendFailureIsAnEvent(t *testing.T) {
-	be := newBackend(t)
-	gateway{upstream: be.addr(), shared: true, statusgate: []string{"cache status 100ms", "stream_heartbeat 1h"}}.start(t)
-	s := openLive(t, nil, "/api/v1/status")
-	s.wantStream(t, "stream")
-	good := s.nextEvent(t)
-	be.misbehave(sendHTML)
-	failed := s.nextEvent(t)
-	var env struct {
-		OK    bool `json:"ok"`
-		Error struct {
-			Status  int    `json:"status"`
-			Message string `json:"message"`
-			Path    string `json:"path"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 ||
-		env.Error.Message != "Bad gateway" || env.Error.Path != "/api/v1/status" {
-		t.Fatalf("the failure's event: %s (%v)", failed.data, err)
-	}
-	be.misbehave(behave)
-	if again := s.nextEvent(t); again.data != good.data {
-		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
+	for _, c := range []struct {
+		name    string
+		headers []string
+	}{{"anonymous", nil}, {"keyed", []string{withKey(keyA)}}} {
+		t.Run(c.name, func(t *testing.T) {
+			be := newBackend(t)
+			gateway{upstream: be.addr(), shared: true, statusgate: []string{"key staff " + keyA, "cache status 100ms", "stream_heartbeat 1h"}}.start(t)
+			s := openLive(t, nil, "/api/v1/status", c.headers...)
+			s.wantStream(t, "stream")
+			good := s.nextEvent(t)
+			be.misbehave(sendHTML)
+			failed := s.nextEvent(t)
+			var env struct {
+				OK    bool `json:"ok"`
+				Error struct {
+					Status  int    `json:"status"`
+					Message string `json:"message"`
+					Path    string `json:"path"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 ||
+				env.Error.Message != "Bad gateway" || env.Error.Path != "/api/v1/status" {
+				t.Fatalf("the failure's event: %s (%v)", failed.data, err)
+			}
+			be.misbehave(behave)
+			if again := s.nextEvent(t); again.data != good.data {
+				t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
+			}
+		})
 	}
 }
 
@@ -675,32 +684,4 @@ func TestLiveStreamsChargedToTheViewer(t *testing.T) {
 	// A keyed viewer's bucket is its key's.
 	s := openLive(t, nil, "/api/v1/worlds/staff", withKey(keyA))
 	s.wantStream(t, "the key's stream")
-}
-
-// TestLiveKeyedFailureIsTheEnvelope: a keyed viewer, whose plain GET gets
-// the backend's bytes as they come, gets the gateway's 502 envelope as its
-// event when the backend answers with something that is not its JSON (an
-// HTML page), and the backend's answer again once it recovers.
-func TestLiveKeyedFailureIsTheEnvelope(t *testing.T) {
-	be := newBackend(t)
-	gateway{upstream: be.addr(), shared: true, statusgate: []string{"key staff " + keyA, "cache status 100ms", "stream_heartbeat 1h"}}.start(t)
-	s := openLive(t, nil, "/api/v1/status", withKey(keyA))
-	s.wantStream(t, "stream")
-	good := s.nextEvent(t)
-	be.misbehave(sendHTML)
-	failed := s.nextEvent(t)
-	var env struct {
-		OK    bool `json:"ok"`
-		Error struct {
-			Status int    `json:"status"`
-			Path   string `json:"path"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 || env.Error.Path != "/api/v1/status" {
-		t.Fatalf("the keyed failure's event: %s (%v)", failed.data, err)
-	}
-	be.misbehave(behave)
-	if again := s.nextEvent(t); again.data != good.data {
-		t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
-	}
 }

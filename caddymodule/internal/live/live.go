@@ -252,7 +252,7 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch, first time.Durati
 			// Over a limit of its own: its stream ends (its reconnect is
 			// refused as its plain GET would be), and another subscriber
 			// is asked at once.
-			h.drop(s)
+			h.remove(s, true)
 			timer.Reset(0)
 			continue
 		}
@@ -282,15 +282,18 @@ func (h *Hub) turn(t *topic) (*Sub, bool) {
 	return nil, false
 }
 
-// drop ends the subscription s from the hub's side (its Done is closed);
-// the topic's last subscriber to go stops it.
-func (h *Hub) drop(s *Sub) {
+// remove takes s out of its topic, once, closing its Done when the hub is
+// the one ending it (a subscriber that leaves knows already); the topic's
+// last subscriber to go stops it.
+func (h *Hub) remove(s *Sub, closeDone bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.left {
 		return
 	}
-	close(s.done)
+	if closeDone {
+		close(s.done)
+	}
 	s.left = true
 	s.pending = nil
 	t := s.t
@@ -349,22 +352,7 @@ func (s *Sub) Take() (Event, bool) {
 
 // Leave ends the subscription; the topic's last subscriber to leave stops
 // its poller. Leave may be called more than once.
-func (s *Sub) Leave() {
-	h := s.hub
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s.left {
-		return
-	}
-	s.left = true
-	s.pending = nil
-	t := s.t
-	delete(t.subs, s)
-	t.place.SetViewers(len(t.subs))
-	if len(t.subs) == 0 {
-		h.end(t)
-	}
-}
+func (s *Sub) Leave() { s.hub.remove(s, false) }
 
 // end ends t: its poller stops, its subscriptions end (each Done is
 // closed), and it gives its place back. Under h.mu; end may be called more
