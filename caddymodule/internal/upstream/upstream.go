@@ -26,6 +26,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -75,14 +76,35 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 	if err := json.Unmarshal(raw, &rp); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
+	for i, u := range rp.Upstreams {
+		for _, name := range placeholdersIn(u.Dial) {
+			if volatile(name) {
+				return nil, fmt.Errorf("%s.upstreams[%d].dial: {%s} has a new value for every request and cannot pick the backend", path, i, name)
+			}
+		}
+	}
 	sum := sha256.Sum256(canon)
 	return &Backend{
 		path:     path,
 		raw:      raw,
 		id:       hex.EncodeToString(sum[:12]),
 		describe: describe(&rp),
-		names:    placeholders(canon),
+		names:    slices.DeleteFunc(placeholders(canon), volatile),
 	}, nil
+}
+
+// volatile reports whether the placeholder name has a value of its own for
+// every request, or one that only the trip sets: the time, the request's ID
+// and duration, the proxy's and the response's own (a header_up
+// X-Request-ID {http.request.uuid}, a header_down from
+// {http.reverse_proxy.upstream.address}). Such a value picks no backend
+// (Parse refuses it in a dial), and as part of the backend's name it would
+// make every request's answer its own, or, read again before the trip,
+// another backend's.
+func volatile(name string) bool {
+	return strings.HasPrefix(name, "time.") || name == "http.request.uuid" ||
+		strings.HasPrefix(name, "http.request.duration") ||
+		strings.HasPrefix(name, "http.reverse_proxy.") || strings.HasPrefix(name, "http.response.")
 }
 
 // Provision sets up the reverse_proxy that reaches the backend, in ctx,
@@ -140,13 +162,9 @@ func placeholders(canon []byte) []string {
 				walk(e)
 			}
 		case string:
-			if !strings.Contains(v, "{") {
-				return
+			for _, name := range placeholdersIn(v) {
+				seen[name] = true
 			}
-			_, _ = caddy.NewEmptyReplacer().ReplaceFunc(v, func(key string, val any) (any, error) {
-				seen[key] = true
-				return val, nil
-			})
 		}
 	}
 	walk(v)
@@ -155,6 +173,20 @@ func placeholders(canon []byte) []string {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	return names
+}
+
+// placeholdersIn lists the placeholders in s, found the way Caddy's
+// replacer finds them.
+func placeholdersIn(s string) []string {
+	if !strings.Contains(s, "{") {
+		return nil
+	}
+	var names []string
+	_, _ = caddy.NewEmptyReplacer().ReplaceFunc(s, func(key string, val any) (any, error) {
+		names = append(names, key)
+		return val, nil
+	})
 	return names
 }
 
@@ -211,11 +243,14 @@ func (v Values) Key() string {
 	if len(v) == 0 {
 		return ""
 	}
-	var sb strings.Builder
-	for i := 0; i < len(v); i += 2 {
-		fmt.Fprintf(&sb, "%q=%q ", v[i], v[i+1])
+	var b []byte
+	for i := 0; i+1 < len(v); i += 2 {
+		b = strconv.AppendQuote(b, v[i])
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, v[i+1])
+		b = append(b, ' ')
 	}
-	return sb.String()
+	return string(b)
 }
 
 // Set puts v into repl, so that a request made later with repl (a cache
@@ -231,8 +266,16 @@ func (v Values) Set(repl *caddy.Replacer) {
 // handlers that ran since v was resolved did not send the request to
 // another backend.
 func (b *Backend) Same(repl *caddy.Replacer, v Values) bool {
-	now := b.Resolve(repl)
-	return slices.Equal(now, v)
+	if len(v) != 2*len(b.names) {
+		return false
+	}
+	for i, name := range b.names {
+		val, _ := repl.Get(name)
+		if v[2*i] != name || caddy.ToString(val) != v[2*i+1] {
+			return false
+		}
+	}
+	return true
 }
 
 // ServeHTTP sends r to the backend and writes its answer to w.

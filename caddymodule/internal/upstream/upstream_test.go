@@ -54,6 +54,7 @@ func TestParseRefuses(t *testing.T) {
 		{`{"upstreams":[{"dial":"a:1"}],"handle_response":[{"routes":[]}]}`, "proxy.handle_response: not allowed here"},
 		{`[]`, "not a JSON object"},
 		{`{"upstreams":`, "proxy:"},
+		{`{"upstreams":[{"dial":"a:1"},{"dial":"{http.request.uuid}:80"}]}`, "proxy.upstreams[1].dial: {http.request.uuid} has a new value for every request"},
 	} {
 		_, err := Parse("proxy", json.RawMessage(tc.raw))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -105,5 +106,28 @@ func TestPlaceholders(t *testing.T) {
 	plain := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}]}`)
 	if plain.Placeholders() || plain.Resolve(repl("game", "x")) != nil || Values(nil).Key() != "" {
 		t.Error("a declaration without placeholders resolves to something")
+	}
+}
+
+// TestVolatilePlaceholders checks that a placeholder with a value of its
+// own for every request (the time, the request's ID, what the trip sets)
+// names no backend: a header_up X-Request-ID {http.request.uuid} or a
+// header_up X-Request-Start {time.now.unix_ms} keeps one key for every
+// request, and values read again later are the same.
+func TestVolatilePlaceholders(t *testing.T) {
+	b := parse(t, `{"upstreams":[{"dial":"{game}"}],"headers":{"request":{"set":{"X-Request-Id":["{http.request.uuid}"],"X-Request-Start":["t={time.now.unix_ms}"],"X-Took":["{http.request.duration_ms}"]}},"response":{"set":{"X-Upstream":["{http.reverse_proxy.upstream.address}"]}}}}`)
+	if got := strings.Join(b.names, " "); got != "game" {
+		t.Errorf("names %q, want only game", got)
+	}
+	first := caddy.NewReplacer()
+	first.Set("game", "10.0.0.2:8080")
+	second := caddy.NewReplacer()
+	second.Set("game", "10.0.0.2:8080")
+	a := b.Resolve(first)
+	if a.Key() != b.Resolve(second).Key() || !b.Same(second, a) {
+		t.Error("two requests to one upstream have two keys")
+	}
+	if still := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Request-Id":["{http.request.uuid}"]}}}}`); still.Placeholders() {
+		t.Error("a request ID makes a fixed upstream's answers each request's own")
 	}
 }
