@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
@@ -156,7 +157,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// joins a topic polled already as it is: what it gets is the answer
 	// the topic's polls (charged to its viewers in turn) keep current, at
 	// no cost to the backend, as a cached answer is.
-	topic := g.shareKey(r, who.filtered(), t.upstream) + " " + t.path
+	topic := cmp.Or(t.share, g.shareKey(r, who.filtered(), t.upstream)) + " " + t.path
 	viewer := live.Viewer{
 		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
@@ -168,11 +169,16 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		// to its limits and a rate_limit after statusgate): over a limit
 		// of its own, it gets that GET's 429 instead of a stream.
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
-		r.Header.Set("Accept", "application/json")
+		setEventAccept(r.Header)
 		var v verdict
 		v, viewer.Answer = lv.fetch(r, t)
 		if v.status == http.StatusTooManyRequests {
 			return v
+		}
+		if err := r.Context().Err(); err != nil {
+			// The viewer left while its topic's first answer came: that
+			// answer (the wait's end, a 504) is nobody's first event.
+			return contextRefusal(err)
 		}
 		viewer.Next = liveInterval(t.ep, viewer.Answer)
 		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
@@ -294,17 +300,23 @@ func encodeEvent(ev live.Event) []byte {
 // nothing of it within write_timeout.
 var errStalled = errors.New("the viewer took nothing within write_timeout")
 
-// send writes p to the stream and flushes it, within write_timeout. A write
-// that fails after the whole timeout failed because the client took nothing
-// (the deadline, on HTTP/1 and HTTP/2 alike); one that fails sooner, because
-// the client left.
+// send writes p to the stream and flushes it, within write_timeout, and
+// lifts the deadline until the next send (an HTTP/2 stream whose deadline
+// passes while it waits for its next event is reset). A write that fails
+// after the whole timeout failed because the client took nothing (the
+// deadline, on HTTP/1 and HTTP/2 alike); one that fails sooner, because the
+// client left.
 func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 	start := time.Now()
 	_, err := pw.Write(p)
 	if err == nil {
 		err = pw.FlushError()
 	}
-	if err != nil && lv.guard.writeTimeout > 0 && time.Since(start) >= lv.guard.writeTimeout {
+	if err == nil {
+		pw.Disarm()
+		return nil
+	}
+	if lv.guard.writeTimeout > 0 && time.Since(start) >= lv.guard.writeTimeout {
 		return errStalled
 	}
 	return err
@@ -367,19 +379,31 @@ func placeholderValue(r *http.Request, p string) any {
 	return v
 }
 
+// setEventAccept asks the backend for what an event carries: its JSON,
+// unencoded (a gzip body is no event, whatever the viewer's client takes).
+func setEventAccept(h http.Header) {
+	h.Set("Accept", "application/json")
+	h.Set("Accept-Encoding", "identity")
+}
+
 // poller is the Fetch of a stream's topic: the answer a plain GET of the
 // canonical request r gets, through the ticket's answer (the guard's
 // fetch: the micro-cache, coalescing with plain GETs, admission, the
 // queue), each time on behalf of one of the topic's viewers, charged to
 // that viewer's limits. It is made only if the topic is new, and its
-// request, made of r's canonical parts only (not the first viewer's
-// headers, which would stay pinned for the topic's life), outlives r.
+// request, made of r's canonical parts only, outlives r: not the first
+// viewer's headers or context, whose replacer holds the first viewer's
+// whole request, which would stay pinned for the topic's life.
 func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
-	base := r.Clone(context.WithoutCancel(r.Context()))
-	base.Header = http.Header{"Accept": {"application/json"}}
-	if ae := r.Header.Get("Accept-Encoding"); ae != "" {
-		base.Header.Set("Accept-Encoding", ae) // identity, for an answer that is shared or filtered
-	}
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	repl := caddy.NewReplacer()
+	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
+	ctx := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	base := r.WithContext(ctx)
+	u := *r.URL
+	base.URL = &u
+	base.Header = http.Header{}
+	setEventAccept(base.Header)
 	base.RemoteAddr = "" // no one client's: reverse_proxy adds no X-Forwarded-For
 	base.Body = http.NoBody
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
@@ -430,8 +454,9 @@ func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 		}
 	}
 	if v.status != 0 {
-		// Logged as conclude logs a plain GET's: a failure, not a refusal.
-		if v.failed() {
+		// Logged as conclude logs a plain GET's: a failure, not a refusal,
+		// nor the end of a wait that nobody waits for any more.
+		if v.failed() && r.Context().Err() == nil {
 			logFailure(lv.logger, v.status, t.ep, v.cause)
 		}
 		rec.body.Reset()

@@ -188,6 +188,45 @@ func TestLiveStreamsAreThePlainAnswers(t *testing.T) {
 	be.wantSeen(t, "plain GETs and streams", target, target)
 }
 
+// TestLiveQuietHTTP2StreamLasts: an HTTP/2 stream with nothing to send for
+// longer than write_timeout is not reset (the deadline of its last write
+// does not outlive the write): its heartbeat comes.
+func TestLiveQuietHTTP2StreamLasts(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"write_timeout 500ms", "stream_heartbeat 2s"},
+		global: []string{"servers {\n\t\tprotocols h1 h2c\n\t}"}}.start(t)
+	s := openLive(t, h2c(), "/api/v1/status")
+	s.wantStream(t, "h2c stream")
+	if s.resp.ProtoMajor != 2 {
+		t.Fatalf("%s, want HTTP/2", s.resp.Proto)
+	}
+	s.nextEvent(t)
+	if it := s.next(t); !it.comment {
+		t.Fatalf("after 2s of quiet with write_timeout 500ms: %+v, want the heartbeat", it)
+	}
+}
+
+// TestLiveAsksForIdentity: a stream's trips ask the backend for an
+// unencoded body, whatever the viewer's client takes (an event cannot
+// carry a gzip body), also where the plain GET's answer is neither shared
+// nor filtered and passes the client's Accept-Encoding on.
+func TestLiveAsksForIdentity(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{"key staff " + keyA, "coalesce off", "cache status off", "stream_heartbeat 1h"}}.start(t)
+	s := openLive(t, nil, "/api/v1/status", withKey(keyA), "Accept-Encoding: gzip")
+	s.wantStream(t, "keyed stream")
+	s.nextEvent(t)
+	seen := be.take()
+	if len(seen) == 0 {
+		t.Fatal("nothing reached the backend")
+	}
+	for _, r := range seen {
+		if ae := r.Header.Get("Accept-Encoding"); ae != "identity" {
+			t.Errorf("%s reached the backend with Accept-Encoding %q, want identity", r.RequestURI, ae)
+		}
+	}
+}
+
 // TestLiveRefusedLikeAPlainGet: a caller refused a plain GET gets the same
 // answer to a stream request, byte for byte (the disguised 404, the 401, the
 // 405); nothing reaches the backend.

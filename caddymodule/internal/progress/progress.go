@@ -117,6 +117,18 @@ func (w *Writer) Done() error {
 	return w.flush()
 }
 
+// Disarm lifts the deadline while nothing is to be written, as between a
+// stream's events: on HTTP/2 a deadline that passes resets the stream even
+// with no write under way. The next Write or FlushError arms it again.
+func (w *Writer) Disarm() {
+	if w.armedAt.IsZero() {
+		return
+	}
+	if w.deadline.SetWriteDeadline(time.Time{}) == nil {
+		w.armedAt = time.Time{}
+	}
+}
+
 // Unwrap lets http.ResponseController reach the writer underneath.
 func (w *Writer) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
