@@ -211,12 +211,15 @@ func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Ba
 		policy:       policy,
 		logger:       logger,
 	}
-	// Answers are shared under what reaches the backend: the declaration;
-	// in the 1.0 form, whatever the guard's name, what follows this
-	// statusgate in this load, which another handler's may not be.
-	g.scope = "handler " + rand.Text()
-	if b != nil {
+	switch {
+	case b != nil:
 		g.scope = "backend " + b.ID()
+	case c.Guard != "":
+		// The 1.0 form, but the operator named the backend: one game
+		// server, whatever the handlers after each statusgate say.
+		g.scope = "guard " + c.Guard
+	default:
+		g.scope = "handler " + rand.Text()
 	}
 	return g, nil
 }

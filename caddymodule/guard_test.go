@@ -906,13 +906,6 @@ func TestGuardSharing(t *testing.T) {
 	if n1.guardState != n2.guardState || n1.guardState == g1.guardState || n1.scope == n2.scope {
 		t.Error("a named guard is not shared by name alone")
 	}
-	// A name in the 1.0 form shares the counts, not the answers: what
-	// follows each statusgate may reach another server.
-	o1, _ := join(load1, BackendConfig{Guard: "old"}, "")
-	o2, _ := join(load1, BackendConfig{Guard: "old"}, "")
-	if o1.guardState != o2.guardState || o1.scope == o2.scope {
-		t.Error("two 1.0 handlers naming one guard: the counts not shared, or the answers shared")
-	}
 	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
 		t.Errorf("one guard name with two sets of limits in one load: %v", err)
 	}
