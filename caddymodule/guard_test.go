@@ -906,6 +906,13 @@ func TestGuardSharing(t *testing.T) {
 	if n1.guardState != n2.guardState || n1.guardState == g1.guardState || n1.scope == n2.scope {
 		t.Error("a named guard is not shared by name alone")
 	}
+	// A name in the 1.0 form says the handlers are one game server: the
+	// counts and the answers are the name's.
+	o1, _ := join(load1, BackendConfig{Guard: "old"}, "")
+	o2, _ := join(load2, BackendConfig{Guard: "old"}, "")
+	if o1.guardState != o2.guardState || o1.scope != o2.scope {
+		t.Error("two 1.0 handlers naming one guard do not share it")
+	}
 	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
 		t.Errorf("one guard name with two sets of limits in one load: %v", err)
 	}

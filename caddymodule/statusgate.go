@@ -290,7 +290,11 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			return err
 		}
 	} else {
-		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): its answers are shared within this handler only, and its counts with every other such handler; name the game server in statusgate itself",
+		shared := "its answers are shared within this handler only, and its counts with every other such handler"
+		if h.Backend.Guard != "" {
+			shared = "its counts and answers are shared with every handler naming guard " + h.Backend.Guard + ", whatever follows each"
+		}
+		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): "+shared+"; name the game server in statusgate itself",
 			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it"))
 	}
 	policy := policyOf(h.authOn, h.table)
