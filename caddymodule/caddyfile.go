@@ -932,8 +932,8 @@ func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
 	if err != nil {
 		return err
 	}
-	if !sameUpstreams(self, own) {
-		return errAt(lines.self, "self %s: server %s is %s, but this statusgate's backend is %s: self names the server the statusgate line fronts; give it the same upstreams",
+	if !self.Is(own) {
+		return errAt(lines.self, "self %s: server %s is %s, but this statusgate's backend is %s (a server's block must be the statusgate's proxy block, or absent): self names the server the statusgate line fronts; give it the same upstreams",
 			c.Self, c.Self, self, own)
 	}
 	return nil

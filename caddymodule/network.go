@@ -143,16 +143,12 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 		switch {
 		case !ok:
 			return nil, false, fmt.Errorf("network.self: '%s' is no server of the network (its servers: %s)", c.Self, strings.Join(slices.Sorted(maps.Keys(ids)), ", "))
-		case own != nil && !sameUpstreams(backends[i], own):
-			return nil, false, fmt.Errorf("network.self: '%s' is this handler's own backend, %s, but network.servers[%d] '%s' declares %s: declare it with the handler's upstreams", c.Self, own, i, c.Self, backends[i])
+		case own != nil && !backends[i].Is(own):
+			return nil, false, fmt.Errorf("network.self: '%s' is this handler's own backend, %s, but network.servers[%d] '%s' declares %s (its proxy must be the handler's, or its upstreams alone): declare it with the handler's upstreams", c.Self, own, i, c.Self, backends[i])
 		}
 	}
 	return backends, endpoints["network"], nil
 }
-
-// sameUpstreams reports whether two declared backends name the same
-// upstreams, whatever else their proxies say: what self is checked by.
-func sameUpstreams(a, b *upstream.Backend) bool { return a.String() == b.String() }
 
 // networkState is a handler's network: its members, each fetched through
 // the guard its declaration names, and how the document is made of what

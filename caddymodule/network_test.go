@@ -69,6 +69,11 @@ func TestNetworkJSONErrors(t *testing.T) {
 			[]string{"network.self: 'hardcore' is no server of the network (its servers: creative, lobby, survival)"}},
 		{"self with other upstreams", networkJSON("lobby", three, ""),
 			[]string{"network.self: 'lobby' is this handler's own backend, 10.0.0.2:8080, but network.servers[1] 'lobby' declares 10.0.0.3:8080"}},
+		// One panel's address for two servers told apart by Host: self's
+		// block picks another server than the handler's proxy.
+		{"self with the same dial and another Host", `{"endpoints":{"network":true},"proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}}},` +
+			`"network":{"cluster":"main","servers":[{"id":"creative","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["creative"]}}}}}],"self":"creative"}}`,
+			[]string{"network.self: 'creative' is this handler's own backend, 10.0.0.2:8080, but network.servers[0] 'creative' declares 10.0.0.2:8080 (its proxy must be the handler's"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

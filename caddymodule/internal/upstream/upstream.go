@@ -43,6 +43,8 @@ type Backend struct {
 	describe string
 	// names are the placeholders the declaration holds, sorted, each once.
 	names []string
+	// bare says the declaration is its upstreams and nothing else.
+	bare  bool
 	proxy *reverseproxy.Handler // nil until Provision
 }
 
@@ -90,6 +92,9 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 		id:       hex.EncodeToString(sum[:12]),
 		describe: describe(&rp),
 		names:    slices.DeleteFunc(placeholders(canon), volatile),
+		bare: !slices.ContainsFunc(slices.Collect(maps.Keys(fields)), func(name string) bool {
+			return name != "upstreams" && name != "dynamic_upstreams"
+		}),
 	}, nil
 }
 
@@ -209,6 +214,13 @@ func describe(rp *reverseproxy.Handler) string {
 // ID names the declaration: equal for two backends exactly when their
 // declarations are the same (in canonical form).
 func (b *Backend) ID() string { return b.id }
+
+// Is reports whether b declares the backend other declares: the same
+// declaration, or, where b is its upstreams alone (a network's server line
+// without a block), the same upstreams.
+func (b *Backend) Is(other *Backend) bool {
+	return b.id == other.id || b.bare && b.describe == other.describe
+}
 
 // String is the backend's upstreams, for messages and logs.
 func (b *Backend) String() string { return b.describe }
