@@ -147,6 +147,19 @@ func value(raw []byte, path string, v reflect.Value, hint Hint) error {
 		}
 		v.Set(m)
 		return nil
+	case v.Kind() == reflect.Struct:
+		// A struct of options (a network's, one of its servers): member
+		// by member too, so that a misspelt one is refused.
+		_, err := Object(raw, path, v.Addr().Interface(), hint)
+		return err
+	case v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct &&
+		!v.Type().Implements(unmarshalerType):
+		p := reflect.New(v.Type().Elem())
+		if _, err := Object(raw, path, p.Interface(), hint); err != nil {
+			return err
+		}
+		v.Set(p)
+		return nil
 	case v.Kind() == reflect.Slice:
 		var elems []json.RawMessage
 		if err := json.Unmarshal(raw, &elems); err != nil {
@@ -168,7 +181,10 @@ func value(raw []byte, path string, v reflect.Value, hint Hint) error {
 	return nil
 }
 
-var durationType = reflect.TypeFor[caddy.Duration]()
+var (
+	durationType    = reflect.TypeFor[caddy.Duration]()
+	unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+)
 
 // want says what a value of type t is, for the message about one that is not.
 func want(t reflect.Type, err error) string {
