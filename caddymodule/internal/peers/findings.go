@@ -53,7 +53,9 @@ func findings(me Beat, beats []live, unclaimed []string) []finding {
 		// A heartbeat of an earlier statusgate names no backend.
 		if len(b.Backends) > 0 && !slices.ContainsFunc(b.Backends, func(x Backend) bool { _, ok := ours[x.Name]; return ok }) {
 			names := backendNames(b.Backends)
-			out = append(out, finding{key: "backend " + strings.Join(names, " "), msg: msgOtherBackend,
+			// Settled: a reload that changes the declaration, one gateway
+			// after the other, shows two backends for a moment.
+			out = append(out, finding{key: "backend " + strings.Join(names, " "), settle: true, msg: msgOtherBackend,
 				fields: append([]zap.Field{zap.Strings("backends", backendNames(me.Backends)), zap.Strings("other_backends", names), zap.String("other_instance_id", b.InstanceID)}, other(b)...)})
 		}
 	}

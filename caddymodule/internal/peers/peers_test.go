@@ -141,7 +141,8 @@ func TestOtherBackend(t *testing.T) {
 	c.process("a", "uuid-a", survival(2, true))
 	c.process("b", "uuid-b", survival(2, false))
 	c.process("d", "uuid-d", Config{Backend: "creative", Instances: 1, MainThreadLane: true})
-	for range 6 {
+	// Live from the second beat, warned once it has lasted the settle time.
+	for range 12 {
 		c.beat(time.Second, "a", "b", "d")
 	}
 	for _, n := range []string{"a", "b"} {
@@ -156,6 +157,28 @@ func TestOtherBackend(t *testing.T) {
 	// d sees two gateways of survival: one warning for the backend.
 	if ws := c.warnings("d", "gateways of another backend"); len(ws) != 1 || fmt.Sprint(ws[0].ContextMap()["other_backends"]) != "[survival]" {
 		t.Errorf("d: %d warnings %v, want one naming survival", len(ws), ws)
+	}
+
+	// A reload that changes the declaration, one gateway after the other:
+	// for a moment the two front two backends, and nobody warns.
+	r := newCluster(t)
+	r.process("a", "uuid-a", survival(2, true))
+	r.process("b", "uuid-b", survival(2, false))
+	for range 3 {
+		r.beat(time.Second, "a", "b")
+	}
+	r.w["a"].loads[0].backends = map[string]Backend{"survival v2": {Name: "survival v2", Instances: 2, MainThreadLane: true}}
+	for range 3 {
+		r.beat(time.Second, "a", "b")
+	}
+	r.w["b"].loads[0].backends = map[string]Backend{"survival v2": {Name: "survival v2", Instances: 2}}
+	for range 10 {
+		r.beat(time.Second, "a", "b")
+	}
+	for _, n := range []string{"a", "b"} {
+		if all := r.logs[n].All(); len(all) != 0 {
+			t.Errorf("rolling reload of the declaration: %s warned %v", n, all[0].Message)
+		}
 	}
 
 	both := newCluster(t)
