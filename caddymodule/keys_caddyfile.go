@@ -86,7 +86,7 @@ type keyLine struct {
 // secret.
 func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, error) {
 	line := keyLine{at: at, called: k.Name, unnamed: k.Name == "",
-		limits: apikey.Key{Name: k.Name, Endpoints: k.Endpoints, MaxInFlight: k.MaxInFlight}}
+		limits: apikey.Key{Name: k.Name, Endpoints: k.Endpoints, MaxInFlight: k.MaxInFlight, MaxHeld: k.MaxHeld}}
 	if k.Name != "" {
 		d := sha256.Sum256([]byte(k.Name))
 		line.name = &d

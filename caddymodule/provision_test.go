@@ -353,7 +353,7 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"digest in pieces", []any{"sha256:{env.STATUSGATE_TEST_BLANK}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:…'", "character 8 is not a hex digit"}},
 		{"bad digest from env", []any{"{env.STATUSGATE_TEST_BAD_DIGEST}"}, []string{"auth.keys[0] 'key-1': malformed digest 'sha256:12345678…'"}},
 		{"same name, another scope", []any{named("bot", "f1rst-key-0123456789"), map[string]any{"name": "bot", "key": "s3cond-key-0123456789", "endpoints": []string{"status"}}},
-			[]string{"auth.keys[1] 'bot': endpoints not the same as on keys[0] 'bot', another secret of the key: the secrets of one name are one key (a key being rotated), with one scope and one cap; give each the same endpoints and max_in_flight"}},
+			[]string{"auth.keys[1] 'bot': endpoints not the same as on keys[0] 'bot', another secret of the key: the secrets of one name are one key (a key being rotated), with one scope and one cap; give each the same endpoints, max_in_flight and max_held"}},
 		{"same name, another cap", []any{map[string]any{"name": "bot", "key": "f1rst-key-0123456789", "max_in_flight": 2}, map[string]any{"name": "bot", "key": "s3cond-key-0123456789", "max_in_flight": 3}},
 			[]string{"auth.keys[1] 'bot': max_in_flight not the same as on keys[0] 'bot'"}},
 		{"default name taken", []any{named("key-2", "f1rst-key-0123456789"), "s3cond-key-0123456789"},

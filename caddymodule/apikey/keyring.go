@@ -130,7 +130,7 @@ func NewKeyring(keys []Key) (*Keyring, error) {
 
 // ErrRotationLimits says why the entries of one name must agree on the key's
 // scope and cap, and what to do.
-var ErrRotationLimits = errors.New("the secrets of one name are one key (a key being rotated), with one scope and one cap; give each the same endpoints and max_in_flight")
+var ErrRotationLimits = errors.New("the secrets of one name are one key (a key being rotated), with one scope and one cap; give each the same endpoints, max_in_flight and max_held")
 
 // EntryPath names the i-th entry of a key list (from 0) in errors: keys[i],
 // and its name in quotes when name is not empty. A name is shown only once
