@@ -249,15 +249,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			claim, err := g.held.Hold(who.holder, who.held, ev.Wire)
-			if err != nil {
+			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
+			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return verdict{outcome: metrics.Streamed}
 			}
-			pw.Watch(claim)
-			err = lv.send(pw, ev.Wire) // encoded once for every stream
-			pw.Watch(nil)
-			claim.Release()
 			if err != nil {
 				return lv.ended(t.ep, err)
 			}
@@ -294,6 +290,21 @@ var (
 // written once for every stream of its topic.
 func encodeEvent(ev live.Event) []byte {
 	return appendEvent(make([]byte, 0, len(ev.Data)+64), ev)
+}
+
+// sendHeld sends an event, p, held for the viewer who until it has taken
+// it, within who's share of the held bytes, as a plain GET's answer is;
+// held says whether it fit (if not, nothing was sent), err how the send
+// ended.
+func (lv *liveState) sendHeld(pw *progress.Writer, who caller, p []byte) (held bool, err error) {
+	claim, err := lv.guard.held.Hold(who.holder, who.held, p)
+	if err != nil {
+		return false, nil
+	}
+	defer claim.Release()
+	pw.Watch(claim)
+	defer pw.Watch(nil)
+	return true, lv.send(pw, p)
 }
 
 // errStalled is why a write to a stream failed when the client took

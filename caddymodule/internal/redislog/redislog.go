@@ -117,17 +117,17 @@ func (s *Sink) newest() use {
 // Printf is go-redis's logger: the first message of an outage is logged,
 // the others counted.
 func (s *Sink) Printf(_ context.Context, format string, v ...any) {
-	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
 	s.mu.Lock()
 	s.messages++
 	s.lastAt = time.Now()
 	if s.down {
 		s.mu.Unlock()
-		return
+		return // counted: only the first is formatted
 	}
 	s.down, s.since, s.messages, s.lastCount = true, s.lastAt, 1, 1
 	logger := s.newest().logger
 	s.mu.Unlock()
+	msg := strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: ")
 	logger.Error("Redis is failing: go-redis's messages are counted, not logged, until it answers again", zap.String("error", msg))
 	if s.probeEvery > 0 {
 		go func() {
