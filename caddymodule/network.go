@@ -8,6 +8,7 @@ package caddymodule
 // /status does.
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -172,6 +174,34 @@ type networkMember struct {
 	id    string
 	guard *guard
 	own   bool // the handler's own guard (self), which the handler leaves
+	// last is the member's answer as last read (nil: none kept): the
+	// callers that get the same bytes, from the member's micro-cache or a
+	// shared trip, share its reading too.
+	last *atomic.Pointer[memberRead]
+}
+
+// memberRead is a member's answer and what network.ParseStatus made of it.
+type memberRead struct {
+	body   []byte
+	status network.Status
+	err    error
+}
+
+// read is what body, m's answer, says: read once for every caller that
+// gets the same bytes; fresh says it was read now (and a failure in it is
+// news to log).
+func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
+	if m.last != nil {
+		if last := m.last.Load(); last != nil && bytes.Equal(last.body, body) {
+			return last, false
+		}
+	}
+	r = &memberRead{body: body}
+	r.status, r.err = network.ParseStatus(body)
+	if m.last != nil {
+		m.last.Store(r)
+	}
+	return r, true
 }
 
 // joinNetwork sets up the network c, whose members' backends
@@ -197,7 +227,7 @@ func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backe
 	mc.Guard = ""
 	for i, s := range c.Servers {
 		if s.ID == c.Self {
-			n.members = append(n.members, networkMember{id: s.ID, guard: own, own: true})
+			n.members = append(n.members, networkMember{id: s.ID, guard: own, own: true, last: new(atomic.Pointer[memberRead])})
 			continue
 		}
 		if err := backends[i].Provision(ctx); err != nil {
@@ -207,7 +237,7 @@ func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backe
 		if err != nil {
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}
-		n.members = append(n.members, networkMember{id: s.ID, guard: g})
+		n.members = append(n.members, networkMember{id: s.ID, guard: g, last: new(atomic.Pointer[memberRead])})
 		m.ExportGuard(g.units("", l))
 	}
 	return n, nil
@@ -300,12 +330,10 @@ const statusPath = "/api/v1/status"
 func (n *networkState) memberRequest(m networkMember, r *http.Request, t *ticket) (*http.Request, *ticket) {
 	who := t.who
 	who.authenticated = true
-	mr := r.Clone(r.Context())
-	mr.URL.Path, mr.URL.RawPath, mr.URL.RawQuery = statusPath, "", ""
-	mr.RequestURI = mr.URL.RequestURI()
-	mr.Header.Set("Accept", "application/json")
-	mr.Header.Set("Accept-Encoding", "identity")
-	delete(mr.Header, "Last-Event-Id")
+	u := *r.URL
+	u.Path, u.RawPath, u.RawQuery = statusPath, "", ""
+	mr := r.WithContext(r.Context()) // a shallow copy for the ticket; backgroundRequest copies it whole
+	mr.URL, mr.RequestURI = &u, u.RequestURI()
 	next := t.next
 	if !m.own && n.guard.backend == nil {
 		// The form of 1.0: what follows statusgate is the way to the
@@ -316,7 +344,10 @@ func (n *networkState) memberRequest(m networkMember, r *http.Request, t *ticket
 	// Its own replacer and variables: the members are asked at once, and
 	// Caddy's are the caller's, which the handlers after statusgate and the
 	// proxy write to.
-	return backgroundRequest(mr.Context(), mr, mt), mt
+	bg := backgroundRequest(mr.Context(), mr, mt)
+	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
+	delete(bg.Header, "Last-Event-Id")
+	return bg, mt
 }
 
 // passOn is what follows statusgate for a member's trip in the form of
@@ -329,7 +360,8 @@ type memberAnswer struct {
 	status network.Status
 	left   error // why the member is left out; nil: status is its answer
 	// logAs is the status a member left out is logged under as a backend
-	// failure; 0: not one (the member's guard was busy).
+	// failure; 0: not one (the member's guard was busy), or one logged
+	// already (the same answer, read before).
 	logAs   int
 	refusal *verdict
 }
@@ -345,6 +377,11 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 				n.logger.Error("fetching a network member's status failed", zap.String("network_member", m.id), zap.Any("panic", p))
 			}
 			a = memberAnswer{left: errBrokeOff, logAs: http.StatusBadGateway}
+			if rec.over {
+				// Streamed past max_response: the write that went over
+				// failed, and the proxy gave up.
+				a.left = errMemberTooLarge
+			}
 		}
 	}()
 	v := m.guard.fetch(progress.New(rec, 0), r, t)
@@ -363,7 +400,11 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 	case rec.status != http.StatusOK:
 		a.left = fmt.Errorf("the member answered %d", rec.status)
 	default:
-		a.status, a.left = network.ParseStatus(rec.body)
+		read, fresh := m.read(rec.body)
+		a.status, a.left = read.status, read.err
+		if !fresh {
+			return a // a failure in it was logged when it was first read
+		}
 	}
 	a.logAs = http.StatusBadGateway
 	return a

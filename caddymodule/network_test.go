@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -192,5 +193,40 @@ func TestNetworkFetch(t *testing.T) {
 	}
 	if got := anon.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "filtered" {
 		t.Errorf("anonymous outcome %q", got)
+	}
+}
+
+// TestNetworkMemberReadOnce: callers that get the same answer from a member
+// (its micro-cache) share its reading: a member that answers the
+// "initializing" payload is left out of every document, and logged once,
+// not once a request; another answer is news again.
+func TestNetworkMemberReadOnce(t *testing.T) {
+	h := mustProvision(t, `{"auth":{"require_key":{"network":false}},"endpoints":{"network":true},"backend":{"cache":{"status":60000000000}},`+
+		`"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}]}}],"self":"a"}}`)
+	core, logs := observer.New(zap.ErrorLevel)
+	h.network.logger = zap.New(core)
+	var body atomic.Value
+	body.Store(`{"ok":true,"data":{"status":"initializing"},"meta":{"version":"v1","updatedAt":20,"cachedAt":null}}`)
+	trips := 0
+	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		trips++
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, err := io.WriteString(w, body.Load().(string))
+		return err
+	})
+	for range 5 {
+		if rec := serve(t, h, next, "GET", "/api/v1/network", nil); rec.Code != 200 || !strings.Contains(rec.Body.String(), `"unreachable":["a"]`) {
+			t.Fatalf("%d %s, want a left out", rec.Code, rec.Body)
+		}
+	}
+	if n := logs.FilterMessage("backend response refused").Len(); trips != 1 || n != 1 {
+		t.Errorf("5 requests, %d trips: %d lines logged about the member, want 1", trips, n)
+	}
+	// Another answer is read, and its failure logged, anew.
+	h.guard.cache.Clear()
+	body.Store(`{"ok":true,"data":{"status":"initializing","message":"retry"},"meta":{"version":"v1","updatedAt":21,"cachedAt":null}}`)
+	serve(t, h, next, "GET", "/api/v1/network", nil)
+	if n := logs.FilterMessage("backend response refused").Len(); n != 2 {
+		t.Errorf("a new answer: %d lines logged about the member, want 2", n)
 	}
 }
