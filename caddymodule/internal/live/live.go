@@ -42,8 +42,11 @@ var ErrClosed = errors.New("live: the hub is closed")
 
 // Event is one answer as subscribers get it.
 type Event struct {
-	ID   string // ID of Data
-	Data []byte // the answer; shared, never modified
+	ID string // ID of the answer
+	// Data is the answer; shared, never modified. Nil with an encoder,
+	// whose Wire is all a subscriber writes: a topic keeps one copy of
+	// its latest answer, not two.
+	Data []byte
 	// Wire is the event as the hub's encoder wrote it, once for every
 	// subscriber; shared, never modified. Nil without an encoder.
 	Wire []byte
@@ -265,7 +268,7 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch, first time.Durati
 func (h *Hub) event(answer []byte) *Event {
 	ev := &Event{ID: ID(answer), Data: answer}
 	if h.encode != nil {
-		ev.Wire = h.encode(*ev)
+		ev.Wire, ev.Data = h.encode(*ev), nil
 	}
 	return ev
 }
