@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // gatedWriter is a client that takes a piece of its answer only when the
@@ -34,7 +36,9 @@ func (w *gatedWriter) Write(p []byte) (int, error) {
 // client takes nothing for longer than the key's patience (half of
 // write_timeout: 1 s), the key's next request is refused with 429; as soon as
 // it takes a piece, the next is served; and when it has taken the answer,
-// what it held is given back.
+// what it held is given back. The budget's clock is the test's, moved past
+// the patience, so that a busy machine can neither stretch a check past it
+// nor make a sleep stand for it.
 func TestKeyHeldByProgress(t *testing.T) {
 	h, _ := newTestHandler(t, "key bot "+testKey+" {\n\tmax_held 4MiB\n}\nwrite_timeout 2s\ncoalesce off")
 	big := []byte(`{"ok":true,"data":{"pad":"` + strings.Repeat("x", 3<<20) + `"},"meta":{"version":"v1","updatedAt":1}}`)
@@ -54,6 +58,8 @@ func TestKeyHeldByProgress(t *testing.T) {
 		}
 	}
 
+	clk := fixture.NewClock()
+	h.guard.held.SetClock(clk.Now)
 	gw := &gatedWriter{header: http.Header{}, writing: make(chan struct{}), grants: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
@@ -63,12 +69,12 @@ func TestKeyHeldByProgress(t *testing.T) {
 	}()
 	<-gw.writing // the answer is held, its first piece under way
 	small("an answer just held, not yet taken", http.StatusOK)
-	time.Sleep(1100 * time.Millisecond)
+	clk.Advance(1100 * time.Millisecond)
 	small("the client took nothing for over 1 s", http.StatusTooManyRequests)
 	gw.grants <- struct{}{}
 	<-gw.writing // it took a piece; the next is under way
 	small("the client just took a piece", http.StatusOK)
-	time.Sleep(1100 * time.Millisecond)
+	clk.Advance(1100 * time.Millisecond)
 	small("the client took nothing since, for over 1 s", http.StatusTooManyRequests)
 	close(gw.grants)
 	go func() {

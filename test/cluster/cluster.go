@@ -8,8 +8,10 @@ package cluster
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/gob"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -398,41 +400,180 @@ func (r *redisServer) kill() {
 	<-r.done
 }
 
-// keys runs KEYS pattern, in Redis's own protocol (RESP), so that the test
-// needs no redis-cli.
+// keys runs KEYS pattern.
 func (r *redisServer) keys(pattern string) ([]string, error) {
+	return r.do("KEYS", pattern)
+}
+
+// get runs GET key: its value, or nil when there is none.
+func (r *redisServer) get(key string) ([]byte, error) {
+	reply, err := r.do("GET", key)
+	if err != nil || len(reply) == 0 {
+		return nil, err
+	}
+	return []byte(reply[0]), nil
+}
+
+// do runs a command in Redis's own protocol (RESP), so that the test needs
+// no redis-cli, and returns its reply: an array's strings, or a bulk
+// string as one (none when it is nil).
+func (r *redisServer) do(args ...string) ([]string, error) {
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(r.port), time.Second)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nKEYS\r\n$%d\r\n%s\r\n", len(pattern), pattern); err != nil {
+	cmd := fmt.Sprintf("*%d\r\n", len(args))
+	for _, a := range args {
+		cmd += fmt.Sprintf("$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(c, cmd); err != nil {
 		return nil, err
 	}
 	br := bufio.NewReader(c)
+	bulk := func(hdr string) (string, bool, error) {
+		size, _ := strconv.Atoi(strings.TrimSpace(hdr[1:]))
+		if size < 0 {
+			return "", false, nil
+		}
+		buf := make([]byte, size+2)
+		if _, err := io.ReadFull(br, buf); err != nil {
+			return "", false, err
+		}
+		return string(buf[:size]), true, nil
+	}
 	line, err := br.ReadString('\n')
 	if err != nil {
 		return nil, err
 	}
-	if !strings.HasPrefix(line, "*") {
-		return nil, fmt.Errorf("KEYS: %q", strings.TrimSpace(line))
+	switch {
+	case strings.HasPrefix(line, "$"):
+		v, ok, err := bulk(line)
+		if !ok {
+			return nil, err
+		}
+		return []string{v}, nil
+	case !strings.HasPrefix(line, "*"):
+		return nil, fmt.Errorf("%s: %q", args[0], strings.TrimSpace(line))
 	}
 	n, _ := strconv.Atoi(strings.TrimSpace(line[1:]))
-	keys := make([]string, 0, n)
+	out := make([]string, 0, n)
 	for range n {
 		hdr, err := br.ReadString('\n')
 		if err != nil {
 			return nil, err
 		}
-		size, _ := strconv.Atoi(strings.TrimSpace(hdr[1:]))
-		buf := make([]byte, size+2)
-		if _, err := io.ReadFull(br, buf); err != nil {
+		v, _, err := bulk(hdr)
+		if err != nil {
 			return nil, err
 		}
-		keys = append(keys, string(buf[:size]))
+		out = append(out, v)
 	}
-	return keys, nil
+	return out, nil
+}
+
+// stored is what Caddy's Redis storage (caddy-storage-redis, uncompressed
+// and unencrypted, as the gateways here store) keeps at key: nil when the
+// key is not there.
+func (r *redisServer) stored(key string) ([]byte, error) {
+	raw, err := r.get(key)
+	if raw == nil || err != nil {
+		return nil, err
+	}
+	var sd struct {
+		Value       []byte `json:"value"`
+		Compression int    `json:"compression"`
+		Encryption  int    `json:"encryption"`
+	}
+	if err := json.Unmarshal(raw, &sd); err != nil {
+		return nil, fmt.Errorf("%s: %v", key, err)
+	}
+	if sd.Compression != 0 || sd.Encryption != 0 {
+		return nil, fmt.Errorf("%s: compressed or encrypted", key)
+	}
+	return sd.Value, nil
+}
+
+// heartbeat is what the test reads of a gateway's heartbeat
+// (caddymodule/internal/peers.Beat): seq grows at every beat.
+type heartbeat struct {
+	PID int       `json:"pid"`
+	Seq uint64    `json:"seq"`
+	At  time.Time `json:"at"`
+}
+
+// The heartbeat's timings (caddymodule/internal/peers, DefaultInterval and
+// Options.Settle): a disagreement about instances, the gateways or the lane,
+// or a rate-limit state nobody claims, is warned of once it has lasted
+// settleBeats beats.
+const (
+	beatInterval = 2 * time.Second
+	settleBeats  = 5
+)
+
+// heartbeat is g's process's heartbeat in Redis (storage prefix caddy); ok
+// is false while there is none.
+func (r *redisServer) heartbeat(g *gateway) (hb heartbeat, ok bool, err error) {
+	keys, err := r.keys("caddy/statusgate/instances/" + instanceID(g.dir) + ".*")
+	if err != nil {
+		return hb, false, err
+	}
+	for _, key := range keys {
+		data, err := r.stored(key)
+		if err != nil || data == nil {
+			continue // deleted since the listing
+		}
+		if err := json.Unmarshal(data, &hb); err != nil {
+			return hb, false, fmt.Errorf("%s: %v", key, err)
+		}
+		if hb.PID == g.proc.Pid() {
+			return hb, true, nil
+		}
+	}
+	return heartbeat{}, false, nil
+}
+
+// warnedAt is the seq of g's beat that logged the warning w (a log line), read
+// once w is seen: g's latest beat, or the one before when the latest began
+// after w was logged. A beat logs its warnings after it began, and the next
+// begins after they are logged; only a stall of a beat interval between
+// seeing w and reading the heartbeat counts one beat too many.
+func (r *redisServer) warnedAt(g *gateway, w map[string]any) (uint64, error) {
+	ts, ok := w["ts"].(float64)
+	if !ok {
+		return 0, fmt.Errorf("%s: a log line without a time: %v", g.name, w)
+	}
+	hb, ok, err := r.heartbeat(g)
+	if err != nil || !ok {
+		return 0, fmt.Errorf("%s: no heartbeat in Redis (%v)", g.name, err)
+	}
+	logged := time.Unix(0, int64(ts*1e9))
+	if hb.At.After(logged) {
+		return hb.Seq - 1, nil
+	}
+	return hb.Seq, nil
+}
+
+// rateLimitCount is the count of client's events in zone that g's
+// distributed rate-limit state, in Redis under the storage's key prefix,
+// gives (caddy-ratelimit's gob-encoded rlState): 0 when it has none.
+func (r *redisServer) rateLimitCount(prefix string, g *gateway, zone, client string) (int, error) {
+	data, err := r.stored(prefix + "/rate_limit/instances/" + instanceID(g.dir) + ".rlstate")
+	if data == nil || err != nil {
+		return 0, err
+	}
+	var state struct {
+		Timestamp time.Time
+		Zones     map[string]map[string]struct {
+			Count       int
+			OldestEvent time.Time
+		}
+	}
+	if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&state); err != nil {
+		return 0, fmt.Errorf("%s's rate-limit state: %v", g.name, err)
+	}
+	return state.Zones[zone][client].Count, nil
 }
 
 // randomUUID is a player nobody has seen: /player takes the plugin's slow

@@ -104,6 +104,15 @@ func New(max, share int64) *Budget {
 	return b
 }
 
+// SetClock makes the Budget judge progress by now instead of the monotonic
+// clock: a test moves its own clock (fixture.Clock.Now) past a patience
+// rather than sleeping through it, which a busy machine could stretch. It is
+// called before the Budget is used.
+func (b *Budget) SetClock(now func() time.Time) {
+	start := now()
+	b.now = func() time.Duration { return now().Sub(start) }
+}
+
 // SetSizes changes the bounds for the charges to come: what is held stays
 // held and counted, and past a lower bound nothing more is charged until
 // enough is released. It panics unless 0 < share <= max.

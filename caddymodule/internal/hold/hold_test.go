@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // k is the unit of these tests' sizes: answers above small.
@@ -104,15 +106,6 @@ func TestShareOfItsOwn(t *testing.T) {
 	}
 }
 
-// clock is a test's monotonic clock for a Budget.
-type clock struct {
-	mu sync.Mutex
-	t  time.Duration
-}
-
-func (c *clock) now() time.Duration  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t += d; c.mu.Unlock() }
-
 // TestByProgress checks a share with a patience: holding half of it, the
 // client may start requests while it takes a piece at least every
 // patience, and not once it has taken nothing for that long; Hold keeps it
@@ -120,8 +113,8 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t += d; c.mu.Unlock() }
 // half whatever the client takes.
 func TestByProgress(t *testing.T) {
 	b := New(100*k, 40*k)
-	var c clock
-	b.now = c.now
+	c := fixture.NewClock()
+	b.SetClock(c.Now)
 	const patience = 5 * time.Second
 	key, stranger := Share{Patience: patience}, Share{}
 	held, err := b.Hold("key", key, answer(30))
@@ -139,7 +132,7 @@ func TestByProgress(t *testing.T) {
 		t.Fatalf("judged by bytes, at half the share: %v, want ErrClientFull", err)
 	}
 	for range 5 {
-		c.add(patience - time.Millisecond)
+		c.Advance(patience - time.Millisecond)
 		held.Took()
 		same.Took()
 		if err := b.Check("key", key); err != nil {
@@ -152,7 +145,7 @@ func TestByProgress(t *testing.T) {
 	if _, err := b.Hold("key", key, answer(11)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("past the share while taking: %v, want ErrClientFull", err)
 	}
-	c.add(patience)
+	c.Advance(patience)
 	if err := b.Check("key", key); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("a client that took nothing for %v: %v, want ErrClientFull", patience, err)
 	}

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // cluster is several simulated gateway processes on one storage, each with
@@ -327,18 +330,13 @@ func TestJoinLeave(t *testing.T) {
 		}
 		return b
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(time.Minute); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited a minute for %s", what)
-			}
-		}
-	}
-	never := func() bool { return false }
+	// A load being validated is asked at every beat whether it is active:
+	// a second question means the beat of the first has run, and wrote
+	// nothing.
+	var asked atomic.Int32
+	never := func() bool { asked.Add(1); return false }
 	w.Join("validate", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, Active: never})
-	waitFor("a beat of nothing", func() bool { return w.seq == 0 && w.stop != nil })
-	time.Sleep(100 * time.Millisecond) // five intervals: a lower bound, safe
+	fixture.WaitFor(t, "two beats of a load never active", func() bool { return asked.Load() >= 2 })
 	if keys := heartbeats(); len(keys) != 0 {
 		t.Fatalf("a load never active wrote %v", keys)
 	}
@@ -346,15 +344,15 @@ func TestJoinLeave(t *testing.T) {
 
 	w.Join("load-1", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, MainThreadLane: true})
 	w.Join("load-1", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2})
-	waitFor("load-1's heartbeat", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 2 })
+	fixture.WaitFor(t, "load-1's heartbeat", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 2 })
 	if b := read(); !b.Backends[0].MainThreadLane || b.InstanceID != "uuid-j" || b.PID == 0 {
 		t.Errorf("heartbeat %+v: the lane is open when one handler opens it", b)
 	}
 	w.Join("load-2", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 3})
-	waitFor("load-2 in force", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 3 })
+	fixture.WaitFor(t, "load-2 in force", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 3 })
 	seq := read().Seq
 	w.Leave("load-1")
-	waitFor("load-2's heartbeat going on after load-1 left", func() bool {
+	fixture.WaitFor(t, "load-2's heartbeat going on after load-1 left", func() bool {
 		b := read()
 		return b.Seq > seq+2 && len(b.Backends) == 1 && b.Backends[0].Instances == 3
 	})

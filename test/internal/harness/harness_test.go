@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 func TestMedian(t *testing.T) {
@@ -121,6 +124,41 @@ func TestListeningTCP(t *testing.T) {
 	old.Close()
 	if byPort, _ := ListeningTCP(); byPort[port] != 1 {
 		t.Errorf("one listener left on port %d: counted %d", port, byPort[port])
+	}
+}
+
+// TestStopWithin: a process that exits on SIGTERM is stopped without a
+// kill; one that ignores SIGTERM is killed once the wait is over, and says
+// so.
+func TestStopWithin(t *testing.T) {
+	run := func(script string) *Process {
+		t.Helper()
+		cmd := exec.Command("sh", "-c", script)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Its first line says its signal handling is in place.
+		if line, err := io.ReadAll(io.LimitReader(out, int64(len("ready\n")))); err != nil || string(line) != "ready\n" {
+			t.Fatalf("%q: %q %v", script, line, err)
+		}
+		p := &Process{Cmd: cmd, exited: make(chan struct{})}
+		go func() { cmd.Wait(); close(p.exited) }()
+		return p
+	}
+	graceful := run("echo ready; while :; do sleep 0.05; done")
+	if killed := graceful.StopWithin(fixture.Patience); killed {
+		t.Error("a process that exits on SIGTERM was killed")
+	}
+	deaf := run("trap '' TERM; echo ready; while :; do sleep 0.05; done")
+	if killed := deaf.StopWithin(100 * time.Millisecond); !killed {
+		t.Error("a process that ignores SIGTERM was not killed, or StopWithin did not say so")
+	}
+	if deaf.Cmd.ProcessState == nil || deaf.Cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Errorf("the process that ignores SIGTERM ended with %v, want SIGKILL", deaf.Cmd.ProcessState)
 	}
 }
 

@@ -111,16 +111,25 @@ func (p *Process) waitReady(ctx context.Context) error {
 }
 
 // Stop ends the process gracefully, or kills it after a few seconds.
-func (p *Process) Stop() {
+func (p *Process) Stop() { p.StopWithin(5 * time.Second) }
+
+// StopWithin ends the process gracefully (SIGTERM), or kills it (SIGKILL)
+// if it has not exited within d, and reports whether it had to kill it. A
+// test of what a graceful stop leaves behind gives it fixture.Patience and
+// fails if it was killed: a busy machine can make a graceful stop slower
+// than Stop's few seconds, and what the kill left would blame the code.
+func (p *Process) StopWithin(d time.Duration) (killed bool) {
 	if p == nil || p.Cmd.Process == nil {
-		return
+		return false
 	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.exited:
-	case <-time.After(5 * time.Second):
+		return false
+	case <-time.After(d):
 		_ = p.Cmd.Process.Kill()
 		<-p.exited
+		return true
 	}
 }
 
