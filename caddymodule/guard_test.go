@@ -160,7 +160,9 @@ func TestInstancesShare(t *testing.T) {
 // holds 1 (3 / 2), so the fourth caller gets 503 at once; and that startup
 // says so.
 func TestInstancesAdmission(t *testing.T) {
-	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 2s\ninstances 2\ndisable placeholders\n"+queryStation)
+	// A queue wait no busy machine uses up: the third caller waits in it
+	// until the test lets the first go.
+	h, logs := newTestHandler(t, "max_in_flight 4\nqueue 3 1m\ninstances 2\ndisable placeholders\n"+queryStation)
 	g := newGate()
 	codes := make(chan int, 4)
 	for i := range 3 {
@@ -170,9 +172,7 @@ func TestInstancesAdmission(t *testing.T) {
 		}
 	}
 	// The third waits in the queue of 1; the fourth finds it full.
-	for h.guard.all.Stats().QueuedAnonymous != 1 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.all.Stats().QueuedAnonymous == 1 })
 	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
@@ -180,7 +180,7 @@ func TestInstancesAdmission(t *testing.T) {
 		g.release <- struct{}{}
 	}
 	for range 3 {
-		if code := <-codes; code != 200 {
+		if code := fixture.Recv(t, codes, "an admitted caller's answer"); code != 200 {
 			t.Errorf("admitted caller: %d", code)
 		}
 	}

@@ -331,30 +331,35 @@ func TestNetworkOneTripPerMember(t *testing.T) {
 }
 
 // door stands in front of a member, on an address of its own. Open, it
-// passes each request to the member; shut, nothing listens on its address,
-// as when the server has stopped; stuck, it takes requests and answers
+// passes each request to the member; shut, it resets every connection, as
+// a server that has stopped (it keeps its address, which another process
+// could take if it let go of it); stuck, it takes requests and answers
 // none until the test ends, as a server that hangs.
 type door struct {
 	addr    string
 	proxy   http.Handler
 	stuck   atomic.Bool
 	release chan struct{}
-	mu      sync.Mutex
 	srv     *http.Server
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]bool // those the server has open
 }
 
 func newDoor(t *testing.T, to string) *door {
 	t.Helper()
-	port, err := harness.FreePort()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	target, _ := url.Parse("http://" + to)
-	d := &door{addr: fmt.Sprintf("127.0.0.1:%d", port), proxy: httputil.NewSingleHostReverseProxy(target), release: make(chan struct{})}
-	d.open(t)
+	d := &door{addr: ln.Addr().String(), proxy: httputil.NewSingleHostReverseProxy(target), release: make(chan struct{}), conns: map[net.Conn]bool{}}
+	d.srv = &http.Server{Handler: d, ConnState: d.track}
+	go d.srv.Serve(doorListener{ln, d})
 	t.Cleanup(func() {
 		close(d.release)
-		d.shut()
+		_ = d.srv.Close()
 	})
 	return d
 }
@@ -370,24 +375,64 @@ func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.proxy.ServeHTTP(w, r)
 }
 
-// open listens again on the door's address.
-func (d *door) open(t *testing.T) {
-	t.Helper()
-	ln, err := net.Listen("tcp", d.addr)
-	if err != nil {
-		t.Fatalf("the door's address %s: %v", d.addr, err)
-	}
+// track keeps the set of the server's open connections, for shut.
+func (d *door) track(c net.Conn, state http.ConnState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.srv = &http.Server{Handler: d}
-	go d.srv.Serve(ln)
+	switch state {
+	case http.StateNew:
+		d.conns[c] = true
+	case http.StateClosed, http.StateHijacked:
+		delete(d.conns, c)
+	}
 }
 
-// shut closes the door's listener and every connection through it.
+// doorListener is the door's listener: while the door is shut, it resets
+// each connection as it comes.
+type doorListener struct {
+	net.Listener
+	d *door
+}
+
+func (l doorListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.d.mu.Lock()
+		down := l.d.down
+		l.d.mu.Unlock()
+		if !down {
+			return c, nil
+		}
+		reset(c)
+	}
+}
+
+// reset closes c with a TCP reset, as a stopped server's host answers.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// open lets connections through again.
+func (d *door) open() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.down = false
+}
+
+// shut resets every connection through the door, open or new, until open.
 func (d *door) shut() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_ = d.srv.Close()
+	d.down = true
+	for c := range d.conns {
+		reset(c)
+	}
 }
 
 // TestNetworkMemberDown: a member that stops is left out of the document
@@ -446,13 +491,13 @@ func TestNetworkMemberDown(t *testing.T) {
 		}
 	}
 
-	// Stopped: nothing listens. Its last answer is served for up to its
+	// Stopped: every connection reset. Its last answer is served for up to its
 	// cache time and the stale grace, then it is left out.
 	lobby.shut()
 	doc := until("lobby listed as unreachable", func(d networkDoc) bool { return slices.Equal(d.Meta.Unreachable, []string{"lobby"}) })
 	without(doc, "lobby")
 	// Back.
-	lobby.open(t)
+	lobby.open()
 	doc = until("lobby back", func(d networkDoc) bool { return len(d.Meta.Unreachable) == 0 })
 	without(doc)
 

@@ -415,7 +415,7 @@ func TestClientGoneLogged(t *testing.T) {
 	accessLog := filepath.Join(t.TempDir(), "access.log")
 	gateway{
 		upstream:   be.addr(),
-		statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 4 5s", "enable custom/votes", "require_key custom/votes off"},
+		statusgate: []string{"key " + keyA, "max_in_flight 1", "queue 4 1m", "enable custom/votes", "require_key custom/votes off"},
 		site: []string{
 			"log {\n\t\toutput file " + accessLog + "\n\t}",
 			"log_append statusgate_outcome {http.statusgate.outcome}",
@@ -440,7 +440,7 @@ func TestClientGoneLogged(t *testing.T) {
 			return slices.ContainsFunc(be.all, func(s seenRequest) bool { return strings.HasSuffix(s.RequestURI, "?n="+n) })
 		}
 	}
-	be.misbehave(sendSlow) // the answer waits 1.5 s, or until the gateway hangs up
+	be.holdAnswers() // each answer waits for release, or until the gateway hangs up
 	leave("/api/v1/custom/votes?n=1", atBackend("1"), withKey(keyA))
 	leave("/api/v1/custom/votes?n=2", atBackend("2"))
 	fixture.WaitFor(t, "the backend's slot to be free", func() bool {
@@ -450,14 +450,17 @@ func TestClientGoneLogged(t *testing.T) {
 	first := make(chan response, 1)
 	go func() { first <- send(t, "GET", "/api/v1/custom/votes?n=3", withKey(keyA)) }()
 	fixture.WaitFor(t, "n=3 to hold the one slot", atBackend("3"))
-	leave("/api/v1/custom/votes?n=4", func() bool { // queued; at the backend if n=3 was answered first on a stalled machine
+	queued := func() float64 {
 		got, _ := scrapeAdmin(t)
-		return got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`] == 1 || atBackend("4")()
-	}, withKey(keyA))
-	if r := <-first; r.Status != http.StatusOK {
+		return got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`]
+	}
+	leave("/api/v1/custom/votes?n=4", func() bool { return queued() == 1 }, withKey(keyA)) // behind n=3, which the backend holds
+	// Gone from the queue before n=3's slot is free: else it could be let in.
+	fixture.WaitFor(t, "n=4 to leave the queue", func() bool { return queued() == 0 })
+	be.release()
+	if r := fixture.Recv(t, first, "n=3's answer"); r.Status != http.StatusOK {
 		t.Errorf("the caller that stayed got %d", r.Status)
 	}
-	be.misbehave(behave)
 	be.take()
 
 	want := map[string]logEntry{}

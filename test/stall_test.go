@@ -227,7 +227,7 @@ func TestStalledH2Streams(t *testing.T) {
 		}.start(t)
 		be.misbehave(sendBig)
 		const streams = 64
-		resets, conn := stalledH2(t, "/api/v1/player/"+alex, streams)
+		resets, conn := stalledH2(t, streams)
 		waitSeen(t, be, streams)
 		be.misbehave(behave)
 		if writeTimeout == "off" {
@@ -243,10 +243,11 @@ func TestStalledH2Streams(t *testing.T) {
 }
 
 // stalledH2 opens one h2c connection with an initial window of zero and asks
-// for target on n streams (each with its own query, so that none is shared);
-// it counts the streams the server resets. The connection closes when the
-// test ends, or when the caller closes it.
-func stalledH2(t *testing.T, target string, n int) (*atomic.Int32, net.Conn) {
+// for a player on n streams (each its own player, playerN, so that none is
+// shared: the query is not the trip's); it counts the streams the server
+// resets. The connection closes when the test ends, or when the caller
+// closes it.
+func stalledH2(t *testing.T, n int) (*atomic.Int32, net.Conn) {
 	t.Helper()
 	conn, err := net.DialTimeout("tcp", gatewayAddr, 5*time.Second)
 	if err != nil {
@@ -284,7 +285,7 @@ func stalledH2(t *testing.T, target string, n int) (*atomic.Int32, net.Conn) {
 	enc := hpack.NewEncoder(&hb)
 	for i := range n {
 		hb.Reset()
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", gatewayAddr}, {":path", fmt.Sprintf("%s?h2=%d", target, i)}} {
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":authority", gatewayAddr}, {":path", playerN(i)}} {
 			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 		}
 		mu.Lock()

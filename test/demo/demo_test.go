@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,7 +28,8 @@ import (
 )
 
 // demoPorts are the loopback ports Caddyfile.example listens on: the
-// gateway, the simulated backend, the widget, the metrics and the admin API.
+// gateway, the simulated backend, the widget, the metrics, the admin API and
+// the network demo's lobby and creative servers.
 var demoPorts = []string{"8080", "8081", "8082", "8083", "8084", "8085", "8086"}
 
 // The commands of the tour's "Changing it while it runs", which this test
@@ -70,6 +72,14 @@ func TestDemoReloads(t *testing.T) {
 		}
 	}
 
+	// Every port of the demo's range is one renumbered below: one that
+	// demoPorts left out would be listened on as written.
+	for _, p := range regexp.MustCompile(`\b80\d\d\b`).FindAllString(string(example), -1) {
+		if !slices.Contains(demoPorts, p) {
+			t.Fatalf("Caddyfile.example has port %s, which demoPorts does not list: the demo would listen on it as written", p)
+		}
+	}
+
 	bin := harness.CheckoutBinary(repo, "demo")
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
@@ -85,8 +95,9 @@ func TestDemoReloads(t *testing.T) {
 	for i, p := range demoPorts {
 		port[p] = ports[i]
 	}
+	demoPort := regexp.MustCompile(`\b(` + strings.Join(demoPorts, "|") + `)\b`)
 	renumber := func(text string) string {
-		return regexp.MustCompile(`\b(808[0-4])\b`).ReplaceAllStringFunc(text, func(p string) string { return strconv.Itoa(port[p]) })
+		return demoPort.ReplaceAllStringFunc(text, func(p string) string { return strconv.Itoa(port[p]) })
 	}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "Caddyfile.example")
