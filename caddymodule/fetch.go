@@ -51,6 +51,9 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		if res == nil {
 			return v
 		}
+		if left(r) {
+			return contextRefusal(r.Context().Err())
+		}
 		return g.deliver(pw, t.who, res, false, v.outcome)
 	}
 	// Only an endpoint with a time to live looks: a guard outlives a reload
@@ -84,7 +87,17 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	if res.Followers > 0 {
 		sp.keep()
 	}
+	if left(r) {
+		return contextRefusal(r.Context().Err())
+	}
 	return g.deliver(pw, t.who, res, true, v.outcome)
+}
+
+// left reports whether r's client left while its trip ran on without it
+// (trip): the answer is nobody's, and the request ends as its client's
+// leaving does (client_gone), not as served.
+func left(r *http.Request) bool {
+	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
 // caching is the guard's micro-cache while the limits in force have one, or
@@ -158,6 +171,18 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 		return nil, contextRefusal(err)
 	}
 	defer permits.Release()
+	// From here the request is the backend's, which works it off whether or
+	// not anyone still waits: the plugin's server never learns that a client
+	// left, and a client that hangs up must not free a slot, a main-thread
+	// lane, a per-client place or a key's place the backend is still using
+	// (a flood of requests abandoned at once would otherwise reach it
+	// unbounded). So the trip runs on, holding them, until the backend has
+	// answered or the budget is spent; an answer nobody waits for is read
+	// whole and dropped, or kept for the micro-cache, and a shared trip stays
+	// open to the callers who ask for the same answer meanwhile.
+	coalesce.Commit(ctx)
+	r, stop := detached(r)
+	defer stop()
 	streaming := false
 	defer func() {
 		if streaming {
@@ -193,6 +218,19 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 		return nil, badGateway(errNoBody)
 	}
 	return res, v
+}
+
+// detached is r under a context that keeps r's values and deadline (the
+// budget) but not its cancellation: a client that leaves does not end it.
+func detached(r *http.Request) (*http.Request, context.CancelFunc) {
+	ctx := context.WithoutCancel(r.Context())
+	var stop context.CancelFunc
+	if d, ok := r.Context().Deadline(); ok {
+		ctx, stop = context.WithDeadline(ctx, d)
+	} else {
+		ctx, stop = context.WithCancel(ctx)
+	}
+	return r.WithContext(ctx), stop
 }
 
 // admit waits for the backend's capacity: the main-thread limiter first for

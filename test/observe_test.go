@@ -409,7 +409,9 @@ func TestGuardMetricsScrape(t *testing.T) {
 // TestClientGoneLogged: clients that hang up while their request waits, at
 // the backend (whole, or through the field layer) or in the admission queue,
 // are each logged once with the same status, 499 as reverse_proxy logs it,
-// and the outcome client_gone.
+// and the outcome client_gone. One that left at the backend keeps its slot
+// until the backend has answered (docs/backend-protection.md); one that left
+// the queue is gone at once.
 func TestClientGoneLogged(t *testing.T) {
 	be := newBackend(t)
 	accessLog := filepath.Join(t.TempDir(), "access.log")
@@ -440,23 +442,30 @@ func TestClientGoneLogged(t *testing.T) {
 			return slices.ContainsFunc(be.all, func(s seenRequest) bool { return strings.HasSuffix(s.RequestURI, "?n="+n) })
 		}
 	}
-	be.holdAnswers() // each answer waits for release, or until the gateway hangs up
-	leave("/api/v1/custom/votes?n=1", atBackend("1"), withKey(keyA))
-	leave("/api/v1/custom/votes?n=2", atBackend("2"))
-	fixture.WaitFor(t, "the backend's slot to be free", func() bool {
+	inFlight := func() float64 {
 		got, _ := scrapeAdmin(t)
-		return got[`caddy_http_statusgate_backend_requests_in_flight{guard=""}`] == 0
-	})
-	first := make(chan response, 1)
-	go func() { first <- send(t, "GET", "/api/v1/custom/votes?n=3", withKey(keyA)) }()
-	fixture.WaitFor(t, "n=3 to hold the one slot", atBackend("3"))
+		return got[`caddy_http_statusgate_backend_requests_in_flight{guard=""}`]
+	}
 	queued := func() float64 {
 		got, _ := scrapeAdmin(t)
 		return got[`caddy_http_statusgate_backend_requests_queued{class="keyed",guard=""}`]
 	}
-	leave("/api/v1/custom/votes?n=4", func() bool { return queued() == 1 }, withKey(keyA)) // behind n=3, which the backend holds
-	// Gone from the queue before n=3's slot is free: else it could be let in.
+	be.holdAnswers() // each answer waits for release
+	leave("/api/v1/custom/votes?n=1", atBackend("1"), withKey(keyA))
+	// n=1's client is gone, its request is not: it holds the one slot, and
+	// n=4 waits behind it, and leaves the queue with its client.
+	leave("/api/v1/custom/votes?n=4", func() bool { return queued() == 1 }, withKey(keyA))
 	fixture.WaitFor(t, "n=4 to leave the queue", func() bool { return queued() == 0 })
+	if n := inFlight(); n != 1 {
+		t.Errorf("%v requests hold the backend's slot after n=1's client left, want n=1's", n)
+	}
+	be.release()
+	fixture.WaitFor(t, "the backend's slot to be free once n=1 is answered", func() bool { return inFlight() == 0 })
+	be.holdAnswers()
+	leave("/api/v1/custom/votes?n=2", atBackend("2"))
+	first := make(chan response, 1)
+	go func() { first <- send(t, "GET", "/api/v1/custom/votes?n=3", withKey(keyA)) }()
+	fixture.WaitFor(t, "n=3 to wait behind n=2", func() bool { return queued() == 1 })
 	be.release()
 	if r := fixture.Recv(t, first, "n=3's answer"); r.Status != http.StatusOK {
 		t.Errorf("the caller that stayed got %d", r.Status)

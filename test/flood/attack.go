@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -129,6 +130,51 @@ func h1Readers(ctx context.Context, addr string, n, addrs, slowBytes int, slowEv
 		})
 	}
 	wg.Wait()
+}
+
+// hangUps runs n clients from one address against addr until ctx ends,
+// each asking for an answer nobody else asks for (a random player's, or
+// with main its placeholders, keyed) and hanging up after after unless an
+// answer came first, then asking again at once: what a client that hangs
+// up costs the backend (its peak in flight and main-thread tasks).
+func hangUps(ctx context.Context, addr string, n int, after time.Duration, main bool, a *attackStats) {
+	ip := attackerIP(0, 1)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				hangUpOnce(ctx, addr, ip, after, main, a)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// hangUpOnce is one request of a client that hangs up.
+func hangUpOnce(ctx context.Context, addr, ip string, after time.Duration, main bool, a *attackStats) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.answer(0)
+		}
+		sleepCtx(ctx, retryPause)
+		return
+	}
+	defer conn.Close()
+	uuid := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rand.Uint32(), rand.N(1<<16), rand.N(1<<12), rand.N(1<<12), rand.N(uint64(1)<<48))
+	target, key := "/api/v1/player/"+uuid, ""
+	if main {
+		target, key = "/api/v1/placeholders?uuid="+uuid+"&p=%25player_name%25", "X-API-Key: "+botKey+"\r\n"
+	}
+	a.sent()
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\nX-Forwarded-For: %s\r\n%sUser-Agent: flood-hang-up\r\n\r\n", target, addr, ip, key); err != nil {
+		return
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(after))
+	if status, err := readStatus(conn); err == nil {
+		a.answer(status)
+	}
 }
 
 // h1Once is one request of a stalled or slow reader.

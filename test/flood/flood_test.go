@@ -152,12 +152,13 @@ func TestFlags(t *testing.T) {
 		t.Errorf("attacker defaults: %+v, kinds %v", c, c.kinds())
 	}
 	c, err = flags(flag.NewFlagSet("flood", flag.ContinueOnError), []string{"-duration", "20s", "-stalled", "64", "-slow", "64",
-		"-h2-streams", "1000", "-reloads", "10", "-max-held", "32MiB", "-slow-bytes", "8192", "-slow-every", "1s"})
+		"-h2-streams", "1000", "-reloads", "10", "-max-held", "32MiB", "-slow-bytes", "8192", "-slow-every", "1s",
+		"-hangups", "12", "-hangup-after", "100ms", "-hangup-placeholders"})
 	if err != nil || c.stalled != 64 || c.slow != 64 || c.h2Streams != 1000 || c.reloads != 10 || c.maxHeld != 32<<20 ||
-		c.slowBytes != 8192 || c.slowEvery != time.Second {
+		c.slowBytes != 8192 || c.slowEvery != time.Second || c.hangUps != 12 || c.hangUpAfter != 100*time.Millisecond || !c.hangUpMain {
 		t.Errorf("%+v %v", c, err)
 	}
-	if want := []string{kindFlood, kindStalled, kindSlow, kindH2, kindReload}; !slices.Equal(c.kinds(), want) {
+	if want := []string{kindFlood, kindStalled, kindSlow, kindH2, kindHangUp, kindReload}; !slices.Equal(c.kinds(), want) {
 		t.Errorf("kinds %v, want %v", c.kinds(), want)
 	}
 	if !slices.Equal(kindVariants(kindReload), []string{statusgate}) || !slices.Equal(kindVariants(kindH2), variants) {
@@ -166,6 +167,7 @@ func TestFlags(t *testing.T) {
 	for _, bad := range [][]string{
 		{"-stalled", "-1"}, {"-attack-addrs", "0"}, {"-h2-conns", "0"}, {"-slow-bytes", "0"}, {"-slow-every", "0s"},
 		{"-h2-window", "-1"}, {"-h2-window", "2147483648"}, {"-max-held", "lots"}, {"-warmup", "5s"}, {"-reloads", "-2"},
+		{"-hangups", "-1"}, {"-hangup-after", "0s"},
 	} {
 		fs := flag.NewFlagSet("flood", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)

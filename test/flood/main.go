@@ -100,6 +100,12 @@ type config struct {
 	h2Conns     int
 	h2Window    int
 	reloads     int
+	// hangUps clients from one address ask for what nobody else asks for
+	// and hang up after hangUpAfter; hangUpMain: /placeholders (keyed, so
+	// that the gateway lets it through), else /player of a random UUID.
+	hangUps     int
+	hangUpAfter time.Duration
+	hangUpMain  bool
 	// reloadLimits are the max_in_flight of the reloads in turn; none:
 	// each reload loads the round's config again.
 	reloadLimits []int
@@ -131,6 +137,9 @@ func flags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.h2Streams, "h2-streams", 0, "a round of this many stalled HTTP/2 (h2c) streams of the largest public answer (the full run: 1000)")
 	fs.IntVar(&c.h2Conns, "h2-conns", 2, "connections the HTTP/2 streams share (more if the server allows fewer streams per connection)")
 	fs.IntVar(&c.h2Window, "h2-window", 1024, "the HTTP/2 attacker's SETTINGS_INITIAL_WINDOW_SIZE, never replenished")
+	fs.IntVar(&c.hangUps, "hangups", 0, "a round of this many clients from one address, each asking for a random player and hanging up after -hangup-after, again and again (the issue's: 12)")
+	fs.DurationVar(&c.hangUpAfter, "hangup-after", 150*time.Millisecond, "how long a hanging-up client waits before it closes its connection")
+	fs.BoolVar(&c.hangUpMain, "hangup-placeholders", false, "the hanging-up clients ask for /placeholders of a random player instead (main-thread work; with the bot's key)")
 	fs.IntVar(&c.reloads, "reloads", 0, "a statusgate round with this many reloads of its config during the flood (the full run: 10)")
 	fs.Func("reload-limits", "the reloads change statusgate's max_in_flight to these in turn, comma-separated (e.g. 4,2,6,8); the round starts at the default 8", func(v string) error {
 		for _, f := range strings.Split(v, ",") {
@@ -154,7 +163,7 @@ func flags(fs *flag.FlagSet, args []string) (config, error) {
 	if c.warmup < 0 || c.warmup >= c.duration {
 		return c, fmt.Errorf("-warmup must be shorter than -duration")
 	}
-	if c.stalled < 0 || c.slow < 0 || c.h2Streams < 0 || c.reloads < 0 || c.moddedItems < 0 || c.attackAddrs < 1 || c.h2Conns < 1 ||
+	if c.stalled < 0 || c.slow < 0 || c.h2Streams < 0 || c.reloads < 0 || c.hangUps < 0 || c.hangUpAfter <= 0 || c.moddedItems < 0 || c.attackAddrs < 1 || c.h2Conns < 1 ||
 		c.slowBytes < 1 || c.slowEvery <= 0 || c.h2Window < 0 || c.h2Window > 1<<31-1 {
 		return c, fmt.Errorf("attacker counts must not be negative, -attack-addrs, -h2-conns and -slow-bytes at least 1, -slow-every positive, -h2-window at most 2^31-1")
 	}
@@ -208,6 +217,7 @@ const (
 	kindStalled = "stalled-h1"
 	kindSlow    = "slow-h1"
 	kindH2      = "stalled-h2"
+	kindHangUp  = "hangups"
 	kindReload  = "reloads"
 )
 
@@ -217,7 +227,7 @@ func (c config) kinds() []string {
 	for _, x := range []struct {
 		kind string
 		n    int
-	}{{kindStalled, c.stalled}, {kindSlow, c.slow}, {kindH2, c.h2Streams}, {kindReload, c.reloads}} {
+	}{{kindStalled, c.stalled}, {kindSlow, c.slow}, {kindH2, c.h2Streams}, {kindHangUp, c.hangUps}, {kindReload, c.reloads}} {
 		if x.n > 0 {
 			k = append(k, x.kind)
 		}
@@ -236,7 +246,7 @@ func kindVariants(kind string) []string {
 
 // attacking reports whether a kind of round has attackers.
 func attacking(kind string) bool {
-	return kind == kindStalled || kind == kindSlow || kind == kindH2
+	return kind == kindStalled || kind == kindSlow || kind == kindH2 || kind == kindHangUp
 }
 
 // title describes a kind of round for the report.
@@ -251,6 +261,12 @@ func (c config) title(kind string) string {
 	case kindH2:
 		return fmt.Sprintf("%d stalled HTTP/2 streams (h2c) of %s from %d addresses, over at least %d connections (window %d, never a WINDOW_UPDATE)",
 			c.h2Streams, largePath, c.attackAddrs, c.h2Conns, c.h2Window)
+	case kindHangUp:
+		what := "/player of a random UUID"
+		if c.hangUpMain {
+			what = "/placeholders of a random UUID, keyed"
+		}
+		return fmt.Sprintf("%d clients from one address asking for %s, each hanging up after %s, again and again", c.hangUps, what, c.hangUpAfter)
 	case kindReload:
 		if len(c.reloadLimits) > 0 {
 			return fmt.Sprintf("%d reloads of the statusgate config during the flood, max_in_flight 8 then %v in turn (the sim is outside the config and keeps counting)", c.reloads, c.reloadLimits)
@@ -403,6 +419,8 @@ func (r *round) besiege(ctx context.Context, c config, kind string, gw int, relo
 				h1Readers(ctx, addr, c.slow, c.attackAddrs, c.slowBytes, c.slowEvery, r.attack)
 			case kindH2:
 				h2Streams(ctx, addr, c.h2Streams, c.h2Conns, c.attackAddrs, uint32(c.h2Window), r.attack)
+			case kindHangUp:
+				hangUps(ctx, addr, c.hangUps, c.hangUpAfter, c.hangUpMain, r.attack)
 			}
 		})
 		// Halfway through the attack the pressure is steady.

@@ -25,7 +25,11 @@
 // leader's client hanging up does not fail the followers that joined it.
 // Once the leader's context has ended, the request runs on for at most
 // Config.Timeout for the followers, and is cancelled as soon as no follower
-// waits for it any more, because then nobody would get its answer.
+// waits for it any more, because then nobody would get its answer; unless
+// fn has said, with Commit, that its request has reached a backend that works
+// it off whatever the callers do: then it is never cancelled for want of
+// callers, and whoever asks for its key meanwhile joins it instead of making
+// the backend work twice.
 package coalesce
 
 import (
@@ -152,7 +156,10 @@ type call struct {
 	waiting int         // followers waiting now (mu)
 	orphan  bool        // the leader's own context has ended (mu)
 	over    bool        // the followers have been released: fn returned, or Release (mu)
-	g       *Group
+	// committed: fn's request is at the backend and runs to its end (Commit)
+	// (mu).
+	committed bool
+	g         *Group
 }
 
 // callKey is the context key under which a leader's fn finds its call.
@@ -175,6 +182,32 @@ func Release(ctx context.Context) {
 	}
 }
 
+// Commit tells the Group that the request of the call whose fn was given ctx
+// has reached the backend, which works it off whether or not anyone waits for
+// the answer: its context is no longer cancelled when the leader's client
+// leaves and no follower waits (nor after Config.Timeout once it has left),
+// and the call stays open to followers until fn returns, so that callers who
+// ask for the same key meanwhile share that work rather than add a request of
+// their own. The request's deadline still bounds it. For a ctx that no
+// leader's fn was given, or after Release, Commit does nothing.
+func Commit(ctx context.Context) {
+	c, ok := ctx.Value(callKey{}).(*call)
+	if !ok {
+		return
+	}
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	if c.over {
+		return
+	}
+	c.committed = true
+	if c.timer != nil {
+		// The leader left before the request reached the backend, and a
+		// follower kept it going: it now runs to its end.
+		c.timer.Stop()
+	}
+}
+
 // Do returns the result of fn for key, sharing one run of fn between the
 // callers that ask for the same key at the same time.
 //
@@ -182,7 +215,8 @@ func Release(ctx context.Context) {
 // with a context that keeps ctx's values and deadline but not its
 // cancellation. When ctx ends, that context is cancelled at once if no
 // follower waits, and otherwise when the last follower stops waiting or
-// Config.Timeout has passed, whichever comes first. fn's result is returned
+// Config.Timeout has passed, whichever comes first; once fn has called
+// Commit, never for want of callers. fn's result is returned
 // to the leader as it is, with Led; the leader's caller is therefore held
 // until fn returns even when its own ctx has ended. fn returns nil when it
 // has no answer to share: it failed, or answered its client itself (for
@@ -237,6 +271,9 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) *Re
 			return
 		}
 		c.orphan = true
+		if c.committed {
+			return // at the backend: it runs to its end
+		}
 		if c.waiting == 0 {
 			g.drop(c)
 			return
@@ -276,7 +313,7 @@ func (g *Group) follow(ctx context.Context, c *call, fn func(context.Context) *R
 	case <-ctx.Done():
 		g.mu.Lock()
 		c.waiting--
-		if c.waiting == 0 && c.orphan && !c.over {
+		if c.waiting == 0 && c.orphan && !c.over && !c.committed {
 			g.drop(c)
 		}
 		g.mu.Unlock()

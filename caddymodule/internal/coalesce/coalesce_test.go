@@ -695,3 +695,40 @@ func do(g *Group, ctx context.Context, key string, fn func(context.Context) (*Re
 	}
 	return res, how, err
 }
+
+// TestCommit: once fn has said its request is at the backend, the leader's
+// client hanging up with nobody following cancels nothing, and a caller who
+// asks for the key meanwhile joins the request instead of making another;
+// its deadline still holds.
+func TestCommit(t *testing.T) {
+	g := New(Config{Timeout: time.Millisecond})
+	want := time.Now().Add(time.Hour)
+	lparent, lcancel := context.WithDeadline(context.Background(), want)
+	ld := newLeader(ok("{}"), nil)
+	committed := make(chan struct{})
+	lead := doAsync(lparent, g, "k", func(ctx context.Context) (*Result, error) {
+		Commit(ctx)
+		close(committed)
+		return ld.fn(ctx)
+	})
+	<-committed
+	lctx := <-ld.ctx
+	lcancel()
+	var runs atomic.Int32
+	f := doAsync(context.Background(), g, "k", own("f", &runs))
+	fixture.WaitFor(t, "the caller after the hang-up to follow", func() bool { return waiting(g, "k") == 1 })
+	if lctx.Err() != nil {
+		t.Fatalf("a committed request was cancelled when its leader's client left: %v", lctx.Err())
+	}
+	if d, ok := lctx.Deadline(); !ok || !d.Equal(want) {
+		t.Errorf("deadline %v %v, want the leader's %v", d, ok, want)
+	}
+	close(ld.release)
+	if o := recv(t, f); o.res != ld.res || o.how != Shared || runs.Load() != 0 {
+		t.Errorf("the caller after the hang-up: %+v, %d runs of its own; want the committed request's answer", o, runs.Load())
+	}
+	if o := recv(t, lead); o.res != ld.res || o.how != Led {
+		t.Errorf("leader: %+v", o)
+	}
+	Commit(context.Background()) // no call: nothing happens
+}
