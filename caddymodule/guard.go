@@ -185,12 +185,17 @@ func guardName(name string, b *upstream.Backend) string {
 // joinGuard takes the guard the handler's config names from the pool,
 // making it if it is new, and puts the limits l in force on it. c is the
 // handler's backend options, b its declared backend (nil: none), policy
-// the field lists' fingerprint (policyOf), where the handler's place for
-// error messages.
-func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger) (*guard, error) {
+// the field lists' fingerprint (policyOf); member, when the guard is a
+// network's server's, describes it for error messages (else the handler
+// is described by its place).
+func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*guard, error) {
 	name := guardName(c.Guard, b)
 	ld := loadOf(ctx)
-	if err := ld.agree(name, l, handlerAt(ctx, b)); err != nil {
+	where := member
+	if where == "" {
+		where = handlerAt(ctx, b)
+	}
+	if err := ld.agree(name, l, where, member != ""); err != nil {
 		return nil, err
 	}
 	v, _, err := guards.LoadOrNew(name, func() (caddy.Destructor, error) { return newGuardState(), nil })
@@ -274,10 +279,12 @@ type load struct {
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
 }
 
-// firstUse is the limits a guard was first given in a load, and by whom.
+// firstUse is the limits a guard was first given in a load, and by whom: a
+// handler, or a network's server (member).
 type firstUse struct {
 	limits guardLimits
 	where  string
+	member bool
 }
 
 // loads holds the loads whose config is running or being provisioned, by
@@ -299,22 +306,29 @@ func loadOf(ctx caddy.Context) *load {
 	return v.(*load)
 }
 
-// agree records that a handler at w uses the guard name with limits l in
-// this load, and refuses limits other than those the guard was first given
-// here: handlers that share a guard share its limits.
-func (ld *load) agree(name string, l guardLimits, w string) error {
+// agree records that a handler at w (or a network's server, member) uses
+// the guard name with limits l in this load, and refuses limits other than
+// those the guard was first given here: handlers that share a guard share
+// its limits.
+func (ld *load) agree(name string, l guardLimits, w string, member bool) error {
 	ld.mu.Lock()
 	defer ld.mu.Unlock()
 	first, ok := ld.guards[name]
 	if !ok {
-		ld.guards[name] = firstUse{l, w}
+		ld.guards[name] = firstUse{l, w, member}
 		return nil
 	}
 	if first.limits == l {
 		return nil
 	}
-	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; give both the same limits, or each a guard <name> of its own",
-		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l))
+	fix := "give both the same limits, or each a guard <name> of its own"
+	if member || first.member {
+		// A guard <name> names the handler's own backend, never its
+		// network's servers: only equal limits make the two agree.
+		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
+	}
+	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
+		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
 
 // shareReason says why two handlers share the guard name.

@@ -858,7 +858,7 @@ func TestGuardSharing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := joinGuard(ctx, c, l, b, "policy", zap.NewNop())
+		g, err := joinGuard(ctx, c, l, b, "policy", zap.NewNop(), "")
 		if err == nil {
 			t.Cleanup(g.leave)
 		}
@@ -982,28 +982,19 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 	}
 }
 
-// reverseProxyGone is a next handler that waits at the backend until the
-// request's context ends, and then does what Caddy's reverse_proxy does for
-// a request whose client left: a bare 499 and no error.
-type reverseProxyGone struct{ entered chan struct{} }
-
-func (b reverseProxyGone) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	b.entered <- struct{}{}
-	<-r.Context().Done()
-	w.WriteHeader(statusClientClosed)
-	return nil
-}
-
 // TestClientGone: a client that leaves while its request waits, wherever it
 // waits (in the admission queue, behind an identical request, at the
 // backend, keyed or through the field layer), ends the same way: 499 in the
 // access log, nothing written, outcome client_gone, nothing logged as a
-// backend failure.
+// backend failure. At the backend, which works on whether or not anyone
+// waits, the request ends when the backend is done, holding its slot until
+// then.
 func TestClientGone(t *testing.T) {
 	const server = "/api/v1/server"
 	// leave sends target and has its client leave once there holds: the
-	// request waits where the case means it to.
-	leave := func(t *testing.T, h *Handler, next caddyhttp.Handler, target string, hdr http.Header, there func() bool) {
+	// request waits where the case means it to; then, left, runs before the
+	// request is waited for.
+	leave := func(t *testing.T, h *Handler, next caddyhttp.Handler, target string, hdr http.Header, there func() bool, left func()) {
 		t.Helper()
 		r, repl := newRequest("GET", target)
 		for k, v := range hdr {
@@ -1019,6 +1010,9 @@ func TestClientGone(t *testing.T) {
 		}()
 		fixture.WaitFor(t, target+" where its client leaves it", there)
 		cancel()
+		if left != nil {
+			left()
+		}
 		select {
 		case <-done:
 		case <-time.After(5 * time.Second):
@@ -1042,7 +1036,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.all.Stats().QueuedKeyed == 1 })
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.all.Stats().QueuedKeyed == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the caller at the backend got %d", r.Code)
@@ -1055,7 +1049,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.flights.Stats().Waiting == 1 })
+		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.flights.Stats().Waiting == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the leader got %d", r.Code)
@@ -1071,15 +1065,22 @@ func TestClientGone(t *testing.T) {
 		{"at the backend, filtered", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h, logs := newTestHandler(t, "key "+testKey)
-			be := reverseProxyGone{entered: make(chan struct{}, 1)}
-			leave(t, h, be, tc.target, tc.hdr, func() bool {
+			h, logs := newTestHandler(t, "key "+testKey+"\ntimeout off")
+			g := newGate()
+			leave(t, h, g, tc.target, tc.hdr, func() bool {
 				select {
-				case <-be.entered:
+				case <-g.entered:
 					return true
 				default:
 					return false
 				}
+			}, func() {
+				// Still at the backend, which has not answered: the slot
+				// stays taken until it does.
+				if n := h.guard.all.Stats().InFlight; n != 1 {
+					t.Errorf("%d requests hold a slot after the client left, want the one still at the backend", n)
+				}
+				g.release <- struct{}{}
 			})
 			noFailures(t, logs)
 		})

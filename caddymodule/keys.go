@@ -84,9 +84,29 @@ func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []k
 	}
 	info := make([]keyInfo, 0, kr.Len())
 	for i, name := range kr.Names() {
-		info = append(info, newKeyInfo(name, kr.First(i), configured[kr.First(i)]))
+		first := kr.First(i)
+		ki := newKeyInfo(name, first, configured[first])
+		if configured[first].Name == "" {
+			// An unnamed key is named by its place in this handler's list
+			// (key-2), which another handler's list gives to another key:
+			// at the guard, which handlers in front of one backend share,
+			// it is counted by the key itself.
+			ki.holder += " " + unnamedHolder(keys[first].Secret)
+		}
+		info = append(info, ki)
 	}
 	return kr, info, nil
+}
+
+// unnamedHolder tells an unnamed key apart at the guard by its secret's
+// digest (a digest written in the config is its own): the same key in two
+// handlers' lists is one key, two keys at one position are two.
+func unnamedHolder(secret string) string {
+	d, ok := strings.CutPrefix(secret, apikey.DigestPrefix)
+	if !ok {
+		d = strings.TrimPrefix(apikey.Digest(secret), apikey.DigestPrefix)
+	}
+	return d[:min(len(d), 16)]
 }
 
 // nameAloneFix is the end of the error for a key without a name that reads

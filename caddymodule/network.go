@@ -233,7 +233,8 @@ func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backe
 		if err := backends[i].Provision(ctx); err != nil {
 			return n, err
 		}
-		g, err := joinGuard(ctx, mc, l, backends[i], policy, logger)
+		member := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+		g, err := joinGuard(ctx, mc, l, backends[i], policy, logger, member)
 		if err != nil {
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}
@@ -340,7 +341,7 @@ func (n *networkState) memberRequest(m networkMember, r *http.Request, t *ticket
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn
 	}
-	mt := m.guard.ticket(mr, n.status, who, statusPath, next)
+	mt := m.guard.ticket(mr, n.status, who, statusPath, m.guard.resolve(mr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)), next)
 	// Its own replacer and variables: the members are asked at once, and
 	// Caddy's are the caller's, which the handlers after statusgate and the
 	// proxy write to.

@@ -289,6 +289,10 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		if err := backend.Provision(ctx); err != nil {
 			return err
 		}
+		if names := backend.Unsplit(); len(names) > 0 {
+			logger.Warn("placeholders in statusgate's proxy block that pick no server split no answer: callers who share an answer (the cache, an identical request's trip) get the one whose trip carried the first caller's values; only the upstreams, the Host, a rewrite and the TLS server name pick the server",
+				zap.Strings("placeholders", names))
+		}
 	} else {
 		shared := "its answers are shared within this handler only, and its counts with every other such handler"
 		if h.Backend.Guard != "" {
@@ -298,7 +302,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it"))
 	}
 	policy := policyOf(h.authOn, h.table)
-	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policy, logger); err != nil {
+	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
 		return err
 	}
 	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
@@ -424,13 +428,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if live {
 		head = requestHead(r) // before the rewrite drops what the server keeps all the same
 	}
+	// Which backend the client's request picks (a map of its query, its
+	// Host), read before the rewrite cuts the query to what the endpoint
+	// reads: the trip uses these values.
+	picked := h.guard.resolve(x.repl)
 	prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
 	x.who = x.who.withAddress(r, h.guard.prefix6)
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
-	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, next)
+	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
 	t.answer = h.guard.fetch
 	if h.network.answers(rt.ep) {
 		t.answer = h.network.fetch

@@ -39,16 +39,24 @@ type ticket struct {
 type answerFunc func(pw *progress.Writer, r *http.Request, t *ticket) verdict
 
 // ticket is the guard's ticket for the canonical request r to ep by who,
-// whose client sent path; next is what follows statusgate.
-func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, next caddyhttp.Handler) *ticket {
-	t := &ticket{ep: ep, who: who, path: path, next: next.ServeHTTP}
-	if g.backend != nil && g.backend.Placeholders() {
-		t.upstream = g.backend.Resolve(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
-	}
+// whose client sent path and picked the backend picked (resolve); next is
+// what follows statusgate.
+func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *ticket {
+	t := &ticket{ep: ep, who: who, path: path, upstream: picked, next: next.ServeHTTP}
 	if g.shareable(ep) {
 		t.share = g.shareKey(r, who.filtered(), t.upstream)
 	}
 	return t
+}
+
+// resolve is the values of the declared backend's placeholders in repl, the
+// client's request's: which backend it picks (nil: the declaration picks
+// one, or none is declared). Read before statusgate rewrites the request.
+func (g *guard) resolve(repl *caddy.Replacer) upstream.Values {
+	if g.backend == nil || !g.backend.Placeholders() {
+		return nil
+	}
+	return g.backend.Resolve(repl)
 }
 
 // shareable reports whether the endpoint's answers may go to more than one

@@ -5,15 +5,20 @@
 //
 // A guard (the counts, the queue, the cache and the shared trips in front of
 // one game server) must never serve one server's answers as another's. What
-// tells two backends apart is all in the declaration: the upstreams, and the
-// proxy's settings (a header_up Host that picks a server behind a panel, a
-// rewrite, a transport). So a Backend is named by its declaration, read in a
-// canonical form (ID): two handlers that declare the same backend get the
-// same name, whatever else their configs say, and a reload that keeps the
-// declaration keeps the name. A declaration that holds placeholders (an
-// upstream given as {game}, set by a map) reaches a backend that each request
-// decides: Resolve gives the placeholders' values for a request, which are
-// part of what its answer is shared under.
+// tells two backends apart is in the declaration, and only some of it picks
+// the server that answers: the upstreams' dials (or the dynamic upstreams'
+// source), the Host header (a header_up Host that picks a server behind a
+// panel), a rewrite, and the transport's protocol and TLS server name. So a
+// Backend is named by those parts, read in a canonical form (ID): two
+// handlers that declare the same backend get the same name, whatever else
+// their configs say, a reload that keeps them keeps the name, and one that
+// changes only a timeout, a health check or another header keeps the
+// backend's counts and answers. A declaration whose picking parts hold
+// placeholders (an upstream given as {game}, set by a map) reaches a backend
+// that each request decides: Resolve gives their values for a request, which
+// are part of what its answer is shared under; placeholders elsewhere pick
+// nothing, and split nothing (Unsplit names them). No placeholder may carry
+// the client's API key to the backend.
 package upstream
 
 import (
@@ -41,8 +46,9 @@ type Backend struct {
 	raw      json.RawMessage // the declaration as written
 	id       string
 	describe string
-	// names are the placeholders the declaration holds, sorted, each once.
-	names []string
+	// names are the placeholders of the parts that pick the server (names),
+	// sorted, each once; unsplit the others.
+	names, unsplit []string
 	// bare says the declaration is its upstreams and nothing else.
 	bare  bool
 	proxy *reverseproxy.Handler // nil until Provision
@@ -85,13 +91,27 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 			}
 		}
 	}
-	sum := sha256.Sum256(canon)
+	all := placeholders(canon)
+	for _, name := range all {
+		if carriesKey(name) {
+			return nil, fmt.Errorf("%s: {%s} can carry the client's API key (X-API-Key, or ?key= with allow_query_key) to the backend, which must never see it: name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>}, {http.request.header.<name>})", path, name)
+		}
+	}
+	sel, err := selecting(canon)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	sum := sha256.Sum256(sel)
+	names := slices.DeleteFunc(placeholders(sel), func(name string) bool { return volatile(name) || decided(name) })
 	return &Backend{
 		path:     path,
 		raw:      raw,
 		id:       hex.EncodeToString(sum[:12]),
 		describe: describe(&rp),
-		names:    slices.DeleteFunc(placeholders(canon), volatile),
+		names:    names,
+		unsplit: slices.DeleteFunc(all, func(name string) bool {
+			return volatile(name) || decided(name) || slices.Contains(names, name)
+		}),
 		bare: !slices.ContainsFunc(slices.Collect(maps.Keys(fields)), func(name string) bool {
 			return name != "upstreams" && name != "dynamic_upstreams"
 		}),
@@ -111,6 +131,107 @@ func volatile(name string) bool {
 		strings.HasPrefix(name, "http.request.duration") ||
 		strings.HasPrefix(name, "http.reverse_proxy.") || strings.HasPrefix(name, "http.response.")
 }
+
+// carriesKey reports whether the placeholder name can hold the client's API
+// key: the key header, the key parameter, or the client's original target
+// or query, which keep ?key= (the request's own target and query are the
+// canonical ones by the time the trip reads them: decided).
+func carriesKey(name string) bool {
+	if rest, ok := strings.CutPrefix(name, "http.request.orig_uri"); ok {
+		return !(rest == ".path" || strings.HasPrefix(rest, ".path."))
+	}
+	return name == "http.request.uri.query.key" || strings.EqualFold(name, "http.request.header."+keyHeader)
+}
+
+// decided reports whether the placeholder name is a part of the request
+// statusgate decided on and sends (its method, canonical path and query):
+// read when the trip is made, and already part of what an answer is shared
+// under, it picks no server of its own (a rewrite /s{http.request.uri}).
+// A parameter of the query is the client's (a map of {query.server}).
+func decided(name string) bool {
+	switch name {
+	case "http.request.method", "http.request.uri", "http.request.uri.path", "http.request.uri.query", "http.request.uri.prefixed_query":
+		return true
+	}
+	return strings.HasPrefix(name, "http.request.uri.path.")
+}
+
+// keyHeader is the request header that carries the API key.
+const keyHeader = "X-API-Key"
+
+// selecting is the part of the canonical declaration canon that picks the
+// server that answers, canonical too: the upstreams' dials in their order,
+// the dynamic upstreams, the rewrite, what header_up does to Host, and the
+// transport's protocol, TLS and TLS server name. Everything else (timeouts,
+// health checks, load balancing among replicas, other headers) changes how
+// the same server is reached, never which.
+func selecting(canon []byte) ([]byte, error) {
+	var v map[string]any
+	d := json.NewDecoder(bytes.NewReader(canon))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	sel := map[string]any{}
+	if ups, ok := v["upstreams"].([]any); ok {
+		dials := make([]any, 0, len(ups))
+		for _, u := range ups {
+			if m, ok := u.(map[string]any); ok {
+				dials = append(dials, m["dial"])
+			}
+		}
+		sel["upstreams"] = dials
+	}
+	for _, k := range []string{"dynamic_upstreams", "rewrite"} {
+		if x, ok := v[k]; ok {
+			sel[k] = x
+		}
+	}
+	if hdrs, ok := v["headers"].(map[string]any); ok {
+		if req, ok := hdrs["request"].(map[string]any); ok {
+			host := map[string]any{}
+			for op, x := range req {
+				switch x := x.(type) {
+				case map[string]any: // set, add, replace: by header name
+					for name, val := range x {
+						if strings.EqualFold(name, "Host") {
+							host[op] = val
+						}
+					}
+				case []any: // delete: header names
+					for _, name := range x {
+						if s, ok := name.(string); ok && strings.EqualFold(s, "Host") {
+							host[op] = true
+						}
+					}
+				}
+			}
+			if len(host) > 0 {
+				sel["host"] = host
+			}
+		}
+	}
+	if tr, ok := v["transport"].(map[string]any); ok {
+		t := map[string]any{}
+		if p := tr["protocol"]; p != "http" { // the default
+			t["protocol"] = p
+		}
+		if tls, ok := tr["tls"].(map[string]any); ok {
+			t["tls"] = true
+			t["server_name"] = tls["server_name"]
+		}
+		if len(t) > 0 {
+			sel["transport"] = t
+		}
+	}
+	return json.Marshal(sel)
+}
+
+// Unsplit names the placeholders of the declaration outside the parts that
+// pick the server: they split no answer, so callers who share one get the
+// values of the request that made its trip (a header_up X-Real-IP
+// {http.request.remote}). The handler warns of them at load.
+func (b *Backend) Unsplit() []string { return b.unsplit }
 
 // Provision sets up the reverse_proxy that reaches the backend, in ctx,
 // which cleans it up when the config stops.
@@ -211,8 +332,9 @@ func describe(rp *reverseproxy.Handler) string {
 	return strings.Join(dials, " ")
 }
 
-// ID names the declaration: equal for two backends exactly when their
-// declarations are the same (in canonical form).
+// ID names the declaration: equal for two backends exactly when the parts
+// of their declarations that pick the server are the same (in canonical
+// form).
 func (b *Backend) ID() string { return b.id }
 
 // Is reports whether b declares the backend other declares: the same

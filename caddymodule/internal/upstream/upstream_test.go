@@ -131,3 +131,68 @@ func TestVolatilePlaceholders(t *testing.T) {
 		t.Error("a request ID makes a fixed upstream's answers each request's own")
 	}
 }
+
+// TestIDIsWhatPicksTheServer checks that only what picks the server that
+// answers names a backend: a timeout, a health check, load balancing or a
+// header other than Host is the same backend (a reload that tunes them
+// keeps the guard's counts), while the Host in any spelling of its name is
+// not.
+func TestIDIsWhatPicksTheServer(t *testing.T) {
+	base := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}}}`)
+	for name, same := range map[string]string{
+		"a timeout":         `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}},"transport":{"protocol":"http","response_header_timeout":9000000000}}`,
+		"a health check":    `{"upstreams":[{"dial":"10.0.0.2:8080","max_requests":4}],"headers":{"request":{"set":{"Host":["survival"]}}},"health_checks":{"passive":{"fail_duration":1000000000}}}`,
+		"another header":    `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"],"X-Real-Ip":["{http.request.remote}"]}}}}`,
+		"a load balancing":  `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}},"load_balancing":{"selection_policy":{"policy":"first"}}}`,
+		"a response header": `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}},"response":{"set":{"X":["y"]}}}}`,
+	} {
+		if parse(t, same).ID() != base.ID() {
+			t.Errorf("%s makes another backend", name)
+		}
+	}
+	for name, other := range map[string]string{
+		"host in lower case": `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"host":["creative"]}}}}`,
+		"Host added":         `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"add":{"Host":["survival"]}}}}`,
+		"Host deleted":       `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"delete":["Host"]}}}`,
+		"a TLS server name":  `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}},"transport":{"protocol":"http","tls":{"server_name":"creative"}}}`,
+		"dynamic upstreams":  `{"dynamic_upstreams":{"source":"a","name":"game.internal","port":"8080"},"headers":{"request":{"set":{"Host":["survival"]}}}}`,
+	} {
+		if parse(t, other).ID() == base.ID() {
+			t.Errorf("%s is the same backend", name)
+		}
+	}
+}
+
+// TestUnsplit checks that a placeholder outside what picks the server is
+// named as such and splits no answer (30 clients' X-Real-IP are one trip),
+// and that a part of the decided request (a rewrite of the canonical
+// target) picks nothing either.
+func TestUnsplit(t *testing.T) {
+	b := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Real-Ip":["{http.request.remote}"],"X-Forwarded-Host":["{http.request.host}"]}}},"rewrite":{"uri":"/s{http.request.uri}"}}`)
+	if b.Placeholders() {
+		t.Errorf("names %q: a client's address or target picks the server", b.names)
+	}
+	if got := strings.Join(b.Unsplit(), " "); got != "http.request.host http.request.remote" {
+		t.Errorf("Unsplit %q", got)
+	}
+	pick := parse(t, `{"upstreams":[{"dial":"{http.request.uri.query.server}"}],"headers":{"request":{"set":{"Host":["{http.request.host}"]}}}}`)
+	if got := strings.Join(pick.names, " "); got != "http.request.host http.request.uri.query.server" {
+		t.Errorf("names %q: a query parameter or the Host in the parts that pick the server must split answers", got)
+	}
+}
+
+// TestParseRefusesTheKey checks that no placeholder that can hold the
+// client's API key is accepted anywhere in a declaration, and that the
+// decided request's parts are.
+func TestParseRefusesTheKey(t *testing.T) {
+	for _, p := range []string{"http.request.orig_uri", "http.request.orig_uri.query", "http.request.orig_uri.query.key",
+		"http.request.uri.query.key", "http.request.header.X-Api-Key", "http.request.header.x-api-key"} {
+		raw := `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Original":["{` + p + `}"]}}}}`
+		if _, err := Parse("proxy", json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), "{"+p+"} can carry the client's API key") {
+			t.Errorf("{%s}: %v", p, err)
+		}
+	}
+	for _, p := range []string{"http.request.orig_uri.path", "http.request.uri", "http.request.uri.query", "http.request.uri.query.server", "http.request.header.X-Server"} {
+		parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Original":["{`+p+`}"]}}}}`)
+	}
+}
