@@ -76,7 +76,7 @@ func newGuardState() *guardState {
 		keys:    admission.NewQuota(0),
 		flights: coalesce.New(coalesce.Config{}),
 		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
-		held:    hold.New(defaultMaxHeld, defaultMaxHeld),
+		held:    hold.New(defaultMaxHeld, defaultMaxHeld, defaultMaxHeld),
 		seats:   live.NewSeats(0, 0, 0),
 	}
 }
@@ -124,7 +124,7 @@ func (s *guardState) apply(l guardLimits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, l.clientShare())
+	s.held.SetSizes(l.MaxHeld, l.clientShare(), l.anonymousHeld())
 	s.seats.SetBounds(l.Streams, l.StreamsPerClient, l.Topics)
 	streams := int32(0)
 	if l.InFlight > 0 {

@@ -314,7 +314,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 	hdr := http.Header{}
 	apijson.SetHeaders(hdr)
 	setCORS(hdr)
-	return n.guard.deliver(pw, t.who, &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}, false, outcome)
+	return n.guard.deliver(pw, t.who, &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}, false, false, outcome)
 }
 
 // statusPath is what a member is asked for.

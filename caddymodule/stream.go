@@ -199,7 +199,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
-	defer g.held.Unpin(who.holder, head)
+	defer g.held.Unpin(who.holder, who.held, head)
 	defer sub.Leave()
 	t.ep.metrics.StreamOpened()
 	defer t.ep.metrics.StreamClosed()

@@ -35,7 +35,7 @@ func busyGuard(t *testing.T, name string) Guard {
 		Main:    admission.New(admission.Config{Limit: 1, Queue: 1, Wait: time.Minute}),
 		Flights: coalesce.New(coalesce.Config{}),
 		Cache:   microcache.New(microcache.Config{}),
-		Held:    hold.New(1<<20, 1<<19),
+		Held:    hold.New(1<<20, 1<<19, 1<<19),
 	}
 	p, err := admission.AcquireAll(context.Background(), admission.Keyed, g.All)
 	if err != nil {
@@ -139,7 +139,7 @@ func TestGuardSeries(t *testing.T) {
 // micro-cache and the held bytes, which every guard has.
 func TestGuardUnitsOff(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19)}
+	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19, 1<<19)}
 	exportGuard(t, reg, g)
 	want := map[string]float64{}
 	for k := range guardSeries("lean", 0) {
