@@ -20,10 +20,12 @@
 // an attacker has, and whatever they hold, the rest of the Budget stays for
 // keyed clients: a full anonymous pool refuses anonymous charges only.
 //
-// An answer the micro-cache keeps (Lend) is charged to the client's share,
+// An answer another part of the gateway keeps anyway (Lend: a micro-cache
+// entry, a live topic's latest answer) is charged to the client's share,
 // which bounds what a client that stops reading keeps, but never refused for
-// the total: its bytes are the cache's, bounded by cache_size, and counted
-// once in Held however many clients hold them. Check judges the client alone:
+// the total: its bytes are bounded where they are kept (cache_size, the
+// topics' own charge), and counted once in Held however many clients hold
+// them, for as long as any client does. Check judges the client alone:
 // a request is not refused because the Budget is spent, since it may be a
 // cache hit or an answer too small to charge, which cost the Budget nothing;
 // what it would cost is refused when it is charged.
@@ -266,7 +268,8 @@ func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
 }
 
 // Lend is Hold for an answer whose bytes another part of the gateway keeps
-// anyway (a micro-cache entry, bounded by cache_size): it is charged to the
+// anyway (a micro-cache entry, bounded by cache_size; a live topic's latest
+// answer, charged to the Budget with Take): it is charged to the
 // client's share alone (ErrClientFull past it), never refused for the
 // total or the anonymous pool, and counted in Held once however many
 // clients hold it. A cache hit costs the Budget nothing, and is not refused
