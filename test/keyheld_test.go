@@ -517,8 +517,11 @@ func TestAnonymousStreamsCannotLockTheKeyOut(t *testing.T) {
 	if s := open(n); s == nil {
 		t.Fatalf("the largest head taken, %d bytes, refused when it was sent again", n)
 	}
-	if got := held(); got != 512<<10 {
-		t.Errorf("held bytes with the flood's streams: %v, want what anonymous callers may hold together, half of max_held (%d)", got, 512<<10)
+	got, _ := scrapeAdmin(t)
+	for _, series := range []string{"held_bytes", "held_anonymous_bytes"} {
+		if n := got[`caddy_http_statusgate_`+series+`{guard=""}`]; n != 512<<10 {
+			t.Errorf("%s with the flood's streams: %v, want what anonymous callers may hold together, half of max_held (%d)", series, n, 512<<10)
+		}
 	}
 	if s := open(0); s != nil {
 		t.Fatal("an anonymous stream past what anonymous callers may hold was given")

@@ -58,6 +58,8 @@ var (
 		"Requests waiting for the backend's capacity (admission control), by guard and caller class.", "class")
 	descHeld = guardDesc("held_bytes",
 		"Bytes held for clients, by guard: answers they have not read yet, and what their live streams' requests keep.")
+	descHeldAnonymous = guardDesc("held_anonymous_bytes",
+		"Bytes charged to the held bytes for anonymous callers, by guard: at most half of max_held, the rest being keyed callers' first.")
 	descTopicBytes = guardDesc("topic_bytes",
 		"Bytes the live streams' topics keep, each its latest answer as an event, by guard: counted in held_bytes too.")
 	descCacheLookups = guardDesc("cache_lookups_total",
@@ -98,7 +100,7 @@ func (c *guardCollector) add(g Guard) {
 
 // Describe implements prometheus.Collector.
 func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld, descTopicBytes,
+	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld, descHeldAnonymous, descTopicBytes,
 		descCacheLookups, descCacheEvictions, descCacheEntries, descCacheBytes,
 		descCoalesced, descUnshared, descCoalesceInFlight, descCoalesceWaiting} {
 		ch <- d
@@ -111,7 +113,7 @@ type guardSums struct {
 	hasAdmission, hasMain, hasFlights, hasCache, hasHeld, hasTopics bool
 
 	inFlight, queuedAnonymous, queuedKeyed int
-	heldBytes, topicBytes                  int64
+	heldBytes, heldAnonymous, topicBytes   int64
 	cache                                  microcache.Stats
 	flights                                coalesce.Stats
 }
@@ -136,6 +138,7 @@ func (s *guardSums) add(g Guard) {
 	if g.Held != nil {
 		s.hasHeld = true
 		s.heldBytes += g.Held.Held()
+		s.heldAnonymous += g.Held.Anonymous()
 	}
 	if g.Topics != nil {
 		s.hasTopics = true
@@ -198,6 +201,7 @@ func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if s.hasHeld {
 			gauge(descHeld, float64(s.heldBytes), name)
+			gauge(descHeldAnonymous, float64(s.heldAnonymous), name)
 		}
 		if s.hasTopics {
 			gauge(descTopicBytes, float64(s.topicBytes), name)

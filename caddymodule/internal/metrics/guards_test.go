@@ -108,6 +108,7 @@ func guardSeries(name string, n float64) map[string]float64 {
 		queued("anonymous"):                                   n,
 		queued("keyed"):                                       0,
 		s("held_bytes", ""):                                   n * (20 << 10),
+		s("held_anonymous_bytes", ""):                         n * (20 << 10),
 		s("topic_bytes", ""):                                  n * 10,
 		s("cache_lookups_total", `,result="hit"`):             n,
 		s("cache_lookups_total", `,result="stale"`):           0,
