@@ -844,3 +844,56 @@ func TestLiveTopicMemory(t *testing.T) {
 		})
 	}
 }
+
+// TestLiveTopicsWithinMaxHeld: what topics keep is charged to max_held in
+// their viewers' class. With max_held 1MiB (anonymous callers' half:
+// 512 KiB) and answers of 200 KB, two anonymous topics fit and a third is
+// refused with 503 Backend busy, before a stream; a keyed topic of the same
+// answer is served from the other half; once a topic ends, its bytes are
+// given back and the third anonymous topic is served.
+func TestLiveTopicsWithinMaxHeld(t *testing.T) {
+	be := newBackend(t)
+	be.respond = func(u *url.URL) (int, []byte) {
+		if uuid, ok := strings.CutPrefix(u.Path, "/api/v1/player/"); ok {
+			return 200, paddedPlayer(uuid, 200_000)
+		}
+		return backendResponse(u)
+	}
+	gateway{upstream: be.addr(), shared: true,
+		statusgate: []string{"key staff " + keyA, "max_held 1MiB", "max_response 256KiB", "cache player 2m", "stream_heartbeat 1h"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
+	}.start(t)
+	// Each viewer from an address of its own: one address's share (256 KiB)
+	// holds one event of 200 KB while it is written.
+	open := func(target, from string, headers ...string) *liveStream {
+		t.Helper()
+		s := openLive(t, nil, target, append(headers, "X-Forwarded-For: "+from)...)
+		s.wantStream(t, target+" from "+from)
+		if it := s.nextEvent(t); it.end || !strings.Contains(it.data, `"ok":true`) {
+			t.Fatalf("%s from %s: the first event %s", target, from, clip([]byte(it.data)))
+		}
+		return s
+	}
+	topicBytes := func() float64 {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_topic_bytes{guard=""}`]
+	}
+	first := open(playerN(1), "198.51.100.1")
+	open(playerN(2), "198.51.100.2")
+	two := topicBytes()
+	if two < 400_000 || two > 512<<10 {
+		t.Fatalf("topic bytes with two topics of 200 KB: %v", two)
+	}
+	wantBusy(t, send(t, "GET", playerN(3), "Accept: text/event-stream", "X-Forwarded-For: 198.51.100.3"), playerN(3))
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_streams_refused_total{reason="max_held"}`]; n != 1 {
+		t.Errorf("streams refused for max_held: %v, want 1", n)
+	}
+	if n := got[`caddy_http_statusgate_topic_bytes{guard=""}`]; n != two {
+		t.Errorf("topic bytes after the refusal: %v, want the two topics' %v", n, two)
+	}
+	open(playerN(3), "198.51.100.4", withKey(keyA))
+	first.close()
+	fixture.WaitFor(t, "the first topic's bytes given back", func() bool { return topicBytes() < two })
+	open(playerN(3), "198.51.100.5")
+}
