@@ -328,6 +328,15 @@ func (l guardLimits) clientShare() int64 {
 	return min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse))
 }
 
+// anonymousHeld is what anonymous clients may hold of the held bytes
+// together: half of max_held, so that the other half is always there for
+// keyed callers, whatever a flood of addresses holds (hold.Budget). An
+// anonymous answer larger than it is never held whole: it streams to its
+// client as one over max_response does.
+func (l guardLimits) anonymousHeld() int64 {
+	return max(1, l.MaxHeld/2)
+}
+
 // keyShares gives every key of info, configured as keys, its share of the
 // held bytes under the guard's limits l: its own max_held, checked against
 // l, or keyShare; writeTimeout is the handler's. Errors name the key as
@@ -356,7 +365,7 @@ func keyShares(info []keyInfo, keys []apikey.Key, l guardLimits, writeTimeout ti
 // of them for half of writeTimeout (0: off, and half the default then): past
 // the bursts in which a slow reader takes its answers, and before the cut.
 func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Share {
-	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2}
+	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2, Keyed: true}
 	if s.Bytes > 0 {
 		return s
 	}

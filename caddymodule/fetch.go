@@ -54,14 +54,14 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		if left(r) {
 			return contextRefusal(r.Context().Err())
 		}
-		return g.deliver(pw, t.who, res, false, v.outcome)
+		return g.deliver(pw, t.who, res, false, false, v.outcome)
 	}
 	// Only an endpoint with a time to live looks: a guard outlives a reload
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one.
 	if t.ep.cacheTTL > 0 {
 		if e, fresh, ok := g.caching().GetStale(t.share); ok {
-			v := g.deliver(pw, t.who, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, metrics.Cached)
+			v := g.deliver(pw, t.who, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
 			if !fresh {
 				g.refresh(r, t)
 			}
@@ -77,7 +77,7 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	})
 	switch how {
 	case coalesce.Shared:
-		return g.deliver(pw, t.who, res, true, metrics.Coalesced)
+		return g.deliver(pw, t.who, res, true, false, metrics.Coalesced)
 	case coalesce.Abandoned:
 		return contextRefusal(r.Context().Err())
 	}
@@ -90,7 +90,7 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	if left(r) {
 		return contextRefusal(r.Context().Err())
 	}
-	return g.deliver(pw, t.who, res, true, v.outcome)
+	return g.deliver(pw, t.who, res, true, false, v.outcome)
 }
 
 // left reports whether r's client left while its trip ran on without it
@@ -121,9 +121,16 @@ func (g *guard) coalescing() *coalesce.Group {
 // deliver writes a held answer to the client, pw, within the share of the
 // held bytes of the caller who, which it holds until the client has taken the
 // answer or the progress deadline cut it off. shareable says other callers
-// may get the same bytes: the client is then told not to store it.
-func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable bool, outcome metrics.Outcome) verdict {
-	claim, err := g.held.Hold(who.holder, who.held, res.Body)
+// may get the same bytes: the client is then told not to store it. cached
+// says the bytes are the micro-cache's, which keeps them anyway: they are
+// lent (hold.Budget.Lend), charged to the caller's share alone, so that a
+// cache hit is never refused because the held bytes are spent.
+func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) verdict {
+	hold := g.held.Hold
+	if cached {
+		hold = g.held.Lend
+	}
+	claim, err := hold(who.holder, who.held, res.Body)
 	if err != nil {
 		return heldRefusal(err)
 	}
@@ -194,7 +201,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	// truncated body it cannot tell from a whole one. It gets answers held
 	// whole, or a 502.
 	mustHold := who.filtered() && !r.ProtoAtLeast(1, 1)
-	sp.begin(mustHold, func() error {
+	sp.begin(who.held, mustHold, func() error {
 		if limit := g.maxStreams.Load(); !who.counts && limit > 0 {
 			if g.streams.Add(1) > limit {
 				g.streams.Add(-1)

@@ -47,6 +47,7 @@ type guardState struct {
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
 	seats   *live.Seats // the live streams open, in all and per client, and their topics
+	topics  *live.Meter // what the topics keep, charged to held
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
 	streams    atomic.Int32
@@ -69,6 +70,7 @@ type guardUser struct {
 // newGuardState makes a guard's units, with no limits in force yet: use
 // gives it its first.
 func newGuardState() *guardState {
+	held := hold.New(defaultMaxHeld, defaultMaxHeld, defaultMaxHeld)
 	return &guardState{
 		all:     admission.New(admission.Config{}),
 		main:    admission.New(admission.Config{}),
@@ -76,10 +78,23 @@ func newGuardState() *guardState {
 		keys:    admission.NewQuota(0),
 		flights: coalesce.New(coalesce.Config{}),
 		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
-		held:    hold.New(defaultMaxHeld, defaultMaxHeld),
+		held:    held,
 		seats:   live.NewSeats(0, 0, 0),
+		topics:  live.NewMeter(topicBudget{held}),
 	}
 }
+
+// topicBudget charges what live topics keep, each its latest answer as an
+// event, to the held bytes (live.Budget), as a buffer no client holds yet,
+// in the pool of its viewers' class: a topic's answer is memory the gateway
+// keeps for its viewers, and max_held is what bounds that.
+type topicBudget struct{ held *hold.Budget }
+
+func (b topicBudget) Keep(keyed bool, n int64) bool {
+	return b.held.Take(hold.Share{Keyed: keyed}, n) == nil
+}
+
+func (b topicBudget) Drop(keyed bool, n int64) { b.held.Give(hold.Share{Keyed: keyed}, n) }
 
 // use records that a handler of the given load uses the guard with limits l,
 // and puts the newest load's limits in force.
@@ -124,7 +139,7 @@ func (s *guardState) apply(l guardLimits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, l.clientShare())
+	s.held.SetSizes(l.MaxHeld, l.clientShare(), l.anonymousHeld())
 	s.seats.SetBounds(l.Streams, l.StreamsPerClient, l.Topics)
 	streams := int32(0)
 	if l.InFlight > 0 {
@@ -356,7 +371,7 @@ func policyOf(authOn bool, t *endpointTable) string {
 // units is what the guard has on under the limits l, for its metrics:
 // name is the guard's name as the config gives it ("" unless guard <name>).
 func (g *guard) units(name string, l guardLimits) metrics.Guard {
-	m := metrics.Guard{Name: name, Held: g.held}
+	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics}
 	if l.InFlight > 0 {
 		m.All = g.all
 	}

@@ -315,7 +315,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 	hdr := http.Header{}
 	apijson.SetHeaders(hdr)
 	setCORS(hdr)
-	return n.guard.deliver(pw, t.who, &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}, false, outcome)
+	return n.guard.deliver(pw, t.who, &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}, false, false, outcome)
 }
 
 // statusPath is what a member is asked for.
@@ -415,8 +415,13 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 // than max_response.
 var errMemberTooLarge = errors.New("the member's status is larger than max_response")
 
-// capture is the client of a member's fetch: it keeps the status and up to
-// limit bytes of the answer.
+// errOverLimit fails a write past a capture's limit.
+var errOverLimit = errors.New("the answer is larger than max_response")
+
+// capture is the client of a fetch whose answer the gateway keeps (a
+// network member's status, a live topic's answer): it keeps the status and
+// up to limit bytes of the answer; a write past limit fails, so that the
+// trip ends there.
 type capture struct {
 	header http.Header
 	status int
@@ -439,7 +444,7 @@ func (c *capture) Write(p []byte) (int, error) {
 	}
 	if len(c.body)+len(p) > c.limit {
 		c.over = true
-		return 0, errMemberTooLarge
+		return 0, errOverLimit
 	}
 	c.body = append(c.body, p...)
 	return len(p), nil

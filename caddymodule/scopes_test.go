@@ -172,7 +172,7 @@ func TestKeyShare(t *testing.T) {
 	} {
 		h, _ := newTestHandler(t, tc.block)
 		got := h.keyInfo[0].held
-		if want := (hold.Share{Bytes: tc.want, Patience: tc.patience}); got != want {
+		if want := (hold.Share{Bytes: tc.want, Patience: tc.patience, Keyed: true}); got != want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
 		}
 		c := h.callerFor(0, h.table.lookup("server"))

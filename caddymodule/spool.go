@@ -59,7 +59,8 @@ type spool struct {
 	client  http.ResponseWriter
 	max     int
 	held    *hold.Budget
-	charged int64 // of held, for body's capacity
+	share   hold.Share // of the caller the answer is read for: its class's pool
+	charged int64      // of held, for body's capacity
 	// onSpill runs before the answer spills; an error refuses the spill,
 	// and the answer fails.
 	onSpill func() error
@@ -79,9 +80,11 @@ func newSpool(client http.ResponseWriter, max int, held *hold.Budget) *spool {
 	return &spool{client: client, max: max, held: held, hdr: http.Header{}}
 }
 
-// begin readies the spool for a trip: mustHold and onSpill as in spool.
-func (s *spool) begin(mustHold bool, onSpill func() error) {
-	s.mustHold, s.onSpill = mustHold, onSpill
+// begin readies the spool for a trip of a caller of Share share (its class
+// decides the pool the buffer is charged to): mustHold and onSpill as in
+// spool.
+func (s *spool) begin(share hold.Share, mustHold bool, onSpill func() error) {
+	s.share, s.mustHold, s.onSpill = share, mustHold, onSpill
 }
 
 func (s *spool) Header() http.Header {
@@ -143,18 +146,22 @@ func (s *spool) grow(need int) bool {
 		size = min(s.hint, s.max)
 	}
 	// Charged as the memory it takes: the pool rounds up to its class, and
-	// past max the last growth is to max exactly, outside the pool.
+	// past max the last growth is to max exactly, outside the pool. A
+	// buffer of up to hold.Small is not charged, as an answer that small is
+	// not (hold.Budget.Hold): so a small answer is read whole whatever is
+	// held, and a full Budget refuses nobody whose answer costs it nothing.
 	pooled := buffers.capacity(size) <= s.max
 	if pooled {
 		size = buffers.capacity(size)
 	} else {
 		size = s.max
 	}
-	more := int64(size - cap(s.body))
-	if s.held.Take(more) != nil {
-		return false
+	if want := int64(size); size > hold.Small && want > s.charged {
+		if s.held.Take(s.share, want-s.charged) != nil {
+			return false
+		}
+		s.charged = want
 	}
-	s.charged += more
 	var grown []byte
 	if pooled {
 		grown = buffers.get(size)
@@ -190,7 +197,7 @@ func (s *spool) spill() error {
 // done gives back the held bytes the buffer took, when the backend is done:
 // from then on whoever writes the answer holds it (deliver).
 func (s *spool) done() {
-	s.held.Give(s.charged)
+	s.held.Give(s.share, s.charged)
 	s.charged = 0
 }
 

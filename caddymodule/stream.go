@@ -51,7 +51,7 @@ type liveState struct {
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
 func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats), seats: g.seats, guard: g, metrics: m, logger: logger}
+	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats, g.topics), seats: g.seats, guard: g, metrics: m, logger: logger}
 }
 
 // close ends every stream of the handler: its clients reconnect, to the
@@ -184,9 +184,14 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
 	}
 	if err != nil {
-		if errors.Is(err, live.ErrTopicsFull) {
+		switch {
+		case errors.Is(err, live.ErrTopicsFull):
 			lv.metrics.StreamRefused(metrics.StreamRefusedTopics)
-		} else {
+		case errors.Is(err, live.ErrNoRoom):
+			// The topic's first answer finds no room in the held bytes
+			// of the viewer's class: as a stream's head that finds none.
+			lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		default:
 			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
 		}
 		return busy(err, "1")
@@ -199,7 +204,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
-	defer g.held.Unpin(who.holder, head)
+	defer g.held.Unpin(who.holder, who.held, head)
 	defer sub.Leave()
 	t.ep.metrics.StreamOpened()
 	defer t.ep.metrics.StreamClosed()
@@ -295,9 +300,10 @@ func encodeEvent(ev live.Event) []byte {
 // sendHeld sends an event, p, held for the viewer who until it has taken
 // it, within who's share of the held bytes, as a plain GET's answer is;
 // held says whether it fit (if not, nothing was sent), err how the send
-// ended.
+// ended. The event's bytes are its topic's, charged already (live.Meter):
+// they are lent, as a cache hit's are.
 func (lv *liveState) sendHeld(pw *progress.Writer, who caller, p []byte) (held bool, err error) {
-	claim, err := lv.guard.held.Hold(who.holder, who.held, p)
+	claim, err := lv.guard.held.Lend(who.holder, who.held, p)
 	if err != nil {
 		return false, nil
 	}
@@ -439,9 +445,13 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 // gateway's envelope (a failure is an event too, the plain GET's 502, 503
 // or 504), and so is an answer that is not the backend's JSON (a proxy's
 // HTML page, a body cut short), which a keyed plain GET gets as it came
-// but an event cannot carry. The verdict says how it ended.
+// but an event cannot carry, and one larger than max_response: a plain GET
+// streams it to its client as it comes, but a topic keeps its answer
+// whole for as long as it lasts, so it gets the 502 of an answer that
+// cannot be held (the write past max_response fails, and the trip ends
+// there). The verdict says how it ended.
 func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
-	rec := &recorder{header: http.Header{}}
+	rec := &capture{header: http.Header{}, limit: lv.guard.maxResponse}
 	v := func() (v verdict) {
 		defer func() {
 			// An answer that broke off ends in http.ErrAbortHandler.
@@ -457,7 +467,10 @@ func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 	if v.cut {
 		v.status = http.StatusBadGateway
 	}
-	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body.Bytes())) {
+	if rec.over {
+		v = badGateway(errEventTooLarge)
+	}
+	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
 		// The backend's failure, as it came: the gateway's envelope.
 		v = badGateway(errNotAnEvent)
 		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
@@ -470,14 +483,18 @@ func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 		if v.failed() && r.Context().Err() == nil {
 			logFailure(lv.logger, v.status, t.ep, v.cause)
 		}
-		rec.body.Reset()
+		rec.body, rec.over = nil, false
 		writeError(rec, v.status, t.path)
 	}
-	return v, rec.body.Bytes()
+	return v, rec.body
 }
 
-// errNotAnEvent is why a backend answer is not a stream's event.
-var errNotAnEvent = errors.New("backend answer is a failure or not JSON")
+var (
+	// errNotAnEvent is why a backend answer is not a stream's event.
+	errNotAnEvent = errors.New("backend answer is a failure or not JSON")
+	// errEventTooLarge is why an answer larger than max_response is not.
+	errEventTooLarge = errors.New("backend answer larger than max_response: a live topic keeps its answer whole")
+)
 
 // Polling: how long after an answer the poller asks again.
 const (
@@ -514,24 +531,4 @@ func liveInterval(ep *endpoint, answer []byte) time.Duration {
 		return overdueStep
 	}
 	return max(overdueStep, ep.snapshot/5) // each poll is a trip
-}
-
-// recorder is the client of a poll: it keeps the answer.
-type recorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 && status >= 200 {
-		r.status = status
-	}
-}
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.status == 0 {
-		r.status = http.StatusOK
-	}
-	return r.body.Write(p)
 }

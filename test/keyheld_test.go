@@ -434,3 +434,113 @@ func TestKeyMaxHeldRefused(t *testing.T) {
 		t.Errorf("the running config after the refused ones: %d", r.Status)
 	}
 }
+
+// TestAnonymousStreamsCannotLockTheKeyOut: anonymous streams from many
+// addresses, each keeping a request head of about 20 KB, fill what
+// anonymous callers may hold to the byte, the way an attacker can from
+// status codes alone: streams until one is refused, then probes for the
+// largest head still taken (each closed again), then one stream with
+// exactly that head. What they hold stops at half of max_held, and the
+// rest answers: a keyed caller's plain GET and its stream are 200, and so
+// are an anonymous cache hit (which costs the backend nothing) and an
+// anonymous answer too small ever to be held; only anonymous streams are
+// refused, with 503.
+func TestAnonymousStreamsCannotLockTheKeyOut(t *testing.T) {
+	be := newBackend(t)
+	// An address's share is max_response, 64 KiB: each stream comes from
+	// an address of its own, as a flood's would.
+	gateway{upstream: be.addr(), shared: true,
+		statusgate: []string{"key staff " + keyA, "max_held 1MiB", "max_response 64KiB", "stream_heartbeat 1h", "cache status 1h"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
+	}.start(t)
+	const status = "/api/v1/status"
+	wantFiltered(t, send(t, "GET", status, "X-Forwarded-For: 198.51.100.1"), status) // cached now
+	held := func() float64 {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_held_bytes{guard=""}`]
+	}
+	addresses := 0
+	// open opens an anonymous stream of status from a new address, its
+	// head carrying a Last-Event-ID of n bytes: the stream, or nil when it
+	// was refused with 503.
+	open := func(n int) *liveStream {
+		t.Helper()
+		addresses++ // every address as long as the next: heads differ by n alone
+		s := openLive(t, nil, status, fmt.Sprintf("X-Forwarded-For: 10.1.%d.%d", 100+addresses/100, 100+addresses%100),
+			"Last-Event-ID: "+strings.Repeat("x", n))
+		switch s.resp.StatusCode {
+		case http.StatusOK:
+			s.wantStream(t, "an anonymous stream")
+			return s
+		case http.StatusServiceUnavailable:
+			s.close()
+			return nil
+		}
+		t.Fatalf("an anonymous stream with a head of %d bytes more: %d", n, s.resp.StatusCode)
+		return nil
+	}
+	var streams []*liveStream
+	for s := open(20_000); s != nil; s = open(20_000) {
+		if streams = append(streams, s); len(streams) > 100 {
+			t.Fatal("100 streams of 20 KB heads on a max_held of 1MiB, and none refused")
+		}
+	}
+	// largest is the largest head a stream is still given, -1 if none: a
+	// probe that is taken is closed, and its head given back, before the
+	// next.
+	largest := func() int {
+		taken, refused := -1, 20_000
+		for refused-taken > 1 {
+			mid := (taken + refused) / 2
+			before := held()
+			s := open(mid)
+			if s == nil {
+				refused = mid
+				continue
+			}
+			s.close()
+			fixture.WaitFor(t, "a probe's head given back", func() bool { return held() == before })
+			taken = mid
+		}
+		return taken
+	}
+	n := largest()
+	if n < 0 {
+		// Less room left than a head without a Last-Event-ID takes: one
+		// stream of the flood makes some.
+		before := held()
+		streams[0].close()
+		fixture.WaitFor(t, "a flood stream's head given back", func() bool { return held() < before })
+		n = largest()
+	}
+	t.Logf("%d streams of 20 KB heads, then one of %d bytes more, from %d addresses", len(streams), n, addresses)
+	if s := open(n); s == nil {
+		t.Fatalf("the largest head taken, %d bytes, refused when it was sent again", n)
+	}
+	got, _ := scrapeAdmin(t)
+	for _, series := range []string{"held_bytes", "held_anonymous_bytes"} {
+		if n := got[`caddy_http_statusgate_`+series+`{guard=""}`]; n != 512<<10 {
+			t.Errorf("%s with the flood's streams: %v, want what anonymous callers may hold together, half of max_held (%d)", series, n, 512<<10)
+		}
+	}
+	if s := open(0); s != nil {
+		t.Fatal("an anonymous stream past what anonymous callers may hold was given")
+	}
+	be.take()
+
+	// The key's plain GET and its stream.
+	wantBackendBytes(t, send(t, "GET", "/api/v1/server", withKey(keyA)), "/api/v1/server")
+	keyed := openLive(t, nil, status, withKey(keyA))
+	keyed.wantStream(t, "the key's stream")
+	if it := keyed.nextEvent(t); it.end || !strings.Contains(it.data, `"authenticated":true`) {
+		t.Errorf("the key's stream's first event: %+v", it)
+	}
+	be.wantSeen(t, "the key's GET and its stream's first answer", "/api/v1/server", status)
+
+	// An anonymous cache hit, and an anonymous answer too small to hold.
+	wantFiltered(t, send(t, "GET", status, "X-Forwarded-For: 198.51.100.2"), status)
+	be.wantSeen(t, "an anonymous cache hit")
+	player := "/api/v1/player/" + alex
+	wantFiltered(t, send(t, "GET", player, "X-Forwarded-For: 198.51.100.3"), player, playerFields...)
+	be.wantSeen(t, "an anonymous answer too small to hold", player)
+}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,24 +493,30 @@ func TestLiveBackendFailureIsAnEvent(t *testing.T) {
 			s.wantStream(t, "stream")
 			good := s.nextEvent(t)
 			be.misbehave(sendHTML)
-			failed := s.nextEvent(t)
-			var env struct {
-				OK    bool `json:"ok"`
-				Error struct {
-					Status  int    `json:"status"`
-					Message string `json:"message"`
-					Path    string `json:"path"`
-				} `json:"error"`
-			}
-			if err := json.Unmarshal([]byte(failed.data), &env); err != nil || env.OK || env.Error.Status != 502 ||
-				env.Error.Message != "Bad gateway" || env.Error.Path != "/api/v1/status" {
-				t.Fatalf("the failure's event: %s (%v)", failed.data, err)
-			}
+			wantErrorEvent(t, s.nextEvent(t), http.StatusBadGateway, "/api/v1/status")
 			be.misbehave(behave)
 			if again := s.nextEvent(t); again.data != good.data {
 				t.Fatalf("after the backend recovered: %+v, want the good answer again", again)
 			}
 		})
+	}
+}
+
+// wantErrorEvent asserts an event that is the gateway's error envelope
+// with status and path.
+func wantErrorEvent(t *testing.T, it sseItem, status int, path string) {
+	t.Helper()
+	var env struct {
+		OK    bool `json:"ok"`
+		Error struct {
+			Status  int    `json:"status"`
+			Message string `json:"message"`
+			Path    string `json:"path"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(it.data), &env); err != nil || env.OK || env.Error.Status != status ||
+		env.Error.Message != errorMessages[status] || env.Error.Path != path {
+		t.Fatalf("an event of %d bytes, want the gateway's %d for %s: %s (%v)", len(it.data), status, path, clip([]byte(it.data)), err)
 	}
 }
 
@@ -723,4 +731,169 @@ func TestLiveStreamsChargedToTheViewer(t *testing.T) {
 	// A keyed viewer's bucket is its key's.
 	s := openLive(t, nil, "/api/v1/worlds/staff", withKey(keyA))
 	s.wantStream(t, "the key's stream")
+}
+
+// paddedPlayer is a player answer of about n bytes, its padding in a field
+// the field layer keeps.
+func paddedPlayer(uuid string, n int) []byte {
+	return envelope(fmt.Sprintf(`{"uuid":%q,"name":"Alex_MC","note":%q}`, uuid, strings.Repeat("x", n)))
+}
+
+// eventWire is what a topic keeps of an event sent as it: the encoded
+// event, id and data lines (one data line: the envelope is on one line).
+func eventWire(it sseItem) int {
+	return len("id: \ndata: \n\n") + len(it.id) + len(it.data)
+}
+
+// TestLiveTopicAnswerWithinMaxResponse: a streamed endpoint (cache player
+// 2m) whose backend answer, 3 MB, is larger than max_response (1MiB): the
+// event is the gateway's 502 envelope for an anonymous and a keyed viewer
+// alike, as a plain GET that cannot be held, never the answer; an answer
+// of 200 KB, within max_response, is the event. /metrics shows what the
+// topics keep, to the byte, in held_bytes too.
+func TestLiveTopicAnswerWithinMaxResponse(t *testing.T) {
+	be := newBackend(t)
+	big, fits := playerN(1), playerN(2)
+	be.respond = func(u *url.URL) (int, []byte) {
+		switch u.Path {
+		case big:
+			return 200, paddedPlayer(u.Path[len("/api/v1/player/"):], 3_000_000)
+		case fits:
+			return 200, paddedPlayer(u.Path[len("/api/v1/player/"):], 200_000)
+		}
+		return backendResponse(u)
+	}
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"key staff " + keyA, "max_response 1MiB", "cache player 2m", "stream_heartbeat 1h",
+	}}.start(t)
+	kept := 0
+	for _, who := range [][]string{nil, {withKey(keyA)}} {
+		s := openLive(t, nil, big, who...)
+		s.wantStream(t, fmt.Sprintf("a stream of a 3 MB answer, %q", who))
+		it := s.nextEvent(t)
+		wantErrorEvent(t, it, http.StatusBadGateway, big)
+		kept += eventWire(it)
+		be.wantSeen(t, fmt.Sprintf("the stream of a 3 MB answer, %q", who), big)
+	}
+	s := openLive(t, nil, fits)
+	s.wantStream(t, "a stream of a 200 KB answer")
+	it := s.nextEvent(t)
+	kept += eventWire(it)
+	be.wantSeen(t, "the stream of a 200 KB answer", fits)
+	plain := send(t, "GET", fits) // from the cache: the same bytes
+	wantFilteredFrom(t, plain, "a plain GET of the 200 KB answer", paddedPlayer(fits[len("/api/v1/player/"):], 200_000), playerFields...)
+	if it.data != string(plain.Body) {
+		t.Errorf("the 200 KB answer's event is not the plain GET's answer: %s", clip([]byte(it.data)))
+	}
+	be.wantSeen(t, "a plain GET of the 200 KB answer, cached")
+
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_topic_bytes{guard=""}`]; n != float64(kept) {
+		t.Errorf("topic bytes: %v, want the three topics' events, %d", n, kept)
+	}
+	if n := got[`caddy_http_statusgate_held_bytes{guard=""}`]; n < float64(kept) {
+		t.Errorf("held bytes %v, less than the topics keep, %d", n, kept)
+	}
+}
+
+// TestLiveTopicMemory measures what topics of large answers cost: with
+// STATUSGATE_TOPIC_MEMORY=n set, n streams, each of a player of its own
+// (a topic each) whose answer is 3 MB, under max_response 1MiB and cache
+// player 2m, each read to its first event; then the same with answers of
+// 900 KB, within max_response. It logs the live heap (after a collection)
+// before and after, held_bytes and topic_bytes (docs/performance.md). The
+// gateway runs in this process, so the heap is the gateway's and the
+// test's; the test keeps no event.
+func TestLiveTopicMemory(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("STATUSGATE_TOPIC_MEMORY"))
+	if n <= 0 {
+		t.Skip("a measurement: set STATUSGATE_TOPIC_MEMORY to the number of topics")
+	}
+	for _, size := range []int{3_000_000, 900_000} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			be := newBackend(t)
+			be.respond = func(u *url.URL) (int, []byte) {
+				if uuid, ok := strings.CutPrefix(u.Path, "/api/v1/player/"); ok {
+					return 200, paddedPlayer(uuid, size)
+				}
+				return backendResponse(u)
+			}
+			gateway{upstream: be.addr(), shared: true, statusgate: []string{
+				"max_response 1MiB", "cache player 2m", "stream_heartbeat 1h", "max_streams_per_client off",
+			}}.start(t)
+			heap := func() uint64 {
+				var m runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&m)
+				return m.HeapAlloc
+			}
+			before := heap()
+			codes := map[int]int{}
+			for i := range n {
+				s := openLive(t, nil, playerN(100+i))
+				codes[s.resp.StatusCode]++
+				if s.resp.StatusCode == http.StatusOK {
+					s.nextEvent(t)
+				}
+			}
+			after := heap()
+			got, _ := scrapeAdmin(t)
+			t.Logf("%d topics of %d-byte answers: streams %v; live heap %.1f MiB → %.1f MiB (%+.1f MiB); held_bytes %v, topic_bytes %v",
+				n, size, codes, float64(before)/(1<<20), float64(after)/(1<<20), (float64(after)-float64(before))/(1<<20),
+				got[`caddy_http_statusgate_held_bytes{guard=""}`], got[`caddy_http_statusgate_topic_bytes{guard=""}`])
+		})
+	}
+}
+
+// TestLiveTopicsWithinMaxHeld: what topics keep is charged to max_held in
+// their viewers' class. With max_held 1MiB (anonymous callers' half:
+// 512 KiB) and answers of 200 KB, two anonymous topics fit and a third is
+// refused with 503 Backend busy, before a stream; a keyed topic of the same
+// answer is served from the other half; once a topic ends, its bytes are
+// given back and the third anonymous topic is served.
+func TestLiveTopicsWithinMaxHeld(t *testing.T) {
+	be := newBackend(t)
+	be.respond = func(u *url.URL) (int, []byte) {
+		if uuid, ok := strings.CutPrefix(u.Path, "/api/v1/player/"); ok {
+			return 200, paddedPlayer(uuid, 200_000)
+		}
+		return backendResponse(u)
+	}
+	gateway{upstream: be.addr(), shared: true,
+		statusgate: []string{"key staff " + keyA, "max_held 1MiB", "max_response 256KiB", "cache player 2m", "stream_heartbeat 1h"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t\ttrusted_proxies_strict\n\t}"},
+	}.start(t)
+	// Each viewer from an address of its own: one address's share (256 KiB)
+	// holds one event of 200 KB while it is written.
+	open := func(target, from string, headers ...string) *liveStream {
+		t.Helper()
+		s := openLive(t, nil, target, append(headers, "X-Forwarded-For: "+from)...)
+		s.wantStream(t, target+" from "+from)
+		if it := s.nextEvent(t); it.end || !strings.Contains(it.data, `"ok":true`) {
+			t.Fatalf("%s from %s: the first event %s", target, from, clip([]byte(it.data)))
+		}
+		return s
+	}
+	topicBytes := func() float64 {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_topic_bytes{guard=""}`]
+	}
+	first := open(playerN(1), "198.51.100.1")
+	open(playerN(2), "198.51.100.2")
+	two := topicBytes()
+	if two < 400_000 || two > 512<<10 {
+		t.Fatalf("topic bytes with two topics of 200 KB: %v", two)
+	}
+	wantBusy(t, send(t, "GET", playerN(3), "Accept: text/event-stream", "X-Forwarded-For: 198.51.100.3"), playerN(3))
+	got, _ := scrapeAdmin(t)
+	if n := got[`caddy_http_statusgate_streams_refused_total{reason="max_held"}`]; n != 1 {
+		t.Errorf("streams refused for max_held: %v, want 1", n)
+	}
+	if n := got[`caddy_http_statusgate_topic_bytes{guard=""}`]; n != two {
+		t.Errorf("topic bytes after the refusal: %v, want the two topics' %v", n, two)
+	}
+	open(playerN(3), "198.51.100.4", withKey(keyA))
+	first.close()
+	fixture.WaitFor(t, "the first topic's bytes given back", func() bool { return topicBytes() < two })
+	open(playerN(3), "198.51.100.5")
 }

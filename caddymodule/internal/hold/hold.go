@@ -9,9 +9,26 @@
 // the process without bound, and one client cannot take what everyone else
 // needs: past its share, a client is refused while others go on.
 //
-// Answers of up to small bytes are not charged: they fit in any connection's
+// Answers of up to Small bytes are not charged: they fit in any connection's
 // buffers, so a client that stops reading does not keep them in the process,
 // and counting them would cost every request a lock.
+//
+// Keyed clients (the operator's own) come first, as they do in the queue and
+// the stream seats: what anonymous clients hold together, pinned, held or
+// being read for them, comes out of an anonymous pool, a part of the total
+// (SetSizes), and keyed clients may take all of it. So however many addresses
+// an attacker has, and whatever they hold, the rest of the Budget stays for
+// keyed clients: a full anonymous pool refuses anonymous charges only.
+//
+// An answer another part of the gateway keeps anyway (Lend: a micro-cache
+// entry, a live topic's latest answer) is charged to the client's share,
+// which bounds what a client that stops reading keeps, but never refused for
+// the total: its bytes are bounded where they are kept (cache_size, the
+// topics' own charge), and counted once in Held however many clients hold
+// them, for as long as any client does. Check judges the client alone:
+// a request is not refused because the Budget is spent, since it may be a
+// cache hit or an answer too small to charge, which cost the Budget nothing;
+// what it would cost is refused when it is charged.
 //
 // What a client's request keeps for as long as it lasts (a live stream's
 // target and headers, which the server holds until the stream ends) is
@@ -34,8 +51,8 @@
 // long; what it holds at once stays within its share either way.
 //
 // The nil *Budget holds without bound. Its methods are safe for concurrent
-// use; memory is one map entry per client holding something, and a Claim per
-// hold of an answer that is counted.
+// use; memory is one map entry per client holding something, one per answer
+// lent, and a Claim per hold of an answer that is counted.
 package hold
 
 import (
@@ -53,8 +70,9 @@ var (
 	ErrClientFull = errors.New("hold: the client holds its share of answers it has not read")
 )
 
-// small is the largest answer Hold does not count.
-const small = 16 << 10
+// Small is the largest answer Hold does not count, and the largest buffer a
+// Take need not charge.
+const Small = 16 << 10
 
 // Share is what one client may hold of a Budget, and how it is judged when
 // it holds half of it.
@@ -71,15 +89,21 @@ type Share struct {
 	// drained, which for a client that reads slowly over a fast network can
 	// be seconds apart. Patience must be longer than that.
 	Patience time.Duration
+	// Keyed says the client is keyed (its key opens what it asked for):
+	// its bytes may take the whole Budget. Those of any other client come
+	// out of the anonymous pool as well.
+	Keyed bool
 }
 
 // Budget is a bound on held bytes, in total and per client.
 type Budget struct {
-	max, share atomic.Int64 // changed by SetSizes at any time
-	used       atomic.Int64
+	max, share, anonMax atomic.Int64 // changed by SetSizes at any time
+	used, anonUsed      atomic.Int64 // charged: in all, and of that anonymously
+	lent                atomic.Int64 // answers lent (Lend), once each
 
-	mu sync.Mutex
-	by map[string]*holding
+	mu     sync.Mutex
+	by     map[string]*holding
+	lentBy map[*byte]int // the clients holding each answer lent
 
 	// now is the time on a monotonic clock; a test's own clock replaces it.
 	now func() time.Duration
@@ -90,17 +114,25 @@ type Budget struct {
 // last took a piece of any.
 type holding struct {
 	bytes   int64
-	answers map[*byte]int
+	answers map[*byte]holds
 	taken   atomic.Int64 // a time.Duration of Budget.now
 }
 
-// New returns a Budget of max bytes in all, of which one client holds at most
-// share unless its Share says otherwise. It panics unless 0 < share <= max:
-// configuration is validated before it gets here.
-func New(max, share int64) *Budget {
+// holds is how often a client holds one answer, and whether its first hold
+// lent it (Lend), which decides how the last Release gives it back.
+type holds struct {
+	n    int
+	lent bool
+}
+
+// New returns a Budget of max bytes in all, of which anonymous clients hold
+// at most anonymous together and one client at most share unless its Share
+// says otherwise. It panics unless 0 < share <= max and 0 < anonymous <=
+// max: configuration is validated before it gets here.
+func New(max, share, anonymous int64) *Budget {
 	start := time.Now()
-	b := &Budget{by: make(map[string]*holding), now: func() time.Duration { return time.Since(start) }}
-	b.SetSizes(max, share)
+	b := &Budget{by: make(map[string]*holding), lentBy: make(map[*byte]int), now: func() time.Duration { return time.Since(start) }}
+	b.SetSizes(max, share, anonymous)
 	return b
 }
 
@@ -115,21 +147,31 @@ func (b *Budget) SetClock(now func() time.Time) {
 
 // SetSizes changes the bounds for the charges to come: what is held stays
 // held and counted, and past a lower bound nothing more is charged until
-// enough is released. It panics unless 0 < share <= max.
-func (b *Budget) SetSizes(max, share int64) {
-	if share <= 0 || share > max {
-		panic(fmt.Sprintf("hold: share %d of %d", share, max))
+// enough is released. It panics unless 0 < share <= max and 0 < anonymous
+// <= max.
+func (b *Budget) SetSizes(max, share, anonymous int64) {
+	if share <= 0 || share > max || anonymous <= 0 || anonymous > max {
+		panic(fmt.Sprintf("hold: share %d and anonymous pool %d of %d", share, anonymous, max))
 	}
 	b.max.Store(max)
 	b.share.Store(share)
+	b.anonMax.Store(anonymous)
 }
 
-// Held is how many bytes are held now.
+// Held is how many bytes are held now: charged, and lent.
 func (b *Budget) Held() int64 {
 	if b == nil {
 		return 0
 	}
-	return b.used.Load()
+	return b.used.Load() + b.lent.Load()
+}
+
+// Anonymous is how many bytes are charged now out of the anonymous pool.
+func (b *Budget) Anonymous() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.anonUsed.Load()
 }
 
 // bytesOf is the most a client with Share s holds.
@@ -144,16 +186,12 @@ func (b *Budget) bytesOf(s Share) int64 {
 // without charging anything: ErrClientFull when it holds half its share or
 // more and, if s has a patience, has taken nothing of it for that long (its
 // next answer might not fit, and a client that reads holds nothing for
-// long); ErrFull when the Budget is spent. It lets a request be
-// refused before it costs the backend anything.
+// long). It lets a request be refused before it costs the backend anything.
+// A Budget that is spent refuses nothing here: the request may cost it
+// nothing (a cache hit, a small answer), and what it costs is refused when
+// it is charged.
 func (b *Budget) Check(client string, s Share) error {
-	if b == nil {
-		return nil
-	}
-	if b.used.Load() >= b.max.Load() {
-		return ErrFull
-	}
-	if client == "" {
+	if b == nil || client == "" {
 		return nil
 	}
 	b.mu.Lock()
@@ -173,23 +211,36 @@ func (b *Budget) Check(client string, s Share) error {
 }
 
 // Take charges n bytes to the Budget, for a buffer that no client holds yet
-// (an answer being read from the backend), or nothing and ErrFull past the
-// total. Every successful Take is followed by a Give of the same n.
-func (b *Budget) Take(n int64) error {
+// (an answer being read from the backend for a client of Share s, a live
+// topic's latest answer for its viewers), or nothing and ErrFull past the
+// total, or past the anonymous pool unless s is keyed. Every successful Take
+// is followed by a Give of the same s and n.
+func (b *Budget) Take(s Share, n int64) error {
 	if b == nil || n == 0 {
 		return nil
 	}
+	if !s.Keyed && b.anonUsed.Add(n) > b.anonMax.Load() {
+		b.anonUsed.Add(-n)
+		return ErrFull
+	}
 	if b.used.Add(n) > b.max.Load() {
 		b.used.Add(-n)
+		if !s.Keyed {
+			b.anonUsed.Add(-n)
+		}
 		return ErrFull
 	}
 	return nil
 }
 
 // Give returns what a Take charged.
-func (b *Budget) Give(n int64) {
-	if b != nil {
-		b.used.Add(-n)
+func (b *Budget) Give(s Share, n int64) {
+	if b == nil {
+		return
+	}
+	b.used.Add(-n)
+	if !s.Keyed {
+		b.anonUsed.Add(-n)
 	}
 }
 
@@ -199,6 +250,7 @@ func (b *Budget) Give(n int64) {
 type Claim struct {
 	b        *Budget
 	client   string
+	share    Share
 	answer   []byte
 	h        *holding
 	released bool // under b.mu
@@ -207,37 +259,64 @@ type Claim struct {
 // Hold charges answer to client, of Share s, and the Budget, unless the
 // client holds that very answer already (the same bytes, not equal ones),
 // or charges nothing and returns an error: ErrClientFull past the client's
-// share, ErrFull past the total. Holding an answer counts as progress: the
-// client has not had the chance to take it yet. Every successful Hold is
-// followed by a Release of its Claim.
+// share, ErrFull past the total or, for an anonymous client, the anonymous
+// pool. Holding an answer counts as progress: the client has not had the
+// chance to take it yet. Every successful Hold is followed by a Release of
+// its Claim.
 func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
-	if b == nil || len(answer) <= small {
+	return b.hold(client, s, answer, false)
+}
+
+// Lend is Hold for an answer whose bytes another part of the gateway keeps
+// anyway (a micro-cache entry, bounded by cache_size; a live topic's latest
+// answer, charged to the Budget with Take): it is charged to the
+// client's share alone (ErrClientFull past it), never refused for the
+// total or the anonymous pool, and counted in Held once however many
+// clients hold it. A cache hit costs the Budget nothing, and is not refused
+// because the Budget is spent; a client that stops reading still keeps at
+// most its share.
+func (b *Budget) Lend(client string, s Share, answer []byte) (*Claim, error) {
+	return b.hold(client, s, answer, true)
+}
+
+func (b *Budget) hold(client string, s Share, answer []byte, lent bool) (*Claim, error) {
+	if b == nil || len(answer) <= Small {
 		return nil, nil
 	}
 	id, n := &answer[0], int64(len(answer))
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h := b.by[client]; h != nil && h.answers[id] > 0 {
-		h.answers[id]++
+	c := &Claim{b: b, client: client, share: s, answer: answer}
+	if h := b.by[client]; h != nil && h.answers[id].n > 0 {
+		a := h.answers[id]
+		a.n++
+		h.answers[id] = a
 		h.taken.Store(int64(b.now()))
-		return &Claim{b: b, client: client, answer: answer, h: h}, nil
+		c.h = h
+		return c, nil
 	}
-	h, err := b.charge(client, s, n)
+	var err error
+	if lent {
+		c.h, err = b.lend(client, s, id, n)
+	} else {
+		c.h, err = b.charge(client, s, n)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if h.answers == nil {
-		h.answers = make(map[*byte]int, 1)
+	if c.h.answers == nil {
+		c.h.answers = make(map[*byte]holds, 1)
 	}
-	h.answers[id] = 1
-	h.taken.Store(int64(b.now()))
-	return &Claim{b: b, client: client, answer: answer, h: h}, nil
+	c.h.answers[id] = holds{n: 1, lent: lent}
+	c.h.taken.Store(int64(b.now()))
+	return c, nil
 }
 
 // Pin charges n bytes that client's request keeps while it lasts to the
 // client, of Share s, and the Budget, or charges nothing and returns an
-// error: ErrClientFull past the client's share, ErrFull past the total.
-// Every successful Pin is followed by an Unpin of the same client and n.
+// error: ErrClientFull past the client's share, ErrFull past the total or,
+// for an anonymous client, the anonymous pool. Every successful Pin is
+// followed by an Unpin of the same client, s and n.
 func (b *Budget) Pin(client string, s Share, n int64) error {
 	if b == nil || n <= 0 {
 		return nil
@@ -249,7 +328,7 @@ func (b *Budget) Pin(client string, s Share, n int64) error {
 }
 
 // Unpin gives back what Pin charged.
-func (b *Budget) Unpin(client string, n int64) {
+func (b *Budget) Unpin(client string, s Share, n int64) {
 	if b == nil || n <= 0 {
 		return
 	}
@@ -259,35 +338,62 @@ func (b *Budget) Unpin(client string, n int64) {
 	if h == nil || h.bytes < n {
 		panic("hold: Unpin without Pin")
 	}
+	b.Give(s, n)
 	b.discharge(client, h, n)
 }
 
 // charge charges n bytes to client, of Share s, and the Budget and returns
 // what the client holds, or charges nothing: ErrClientFull past the
-// client's share, ErrFull past the total. Under b.mu.
+// client's share, ErrFull past the total or the anonymous pool. Under b.mu.
 func (b *Budget) charge(client string, s Share, n int64) (*holding, error) {
-	h := b.by[client]
+	if err := b.fits(client, s, n); err != nil {
+		return nil, err
+	}
+	if err := b.Take(s, n); err != nil {
+		return nil, err
+	}
+	return b.add(client, n), nil
+}
+
+// lend charges the answer id of n bytes to client, of Share s, alone, and
+// counts it in b.lent unless another client holds it already: ErrClientFull
+// past the client's share. Under b.mu.
+func (b *Budget) lend(client string, s Share, id *byte, n int64) (*holding, error) {
+	if err := b.fits(client, s, n); err != nil {
+		return nil, err
+	}
+	if b.lentBy[id]++; b.lentBy[id] == 1 {
+		b.lent.Add(n)
+	}
+	return b.add(client, n), nil
+}
+
+// fits reports whether n more bytes fit client's share. Under b.mu.
+func (b *Budget) fits(client string, s Share, n int64) error {
 	var held int64
-	if h != nil {
+	if h := b.by[client]; h != nil {
 		held = h.bytes
 	}
 	if held+n > b.bytesOf(s) {
-		return nil, ErrClientFull
+		return ErrClientFull
 	}
-	if err := b.Take(n); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// add counts n bytes more for client and returns what it holds. Under b.mu.
+func (b *Budget) add(client string, n int64) *holding {
+	h := b.by[client]
 	if h == nil {
 		h = &holding{}
 		b.by[client] = h
 	}
 	h.bytes += n
-	return h, nil
+	return h
 }
 
-// discharge gives back n bytes charged to client, which holds h. Under b.mu.
+// discharge takes n bytes off what client, which holds h, holds: the
+// Budget's own count is the caller's to give back. Under b.mu.
 func (b *Budget) discharge(client string, h *holding, n int64) {
-	b.Give(n)
 	if h.bytes -= n; h.bytes <= 0 {
 		delete(b.by, client)
 	}
@@ -301,8 +407,8 @@ func (c *Claim) Took() {
 	}
 }
 
-// Release gives back what Hold charged for this hold of the answer. It
-// panics when called twice.
+// Release gives back what Hold or Lend charged for this hold of the answer.
+// It panics when called twice.
 func (c *Claim) Release() {
 	if c == nil {
 		return
@@ -311,13 +417,26 @@ func (c *Claim) Release() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h := b.by[c.client]
-	if c.released || h == nil || h != c.h || h.answers[id] == 0 {
+	var a holds
+	if h != nil {
+		a = h.answers[id]
+	}
+	if c.released || h == nil || h != c.h || a.n == 0 {
 		panic("hold: Release without Hold")
 	}
 	c.released = true
-	if h.answers[id]--; h.answers[id] > 0 {
+	if a.n--; a.n > 0 {
+		h.answers[id] = a
 		return
 	}
 	delete(h.answers, id)
+	if a.lent {
+		if b.lentBy[id]--; b.lentBy[id] == 0 {
+			delete(b.lentBy, id)
+			b.lent.Add(-n)
+		}
+	} else {
+		b.Give(c.share, n)
+	}
 	b.discharge(c.client, h, n)
 }

@@ -10,7 +10,7 @@ import (
 )
 
 // k is the unit of these tests' sizes: answers above small.
-const k = small + 1
+const k = Small + 1
 
 // answer is a distinct answer of n units.
 func answer(n int) []byte { return make([]byte, n*k) }
@@ -26,7 +26,7 @@ func hold(t *testing.T, b *Budget, client string, answer []byte) *Claim {
 }
 
 func TestBudget(t *testing.T) {
-	b := New(100*k, 40*k)
+	b := New(100*k, 40*k, 100*k)
 	a40 := hold(t, b, "a", answer(40))
 	if _, err := b.Hold("a", Share{}, answer(1)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("past the share: %v, want ErrClientFull", err)
@@ -51,18 +51,18 @@ func TestBudget(t *testing.T) {
 	if _, err := b.Hold("c", Share{}, answer(21)); !errors.Is(err, ErrFull) {
 		t.Fatalf("past the total: %v, want ErrFull", err)
 	}
-	if err := b.Take(20 * k); err != nil {
+	if err := b.Take(Share{}, 20*k); err != nil {
 		t.Fatalf("a buffer of no client within the total: %v", err)
 	}
-	if err := b.Check("c", Share{}); !errors.Is(err, ErrFull) {
-		t.Fatalf("Check with the total spent: %v", err)
+	if err := b.Check("c", Share{}); err != nil {
+		t.Fatalf("Check with the total spent: %v; want nil: the request may cost it nothing, and what it costs is refused when charged", err)
 	}
 	if b.Held() != 100*k {
 		t.Fatalf("held %d, want 100", b.Held())
 	}
 	a40.Release()
 	b40.Release()
-	b.Give(20 * k)
+	b.Give(Share{}, 20*k)
 	if b.Held() != 0 || len(b.by) != 0 {
 		t.Fatalf("after giving everything back: held %d, %d clients", b.Held(), len(b.by))
 	}
@@ -73,7 +73,7 @@ func TestBudget(t *testing.T) {
 // smaller than the Budget's: Hold and Check go by it, and the total still
 // bounds everyone.
 func TestShareOfItsOwn(t *testing.T) {
-	b := New(100*k, 20*k)
+	b := New(100*k, 20*k, 100*k)
 	big, small := Share{Bytes: 60 * k}, Share{Bytes: 10 * k}
 	var claims []*Claim
 	for range 2 {
@@ -112,7 +112,7 @@ func TestShareOfItsOwn(t *testing.T) {
 // within its share all along; a share judged by bytes alone is refused at
 // half whatever the client takes.
 func TestByProgress(t *testing.T) {
-	b := New(100*k, 40*k)
+	b := New(100*k, 40*k, 100*k)
 	c := fixture.NewClock()
 	b.SetClock(c.Now)
 	const patience = 5 * time.Second
@@ -168,7 +168,7 @@ func TestByProgress(t *testing.T) {
 // stalled streams of one cached answer) is charged once, and that another
 // client holding it is charged too.
 func TestSameAnswerOnce(t *testing.T) {
-	b := New(100*k, 40*k)
+	b := New(100*k, 40*k, 100*k)
 	shared := answer(30)
 	var claims []*Claim
 	for range 1000 {
@@ -206,7 +206,7 @@ func TestSameAnswerOnce(t *testing.T) {
 // TestReleaseTwicePanics: a Claim released twice while other holds of its
 // answer remain must not give back theirs.
 func TestReleaseTwicePanics(t *testing.T) {
-	b := New(100*k, 40*k)
+	b := New(100*k, 40*k, 100*k)
 	shared := answer(30)
 	first, second := hold(t, b, "a", shared), hold(t, b, "a", shared)
 	first.Release()
@@ -228,23 +228,23 @@ func TestNilBudget(t *testing.T) {
 	var b *Budget
 	big := answer(1 << 10) // 1 MiB: answer counts KiB
 	c, err := b.Hold("a", Share{}, big)
-	if err != nil || c != nil || b.Take(1<<40) != nil || b.Check("a", Share{}) != nil || b.Held() != 0 {
+	if err != nil || c != nil || b.Take(Share{}, 1<<40) != nil || b.Check("a", Share{}) != nil || b.Held() != 0 {
 		t.Fatal("the nil Budget refused or counted")
 	}
 	c.Took()
 	c.Release()
-	b.Give(1 << 40)
+	b.Give(Share{}, 1<<40)
 }
 
 func TestNewPanics(t *testing.T) {
-	for _, c := range [][2]int64{{100, 0}, {100, 101}, {0, 0}} {
+	for _, c := range [][3]int64{{100, 0, 100}, {100, 101, 100}, {0, 0, 0}, {100, 10, 0}, {100, 10, 101}} {
 		func() {
 			defer func() {
 				if recover() == nil {
-					t.Errorf("New(%d, %d) did not panic", c[0], c[1])
+					t.Errorf("New(%d, %d, %d) did not panic", c[0], c[1], c[2])
 				}
 			}()
-			New(c[0], c[1])
+			New(c[0], c[1], c[2])
 		}()
 	}
 }
@@ -253,7 +253,7 @@ func TestNewPanics(t *testing.T) {
 // the total or a client's share be exceeded, while writers report progress
 // and clients are checked.
 func TestConcurrentHolds(t *testing.T) {
-	b := New(1000*k, 300*k)
+	b := New(1000*k, 300*k, 1000*k)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	peak := int64(0)
@@ -265,8 +265,8 @@ func TestConcurrentHolds(t *testing.T) {
 			for j := range 2000 {
 				switch j % 3 {
 				case 0:
-					if b.Take(7*k) == nil {
-						b.Give(7 * k)
+					if b.Take(Share{}, 7*k) == nil {
+						b.Give(Share{}, 7*k)
 					}
 					continue
 				case 1:
@@ -291,8 +291,8 @@ func TestConcurrentHolds(t *testing.T) {
 
 // TestSmallNotCounted: answers up to small bytes cost no lock and no charge.
 func TestSmallNotCounted(t *testing.T) {
-	b := New(100*k, 40*k)
-	small := make([]byte, small)
+	b := New(100*k, 40*k, 100*k)
+	small := make([]byte, Small)
 	if c, err := b.Hold("a", Share{}, small); err != nil || c != nil || b.Held() != 0 {
 		t.Fatalf("a small answer: %v, %v, %d charged", c, err, b.Held())
 	}
@@ -301,16 +301,13 @@ func TestSmallNotCounted(t *testing.T) {
 // TestSetSizes: a lower bound keeps what is held counted and charges nothing
 // more until enough is released.
 func TestSetSizes(t *testing.T) {
-	b := New(1<<20, 1<<20)
+	b := New(1<<20, 1<<20, 1<<20)
 	big := hold(t, b, "a", make([]byte, 600<<10))
-	b.SetSizes(512<<10, 256<<10)
+	b.SetSizes(512<<10, 256<<10, 512<<10)
 	if b.Held() != 600<<10 {
 		t.Fatalf("Held %d after SetSizes, want the %d still held", b.Held(), 600<<10)
 	}
-	if err := b.Check("b", Share{}); err != ErrFull {
-		t.Errorf("Check past the lower total: %v, want ErrFull", err)
-	}
-	if err := b.Take(1); err != ErrFull {
+	if err := b.Take(Share{}, 1); err != ErrFull {
 		t.Errorf("Take past the lower total: %v, want ErrFull", err)
 	}
 	big.Release()
@@ -326,7 +323,7 @@ func TestSetSizes(t *testing.T) {
 // beside the answers a client holds, against its share and the total, and
 // given back.
 func TestPin(t *testing.T) {
-	b := New(100*k, 40*k)
+	b := New(100*k, 40*k, 100*k)
 	if err := b.Pin("a", Share{}, 100); err != nil || b.Held() != 100 {
 		t.Fatalf("a small pin: %v, %d charged; want it charged", err, b.Held())
 	}
@@ -349,9 +346,9 @@ func TestPin(t *testing.T) {
 	if err := b.Pin("d", Share{}, 10*k); !errors.Is(err, ErrFull) {
 		t.Fatalf("past the total: %v, want ErrFull", err)
 	}
-	b.Unpin("a", 100)
-	b.Unpin("b", 30*k)
-	b.Unpin("c", 30*k)
+	b.Unpin("a", Share{}, 100)
+	b.Unpin("b", Share{}, 30*k)
+	b.Unpin("c", Share{}, 30*k)
 	if b.Held() != 30*k || len(b.by) != 1 {
 		t.Fatalf("after the unpins: %d held by %d clients, want the answer's 30 KiB by one", b.Held(), len(b.by))
 	}
@@ -360,5 +357,102 @@ func TestPin(t *testing.T) {
 			t.Fatal("Unpin without Pin did not panic")
 		}
 	}()
-	b.Unpin("b", 1)
+	b.Unpin("b", Share{}, 1)
+}
+
+// TestAnonymousPool: what anonymous clients hold together, pinned, held or
+// taken for them, stops at the anonymous pool, however many clients hold
+// it; a keyed client is charged the rest of the total then, and only the
+// total bounds it. Giving back makes room in the pool again.
+func TestAnonymousPool(t *testing.T) {
+	b := New(100*k, 20*k, 50*k)
+	keyed := Share{Bytes: 60 * k, Keyed: true}
+	for _, c := range []string{"a", "b"} {
+		if err := b.Pin(c, Share{}, 20*k); err != nil {
+			t.Fatalf("pin of %s within the pool: %v", c, err)
+		}
+	}
+	if err := b.Take(Share{}, 5*k); err != nil {
+		t.Fatalf("a buffer of an anonymous client within the pool: %v", err)
+	}
+	if err := b.Pin("c", Share{}, 5*k+1); !errors.Is(err, ErrFull) {
+		t.Fatalf("a pin one byte past the pool: %v, want ErrFull", err)
+	}
+	if err := b.Pin("c", Share{}, 5*k); err != nil {
+		t.Fatalf("a pin that fills the pool to the byte: %v", err)
+	}
+	if b.Anonymous() != 50*k || b.Held() != 50*k {
+		t.Fatalf("anonymous %d, held %d; want the pool, 50 units, both", b.Anonymous(), b.Held())
+	}
+	if _, err := b.Hold("d", Share{}, answer(1)); !errors.Is(err, ErrFull) {
+		t.Fatalf("an anonymous answer with the pool full: %v, want ErrFull", err)
+	}
+	if err := b.Take(Share{}, 1); !errors.Is(err, ErrFull) {
+		t.Fatalf("an anonymous buffer with the pool full: %v, want ErrFull", err)
+	}
+	if err := b.Check("d", Share{}); err != nil {
+		t.Fatalf("Check of a client holding nothing, the pool full: %v", err)
+	}
+	held, err := b.Hold("key", keyed, answer(30))
+	if err != nil {
+		t.Fatalf("a keyed answer with the pool full: %v", err)
+	}
+	if err := b.Take(Share{Keyed: true}, 20*k); err != nil {
+		t.Fatalf("a keyed buffer up to the total: %v", err)
+	}
+	if err := b.Take(Share{Keyed: true}, 1); !errors.Is(err, ErrFull) {
+		t.Fatalf("a keyed buffer past the total: %v, want ErrFull", err)
+	}
+	b.Give(Share{Keyed: true}, 20*k)
+	held.Release()
+	b.Unpin("c", Share{}, 5*k)
+	if err := b.Take(Share{}, 5*k); err != nil {
+		t.Fatalf("an anonymous buffer once a pin is given back: %v", err)
+	}
+	b.Give(Share{}, 5*k)
+	b.Give(Share{}, 5*k)
+	b.Unpin("a", Share{}, 20*k)
+	b.Unpin("b", Share{}, 20*k)
+	if b.Anonymous() != 0 || b.Held() != 0 || len(b.by) != 0 {
+		t.Fatalf("after giving everything back: anonymous %d, held %d, %d clients", b.Anonymous(), b.Held(), len(b.by))
+	}
+}
+
+// TestLend: an answer lent (a cache hit) is not refused with the total or
+// the anonymous pool spent, is counted once in Held however many clients
+// hold it, and is charged to each client's share, which still bounds it.
+func TestLend(t *testing.T) {
+	b := New(100*k, 40*k, 50*k)
+	if err := b.Pin("flood", Share{Bytes: 50 * k}, 50*k); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Pin("key", Share{Bytes: 50 * k, Keyed: true}, 50*k); err != nil {
+		t.Fatal(err)
+	}
+	cached := answer(30)
+	var claims []*Claim
+	for _, c := range []string{"a", "b", "a"} {
+		cl, err := b.Lend(c, Share{}, cached)
+		if err != nil {
+			t.Fatalf("%s: a cached answer with the Budget spent: %v", c, err)
+		}
+		claims = append(claims, cl)
+	}
+	if b.Held() != 130*k || b.Anonymous() != 50*k {
+		t.Fatalf("held %d, anonymous %d; want the 100 units charged and the cached answer once", b.Held(), b.Anonymous())
+	}
+	if _, err := b.Lend("a", Share{}, answer(11)); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("a cached answer past the client's share: %v, want ErrClientFull", err)
+	}
+	if err := b.Check("a", Share{}); !errors.Is(err, ErrClientFull) {
+		t.Fatalf("Check of a client holding more than half its share lent: %v", err)
+	}
+	for _, cl := range claims {
+		cl.Release()
+	}
+	b.Unpin("flood", Share{Bytes: 50 * k}, 50*k)
+	b.Unpin("key", Share{Bytes: 50 * k, Keyed: true}, 50*k)
+	if b.Held() != 0 || b.Anonymous() != 0 || len(b.by) != 0 || len(b.lentBy) != 0 {
+		t.Fatalf("after giving everything back: held %d, anonymous %d, %d clients, %d lent", b.Held(), b.Anonymous(), len(b.by), len(b.lentBy))
+	}
 }

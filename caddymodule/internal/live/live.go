@@ -22,7 +22,8 @@
 // Close ends every subscription (a config reload: the streams of the old
 // policy end, and their clients reconnect under the new one). Seats counts
 // open streams against a total and a per-client bound, and a Hub's topics
-// against a bound of their own, keyed callers first.
+// against a bound of their own, keyed callers first; a Meter bounds and
+// counts the bytes the topics keep.
 package live
 
 import (
@@ -94,6 +95,7 @@ const MinInterval = 50 * time.Millisecond
 type Hub struct {
 	encode  Encoder // nil: none
 	seats   *Seats  // where each topic takes its place; nil: no bound
+	meter   *Meter  // where each topic's latest event is charged; nil: none
 	mu      sync.Mutex
 	topics  map[string]*topic
 	closed  bool
@@ -102,10 +104,11 @@ type Hub struct {
 }
 
 // New returns an open Hub whose events encode writes for the wire (nil:
-// Event.Wire stays nil), and whose topics take their places from seats
-// (nil: topics are not bounded); hubs may share seats.
-func New(encode Encoder, seats *Seats) *Hub {
-	return &Hub{encode: encode, seats: seats, topics: map[string]*topic{}}
+// Event.Wire stays nil), whose topics take their places from seats (nil:
+// topics are not bounded) and keep their latest event within meter (nil:
+// not bounded); hubs may share seats and a meter.
+func New(encode Encoder, seats *Seats, meter *Meter) *Hub {
+	return &Hub{encode: encode, seats: seats, meter: meter, topics: map[string]*topic{}}
 }
 
 // topic is one answer, its poller and its subscribers.
@@ -114,7 +117,9 @@ type topic struct {
 	cancel context.CancelFunc
 	place  *Place // nil without seats
 	subs   map[*Sub]struct{}
+	keyed  bool   // its viewers are keyed: the class its answer is charged in
 	last   *Event // the latest answer; nil before the first
+	kept   int64  // what the hub's meter charged for last
 	ended  bool   // under hub.mu
 }
 
@@ -138,7 +143,8 @@ type Sub struct {
 // Fetch newFetch makes if the topic is new (only then: a Fetch may cost
 // something to make, and most subscribers join a topic that exists). A new
 // topic takes a place from the hub's seats, keyed if v is: ErrTopicsFull
-// when there is none; its first event is v's Answer, if v has one. The
+// when there is none; its first event is v's Answer, if v has one, kept
+// within the hub's meter: ErrNoRoom when it does not fit. The
 // topic's latest answer, if any, is pending at once unless it is the one
 // v has (v.LastID).
 func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, error) {
@@ -160,12 +166,17 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 				return nil, err
 			}
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		t = &topic{key: key, cancel: cancel, place: place, subs: map[*Sub]struct{}{}}
 		var first time.Duration
+		t = &topic{key: key, place: place, subs: map[*Sub]struct{}{}, keyed: v.Keyed}
 		if v.Answer != nil {
-			t.last, first = h.event(v.Answer), v.Next
+			if !h.keep(t, h.event(v.Answer)) {
+				place.Give()
+				return nil, ErrNoRoom
+			}
+			first = v.Next
 		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.cancel = cancel
 		h.topics[key] = t
 		h.wg.Add(1)
 		go h.poll(ctx, t, newFetch(), first)
@@ -307,17 +318,36 @@ func (h *Hub) remove(s *Sub, closeDone bool) {
 	}
 }
 
-// publish makes ev t's latest answer and offers it to every subscriber.
+// publish makes ev t's latest answer and offers it to every subscriber;
+// t ends, with its subscriptions, when ev does not fit the hub's meter:
+// its viewers reconnect, and are refused while there is no room.
 func (h *Hub) publish(t *topic, ev *Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if t.ended {
 		return
 	}
-	t.last = ev
+	if !h.keep(t, ev) {
+		h.end(t)
+		return
+	}
 	for s := range t.subs {
 		s.offer(ev)
 	}
+}
+
+// keep makes ev t's latest answer, charged to the hub's meter in place of
+// the one before, or reports that it does not fit: t then keeps nothing.
+// Under h.mu, or before t is known to anyone else.
+func (h *Hub) keep(t *topic, ev *Event) bool {
+	h.meter.drop(t.keyed, t.kept)
+	t.last, t.kept = nil, 0
+	n := ev.size()
+	if !h.meter.keep(t.keyed, n) {
+		return false
+	}
+	t.last, t.kept = ev, n
+	return true
 }
 
 // offer makes ev pending unless the subscriber has it; a pending event not
@@ -375,7 +405,8 @@ func (h *Hub) end(t *topic) {
 		s.pending = nil
 	}
 	t.subs = nil
-	t.last = nil
+	h.meter.drop(t.keyed, t.kept)
+	t.last, t.kept = nil, 0
 	t.place.Give()
 }
 

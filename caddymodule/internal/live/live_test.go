@@ -75,7 +75,7 @@ func subscribe(t *testing.T, h *Hub, key, lastID string, f *feed) *Sub {
 }
 
 func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	subs := make([]*Sub, 100)
@@ -100,7 +100,7 @@ func TestOnePollerForEverySubscriberOfATopic(t *testing.T) {
 }
 
 func TestTopicsAreApart(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	anon, keyed := newFeed(), newFeed()
 	a := subscribe(t, h, "status filtered", "", anon)
@@ -116,7 +116,7 @@ func TestTopicsAreApart(t *testing.T) {
 }
 
 func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	s := subscribe(t, h, "status", "", f)
@@ -132,7 +132,7 @@ func TestAnUnchangedAnswerIsNotSentAgain(t *testing.T) {
 }
 
 func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	first := subscribe(t, h, "status", "", f)
@@ -156,7 +156,7 @@ func TestLastEventIDSkipsTheAnswerTheClientHas(t *testing.T) {
 }
 
 func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	stalled := subscribe(t, h, "status", "", f)
@@ -173,7 +173,7 @@ func TestASubscriberThatDoesNotReadHasOnlyTheLatest(t *testing.T) {
 }
 
 func TestTheLastToLeaveStopsThePoller(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	a := subscribe(t, h, "status", "", f)
@@ -199,7 +199,7 @@ func TestTheLastToLeaveStopsThePoller(t *testing.T) {
 }
 
 func TestCloseEndsEverySubscription(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	f := newFeed()
 	subs := []*Sub{subscribe(t, h, "a", "", f), subscribe(t, h, "a", "", f), subscribe(t, h, "b", "", newFeed())}
 	f.send(t, envelope(1, 1))
@@ -218,7 +218,7 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 }
 
 func TestConcurrentSubscribersAndLeavers(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	var fetched atomic.Int32
 	fetch := func(ctx context.Context, _ any) ([]byte, time.Duration, bool) {
@@ -251,7 +251,7 @@ func TestConcurrentSubscribersAndLeavers(t *testing.T) {
 // gets a place, and everything is given back.
 func TestConcurrentKeyedAndAnonymous(t *testing.T) {
 	seats := NewSeats(8, 0, 3)
-	h := New(nil, seats)
+	h := New(nil, seats, nil)
 	defer h.Close()
 	fetch := func(ctx context.Context, _ any) ([]byte, time.Duration, bool) {
 		return []byte(envelope(1, 0)), 0, false
@@ -296,7 +296,7 @@ func TestEventsAreEncodedOncePerAnswer(t *testing.T) {
 	h := New(func(ev Event) []byte {
 		encoded.Add(1)
 		return []byte("<" + ev.ID + ">" + string(ev.Data))
-	}, nil)
+	}, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	a, b := subscribe(t, h, "status", "", f), subscribe(t, h, "status", "", f)
@@ -439,7 +439,7 @@ func TestSeatsSetBounds(t *testing.T) {
 // share the bound.
 func TestTopicsBoundedKeyedFirst(t *testing.T) {
 	seats := NewSeats(0, 0, 3)
-	h, other := New(nil, seats), New(nil, seats)
+	h, other := New(nil, seats, nil), New(nil, seats, nil)
 	defer h.Close()
 	defer other.Close()
 	f := newFeed()
@@ -498,7 +498,7 @@ func TestTopicsBoundedKeyedFirst(t *testing.T) {
 // subscription alone and is made at once for another; when every one is
 // refused the topic ends.
 func TestPollsChargedToSubscribers(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	type ask struct {
 		by      any
@@ -557,7 +557,7 @@ func TestPollsChargedToSubscribers(t *testing.T) {
 // answer its first subscriber brings, pending at once, and its poller asks
 // only after that answer's Next; a later subscriber's answer is not used.
 func TestNewTopicStartsFromTheViewersAnswer(t *testing.T) {
-	h := New(nil, nil)
+	h := New(nil, nil, nil)
 	defer h.Close()
 	f := newFeed()
 	first := []byte(envelope(7, 0))

@@ -9,6 +9,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 )
 
@@ -34,6 +35,9 @@ type Guard struct {
 	Flights   *coalesce.Group
 	Cache     *microcache.Cache
 	Held      *hold.Budget
+	// Topics is what the guard's live topics keep (their latest answers),
+	// part of Held.
+	Topics *live.Meter
 }
 
 // guardCollector exports the guards of one config load. The first handler
@@ -54,6 +58,10 @@ var (
 		"Requests waiting for the backend's capacity (admission control), by guard and caller class.", "class")
 	descHeld = guardDesc("held_bytes",
 		"Bytes held for clients, by guard: answers they have not read yet, and what their live streams' requests keep.")
+	descHeldAnonymous = guardDesc("held_anonymous_bytes",
+		"Bytes charged to the held bytes for anonymous callers, by guard: at most half of max_held, the rest being keyed callers' first.")
+	descTopicBytes = guardDesc("topic_bytes",
+		"Bytes the live streams' topics keep, each its latest answer as an event, by guard: counted in held_bytes too.")
 	descCacheLookups = guardDesc("cache_lookups_total",
 		"Micro-cache lookups, by guard and result: a fresh entry (hit), one served past its time to live while it is refreshed (stale), none (miss).", "result")
 	descCacheEvictions = guardDesc("cache_evictions_total",
@@ -92,7 +100,7 @@ func (c *guardCollector) add(g Guard) {
 
 // Describe implements prometheus.Collector.
 func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld,
+	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld, descHeldAnonymous, descTopicBytes,
 		descCacheLookups, descCacheEvictions, descCacheEntries, descCacheBytes,
 		descCoalesced, descUnshared, descCoalesceInFlight, descCoalesceWaiting} {
 		ch <- d
@@ -102,10 +110,10 @@ func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 // guardSums is what the guards of one name count together, and which of
 // their units exist.
 type guardSums struct {
-	hasAdmission, hasMain, hasFlights, hasCache, hasHeld bool
+	hasAdmission, hasMain, hasFlights, hasCache, hasHeld, hasTopics bool
 
 	inFlight, queuedAnonymous, queuedKeyed int
-	heldBytes                              int64
+	heldBytes, heldAnonymous, topicBytes   int64
 	cache                                  microcache.Stats
 	flights                                coalesce.Stats
 }
@@ -130,6 +138,11 @@ func (s *guardSums) add(g Guard) {
 	if g.Held != nil {
 		s.hasHeld = true
 		s.heldBytes += g.Held.Held()
+		s.heldAnonymous += g.Held.Anonymous()
+	}
+	if g.Topics != nil {
+		s.hasTopics = true
+		s.topicBytes += g.Topics.Bytes()
 	}
 	if g.Cache != nil {
 		s.hasCache = true
@@ -188,6 +201,10 @@ func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if s.hasHeld {
 			gauge(descHeld, float64(s.heldBytes), name)
+			gauge(descHeldAnonymous, float64(s.heldAnonymous), name)
+		}
+		if s.hasTopics {
+			gauge(descTopicBytes, float64(s.topicBytes), name)
 		}
 		if s.hasCache {
 			counter(descCacheLookups, s.cache.Hits, name, "hit")

@@ -18,6 +18,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -26,7 +27,8 @@ import (
 // one request at the backend and one (anonymous) waiting for it, 20 KiB
 // held for a client, a cache entry found once fresh and once missed, a
 // coalesced trip whose answer, a 503, was not shared, and a trip under way
-// with one follower waiting for it. The waiters leave when the test ends.
+// with one follower waiting for it, and a live topic keeping an answer of
+// 10 bytes. The waiters leave when the test ends.
 func busyGuard(t *testing.T, name string) Guard {
 	t.Helper()
 	g := Guard{
@@ -35,7 +37,16 @@ func busyGuard(t *testing.T, name string) Guard {
 		Main:    admission.New(admission.Config{Limit: 1, Queue: 1, Wait: time.Minute}),
 		Flights: coalesce.New(coalesce.Config{}),
 		Cache:   microcache.New(microcache.Config{}),
-		Held:    hold.New(1<<20, 1<<19),
+		Held:    hold.New(1<<20, 1<<19, 1<<19),
+		Topics:  live.NewMeter(noBound{}),
+	}
+	hub := live.New(nil, nil, g.Topics)
+	t.Cleanup(hub.Close)
+	idle := func() live.Fetch {
+		return func(ctx context.Context, _ any) ([]byte, time.Duration, bool) { <-ctx.Done(); return nil, 0, false }
+	}
+	if _, err := hub.Subscribe("topic", live.Viewer{Answer: []byte("0123456789"), Next: time.Hour}, idle); err != nil {
+		t.Fatal(err)
 	}
 	p, err := admission.AcquireAll(context.Background(), admission.Keyed, g.All)
 	if err != nil {
@@ -77,6 +88,12 @@ func busyGuard(t *testing.T, name string) Guard {
 	return g
 }
 
+// noBound is a live.Budget that takes everything.
+type noBound struct{}
+
+func (noBound) Keep(bool, int64) bool { return true }
+func (noBound) Drop(bool, int64)      {}
+
 // guardSeries is the scrape of one busyGuard (times n, for guards that sum)
 // under the guard label name.
 func guardSeries(name string, n float64) map[string]float64 {
@@ -91,6 +108,8 @@ func guardSeries(name string, n float64) map[string]float64 {
 		queued("anonymous"):                                   n,
 		queued("keyed"):                                       0,
 		s("held_bytes", ""):                                   n * (20 << 10),
+		s("held_anonymous_bytes", ""):                         n * (20 << 10),
+		s("topic_bytes", ""):                                  n * 10,
 		s("cache_lookups_total", `,result="hit"`):             n,
 		s("cache_lookups_total", `,result="stale"`):           0,
 		s("cache_lookups_total", `,result="miss"`):            n,
@@ -139,7 +158,7 @@ func TestGuardSeries(t *testing.T) {
 // micro-cache and the held bytes, which every guard has.
 func TestGuardUnitsOff(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19)}
+	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19, 1<<19)}
 	exportGuard(t, reg, g)
 	want := map[string]float64{}
 	for k := range guardSeries("lean", 0) {
