@@ -138,10 +138,12 @@ type BackendConfig struct {
 	// and per-key counts, the held bytes, coalescing and the micro-cache.
 	// Handlers that name the same guard (in front of the same backend) share
 	// one, with the same limits. A reload keeps a guard, with every count,
-	// and puts changed limits in force on it in place. Default: a guard of
-	// this handler's own, named by its place: its server's listeners, the
-	// host matchers around it and the upstreams of the reverse_proxy after
-	// it (docs/backend-protection.md). Cannot be off (every handler has a
+	// and puts changed limits in force on it in place. Default: the guard
+	// of the declared backend, named by what of the declaration picks the
+	// server (its upstreams, Host, rewrite and TLS server name), shared by
+	// every handler that declares it; in the form of 1.0, which declares
+	// none, one guard for the counts of every such handler in the process
+	// (docs/backend-protection.md). Cannot be off (every handler has a
 	// guard), and so "off" is not a name.
 	Guard string `json:"guard,omitempty"`
 
@@ -184,7 +186,7 @@ var whyNotOff = map[string]string{
 	"max_response":     "it bounds the memory one answer takes",
 	"max_held":         "it bounds the memory slow clients can make the gateway hold",
 	"client_prefix_v6": "every address belongs to some client; 128 counts each IPv6 address as its own",
-	"guard":            "every handler has one; leave guard out for a guard of this handler's own",
+	"guard":            "every handler has one; leave guard out for the guard of the backend the handler declares",
 	"instances":        "every gateway is one of at least one; leave instances out (or write 1) for a gateway alone",
 	"stream_heartbeat": "a stream that stays silent is closed by the proxies in front",
 }
