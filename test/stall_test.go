@@ -220,9 +220,13 @@ func TestStalledH2Streams(t *testing.T) {
 	for _, writeTimeout := range []string{"off", "1s"} {
 		gateway{
 			upstream: be.addr(),
-			// A queue that waits as long as the test would: every stream
-			// reaches the backend, however slowly a busy machine spools them.
-			statusgate: []string{"key " + keyA, "write_timeout " + writeTimeout, "queue 64 1m", "timeout off"},
+			// A queue that waits as long as the test would, and a share of
+			// the held bytes (a sixteenth of max_held) that holds every
+			// stream's answer: every stream reaches the backend, however
+			// slowly a busy machine spools them (with the default, 4 MiB,
+			// a request that came after eight answers were held was
+			// refused before it reached the backend).
+			statusgate: []string{"key " + keyA, "write_timeout " + writeTimeout, "queue 64 1m", "timeout off", "max_held 1GiB"},
 			global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\tprotocols h1 h2c\n\t}"},
 		}.start(t)
 		be.misbehave(sendBig)
