@@ -222,3 +222,23 @@ func copyFile(from, to string, perm fs.FileMode) error {
 	}
 	return dst.Close()
 }
+
+// TestUsersBuildRequiresNoPlugins: the module users build in requires
+// neither caddy-ratelimit nor caddy-storage-redis, nor anything that
+// requires them: this repository's Caddy (cmd/caddy), which compiles them
+// in with the demo backend, is a module of its own, so that a user's xcaddy
+// build gets them only with --with.
+func TestUsersBuildRequiresNoPlugins(t *testing.T) {
+	cmd := exec.Command("go", "list", "-m", "all")
+	cmd.Dir = repoRoot
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "GOWORK=") }), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m all: %v", err)
+	}
+	for _, plugin := range []string{"github.com/mholt/caddy-ratelimit", "github.com/pberkel/caddy-storage-redis"} {
+		if regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(plugin) + ` `).Match(out) {
+			t.Errorf("the module graph of github.com/statusgate/statusgate has %s", plugin)
+		}
+	}
+}

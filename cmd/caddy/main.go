@@ -3,7 +3,9 @@
 // handler statusgate is composed with) and
 // github.com/pberkel/caddy-storage-redis (storage redis, the store several
 // gateways share: docs/cluster.md) compiled in; xcaddy.json lists the two
-// plugins too. `go build -o caddy ./cmd/caddy`.
+// plugins too. `go build -o caddy ./cmd/caddy`. It is a module of its own,
+// so that these plugins are requirements of this command only, never of a
+// build that uses github.com/statusgate/statusgate/caddymodule.
 package main
 
 import (
