@@ -196,10 +196,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 // watchPeers puts this handler's backend in the process's heartbeat, in the
-// config's storage (internal/peers): the gateways that share the storage
-// see each other, and warn about two gateways from one data directory,
-// another deployment in the same storage, instances that disagree and a
-// second main-thread lane. The config load's storage also gives go-redis's
+// config's storage (internal/peers), where that can matter: the handler is
+// one of several instances, or the config names a storage of its own (Redis,
+// a shared folder). The gateways that share the storage see each other, and
+// warn about two gateways from one data directory, another deployment in
+// the same storage, instances that disagree and a second main-thread lane. The config load's storage also gives go-redis's
 // log (internal/redislog) a client to learn that Redis is back through.
 // Both end when the load's server stops, while the storage still works, so
 // that a graceful stop deletes the heartbeat; or at Cleanup, for a load
@@ -214,12 +215,19 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 	h.leavePeers = leave
 	srv.RegisterOnStop(func(context.Context) error { leave(); return nil })
 	redislog.Join(load, ctx.Storage(), h.logger)
+	l := h.guard.lim.Load()
+	if l.Instances <= 1 && ctx.Storage() == caddy.DefaultStorage {
+		// Nothing another gateway shares with this one: a gateway alone
+		// in front of its backend, with Caddy's own data directory, which
+		// two processes on one machine use without being a cluster. Its
+		// heartbeat could only warn about them.
+		return
+	}
 	id, err := caddy.InstanceID()
 	if err != nil {
 		h.logger.Warn("no instance ID: cannot check that no other gateway shares it", zap.Error(err))
 		return
 	}
-	l := h.guard.lim.Load()
 	peers.Join(load, peers.Config{
 		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
 		Backend: h.guard.backendName(), Instances: l.Instances,
