@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"cmp"
-	"context"
 	"crypto/rand"
 	"fmt"
 	"hash/fnv"
@@ -198,19 +197,19 @@ func guardName(name string, b *upstream.Backend) string {
 }
 
 // joinGuard takes the guard the handler's config names from the pool,
-// making it if it is new, and puts the limits l in force on it. c is the
+// making it if it is new, and puts the limits l in force on it, for the
+// handler of the config load app. c is the
 // handler's backend options, b its declared backend (nil: none), policy
 // the field lists' fingerprint (policyOf); member, when the guard is a
 // network's server's, describes it for error messages (else the handler
 // is described by its place).
-func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*guard, error) {
+func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*guard, error) {
 	name := guardName(c.Guard, b)
-	ld := loadOf(ctx)
 	where := member
 	if where == "" {
 		where = handlerAt(ctx, b)
 	}
-	if err := ld.agree(name, l, where, member != ""); err != nil {
+	if err := app.agree(name, l, where, member != ""); err != nil {
 		return nil, err
 	}
 	v, _, err := guards.LoadOrNew(name, func() (caddy.Destructor, error) { return newGuardState(), nil })
@@ -218,11 +217,11 @@ func joinGuard(ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Ba
 		return nil, err
 	}
 	s := v.(*guardState)
-	s.use(ld.seq, l)
+	s.use(app.seq, l)
 	g := &guard{
 		guardState:   s,
 		name:         name,
-		load:         ld.seq,
+		load:         app.seq,
 		backend:      b,
 		timeout:      l.Timeout,
 		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
@@ -282,68 +281,6 @@ func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
 		return s + " in front of " + b.String()
 	}
 	return s + " without upstreams"
-}
-
-// A load is one config's handlers: those whose caddy.Context ends together,
-// which is what a caddy.Context is for (the lifetime of the modules of one
-// config). Loads are numbered as they are first seen, which Caddy does one
-// config at a time: a guard's newest load's limits are in force.
-type load struct {
-	seq    uint64
-	mu     sync.Mutex
-	guards map[string]firstUse // by guard name: the limits of its first handler in this load
-}
-
-// firstUse is the limits a guard was first given in a load, and by whom: a
-// handler, or a network's server (member).
-type firstUse struct {
-	limits guardLimits
-	where  string
-	member bool
-}
-
-// loads holds the loads whose config is running or being provisioned, by
-// the channel that closes when the config stops; an entry goes then.
-var loads sync.Map // <-chan struct{} → *load
-
-// loadSeq numbers loads.
-var loadSeq atomic.Uint64
-
-func loadOf(ctx caddy.Context) *load {
-	done := ctx.Done()
-	v, seen := loads.Load(done)
-	if !seen {
-		v, seen = loads.LoadOrStore(done, &load{seq: loadSeq.Add(1), guards: map[string]firstUse{}})
-		if !seen {
-			context.AfterFunc(ctx, func() { loads.Delete(done) })
-		}
-	}
-	return v.(*load)
-}
-
-// agree records that a handler at w (or a network's server, member) uses
-// the guard name with limits l in this load, and refuses limits other than
-// those the guard was first given here: handlers that share a guard share
-// its limits.
-func (ld *load) agree(name string, l guardLimits, w string, member bool) error {
-	ld.mu.Lock()
-	defer ld.mu.Unlock()
-	first, ok := ld.guards[name]
-	if !ok {
-		ld.guards[name] = firstUse{l, w, member}
-		return nil
-	}
-	if first.limits == l {
-		return nil
-	}
-	fix := "give both the same limits, or each a guard <name> of its own"
-	if member || first.member {
-		// A guard <name> names the handler's own backend, never its
-		// network's servers: only equal limits make the two agree.
-		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
-	}
-	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
-		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
 
 // shareReason says why two handlers share the guard name.

@@ -845,7 +845,9 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 // handler's. Handlers that share a guard in one load share its limits, and
 // a later load's are in force.
 func TestGuardSharing(t *testing.T) {
-	join := func(ctx caddy.Context, c BackendConfig, declared string) (*guard, error) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	join := func(load *App, c BackendConfig, declared string) (*guard, error) {
 		t.Helper()
 		var b *upstream.Backend
 		if declared != "" {
@@ -858,16 +860,18 @@ func TestGuardSharing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := joinGuard(ctx, c, l, b, "policy", zap.NewNop(), "")
+		g, err := joinGuard(load, ctx, c, l, b, "policy", zap.NewNop(), "")
 		if err == nil {
 			t.Cleanup(g.leave)
 		}
 		return g, err
 	}
-	newLoad := func() caddy.Context {
-		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-		t.Cleanup(cancel)
-		return ctx
+	newLoad := func() *App {
+		a := new(App)
+		if err := a.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return a
 	}
 	const survival = `{"upstreams":[{"dial":"10.0.0.2:8080"}]}`
 	load1 := newLoad()

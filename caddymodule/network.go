@@ -211,7 +211,7 @@ func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
 // table, policy its field lists' fingerprint; each member's guard is
 // exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
-func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard,
+func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard,
 	bc BackendConfig, l guardLimits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
 		cluster:     c.Cluster,
@@ -234,7 +234,7 @@ func joinNetwork(ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backe
 			return n, err
 		}
 		member := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
-		g, err := joinGuard(ctx, mc, l, backends[i], policy, logger, member)
+		g, err := joinGuard(app, ctx, mc, l, backends[i], policy, logger, member)
 		if err != nil {
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}

@@ -128,7 +128,7 @@ func TestNetworkFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"b", "c"} {
-		g, err := joinGuard(ctx, BackendConfig{Guard: "network-test-" + id}, limits, nil, "policy", zap.NewNop(), "")
+		g, err := joinGuard(h.app, ctx, BackendConfig{Guard: "network-test-" + id}, limits, nil, "policy", zap.NewNop(), "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -94,8 +93,8 @@ type Handler struct {
 	network *networkState // the network the gateway answers for (network.go); nil: none
 	metrics *metrics.Metrics
 	logger  *zap.Logger
-	// leavePeers ends this handler's part in the heartbeat (watchPeers).
-	leavePeers func()
+	// app is the config load's statusgate app (app.go).
+	app *App
 }
 
 // AuthConfig is the access control of the gateway.
@@ -200,21 +199,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // one of several instances, or the config names a storage of its own (Redis,
 // a shared folder). The gateways that share the storage see each other, and
 // warn about two gateways from one data directory, another deployment in
-// the same storage, instances that disagree and a second main-thread lane. The config load's storage also gives go-redis's
-// log (internal/redislog) a client to learn that Redis is back through.
-// Both end when the load's server stops, while the storage still works, so
-// that a graceful stop deletes the heartbeat; or at Cleanup, for a load
-// that never started.
+// the same storage, instances that disagree and a second main-thread lane.
+// The config load's storage also gives go-redis's log (internal/redislog) a
+// client to learn that Redis is back through. Both are the load's, and end
+// with it (App).
 func (h *Handler) watchPeers(ctx caddy.Context) {
-	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	if !ok {
+	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
 		return // provisioned outside a server, by a test: no config, no storage
 	}
-	load := ctx.Done() // one per config load: its lifetime
-	leave := func() { peers.Leave(load); redislog.Leave(load) }
-	h.leavePeers = leave
-	srv.RegisterOnStop(func(context.Context) error { leave(); return nil })
-	redislog.Join(load, ctx.Storage(), h.logger)
+	h.app.logRedis(ctx.Storage(), h.logger)
 	l := h.guard.lim.Load()
 	if l.Instances <= 1 && ctx.Storage() == caddy.DefaultStorage {
 		// Nothing another gateway shares with this one: a gateway alone
@@ -228,26 +221,25 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 		h.logger.Warn("no instance ID: cannot check that no other gateway shares it", zap.Error(err))
 		return
 	}
-	peers.Join(load, peers.Config{
+	h.app.watch(peers.Config{
 		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
 		Backend: h.guard.backendName(), Instances: l.Instances,
 		MainThreadLane: h.table.lookup("placeholders") != nil && l.MainThread > 0,
-		Active: func() bool {
-			active := caddy.ActiveContext()
-			return active.Context != nil && active.Done() == load
-		},
 	})
 }
 
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
+	var err error
+	if h.app, err = appOf(ctx); err != nil {
+		return err
+	}
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
 
-	var err error
 	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, logger); err != nil {
 		return err
 	}
@@ -310,12 +302,12 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it, if one follows: with neither, every request is a 502"))
 	}
 	policy := policyOf(h.authOn, h.table)
-	if h.guard, err = joinGuard(ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
+	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
 		return err
 	}
 	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
 	if networkOn {
-		if h.network, err = joinNetwork(ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
+		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
 			return err
 		}
 	}
@@ -339,9 +331,6 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 // pool: the last handler using it removes it, and until then the limits of
 // the newest load still using it are in force.
 func (h *Handler) Cleanup() error {
-	if h.leavePeers != nil {
-		h.leavePeers()
-	}
 	h.live.close()
 	h.network.leaveGuards()
 	h.guard.leave()

@@ -1,0 +1,156 @@
+package caddymodule
+
+// This file is the statusgate app: what one config load's handlers share,
+// and what lives and ends with that load.
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/peers"
+	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
+)
+
+func init() {
+	caddy.RegisterModule(new(App))
+}
+
+// App is the state of one config load that its statusgate handlers share:
+// the load's number, the limits each guard was first given in it (handlers
+// that share a guard must agree on them), and the load's part in the
+// process's heartbeat and go-redis's log. It needs no config: every handler
+// asks for it (caddy.Context.App), so Caddy makes one per config load that
+// has a statusgate handler, starts it with the load and stops it with the
+// load, which is what makes it the load's, rather than a registry that
+// guesses which load a handler belongs to.
+type App struct {
+	seq     uint64
+	started atomic.Bool // the load is running: Start ran and Stop did not
+
+	mu     sync.Mutex
+	guards map[string]firstUse // by guard name: the limits of its first handler in this load
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "statusgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// loadSeq numbers loads, which Caddy provisions one at a time: a guard's
+// newest load's limits are in force.
+var loadSeq atomic.Uint64
+
+// Provision numbers the load.
+func (a *App) Provision(caddy.Context) error {
+	a.seq = loadSeq.Add(1)
+	a.guards = map[string]firstUse{}
+	return nil
+}
+
+// Start marks the load running: from now on its heartbeat is written.
+func (a *App) Start() error {
+	a.started.Store(true)
+	return nil
+}
+
+// Stop ends the load's part in the heartbeat and go-redis's log while its
+// storage still works (Caddy stops the apps before it cleans up the
+// storage), so that a graceful stop deletes the process's heartbeat.
+func (a *App) Stop() error {
+	a.started.Store(false)
+	a.leave()
+	return nil
+}
+
+// Cleanup leaves for a load that never started (its provisioning failed,
+// or it was only validated); leaving twice does nothing.
+func (a *App) Cleanup() error {
+	a.leave()
+	return nil
+}
+
+func (a *App) leave() {
+	peers.Leave(a)
+	redislog.Leave(a)
+}
+
+// appOf is the statusgate app of the handler's config load. A handler
+// provisioned outside a config (a test's context, which has no server)
+// has a load of its own.
+func appOf(ctx caddy.Context) (*App, error) {
+	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
+		a := new(App)
+		return a, a.Provision(ctx)
+	}
+	v, err := ctx.App("statusgate")
+	if err != nil {
+		return nil, err
+	}
+	a, ok := v.(*App)
+	if !ok {
+		return nil, fmt.Errorf("the statusgate app is %T", v)
+	}
+	return a, nil
+}
+
+// logRedis gives go-redis's log the load's storage, whose client tells it
+// when Redis is back, and logger (internal/redislog); the load leaves it
+// when it stops. Joining again does nothing.
+func (a *App) logRedis(storage any, logger *zap.Logger) {
+	redislog.Join(a, storage, logger)
+}
+
+// watch puts the load in the process's heartbeat with c (internal/peers),
+// written while the load is running; the load leaves it when it stops.
+func (a *App) watch(c peers.Config) {
+	c.Active = a.started.Load
+	peers.Join(a, c)
+}
+
+// agree records that a handler at w (or a network's server, member) uses
+// the guard name with limits l in this load, and refuses limits other than
+// those the guard was first given here: handlers that share a guard share
+// its limits.
+func (a *App) agree(name string, l guardLimits, w string, member bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first, ok := a.guards[name]
+	if !ok {
+		a.guards[name] = firstUse{l, w, member}
+		return nil
+	}
+	if first.limits == l {
+		return nil
+	}
+	fix := "give both the same limits, or each a guard <name> of its own"
+	if member || first.member {
+		// A guard <name> names the handler's own backend, never its
+		// network's servers: only equal limits make the two agree.
+		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
+	}
+	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
+		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
+}
+
+// firstUse is the limits a guard was first given in a load, and by whom: a
+// handler, or a network's server (member).
+type firstUse struct {
+	limits guardLimits
+	where  string
+	member bool
+}
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)
