@@ -116,12 +116,14 @@ func (a *App) watch(c peers.Config) {
 }
 
 // agree records that a handler at w (or a network's server, member) uses
-// the guard name with limits l in this load, and refuses limits other than
-// those the guard was first given here: handlers that share a guard share
-// its limits.
+// the guard name with limits l in this load, and refuses server limits
+// other than those the guard was first given here: handlers that share a
+// guard share its limits, but for the front door's choices
+// (guardLimits.server).
 func (a *App) agree(name string, l guardLimits, w string, member bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	l = l.server()
 	first, ok := a.guards[name]
 	if !ok {
 		a.guards[name] = firstUse{l, w, member}

@@ -43,7 +43,9 @@ type BackendConfig struct {
 	// it the caller gets 429 Too many requests at once, so that one client on
 	// many connections cannot fill the queue. Callers with an accepted key
 	// are not counted (outside the key's scope they are anonymous callers,
-	// and are). Default: 4. Off (-1): no limit.
+	// and are). The handler's own choice: a client's places are counted
+	// once at the guard, and each handler in front of the backend refuses
+	// past its own bound. Default: 4. Off (-1): no limit.
 	MaxPerClient int `json:"max_per_client,omitempty"`
 
 	// QueueLength is the most requests waiting for the backend; past it a
@@ -192,8 +194,8 @@ var whyNotOff = map[string]string{
 }
 
 // guardLimits is BackendConfig resolved: defaults applied, off as 0. The
-// handlers of one config that share a guard give it the same limits; the
-// newest config's are in force (guardState.use).
+// handlers of one config that share a guard give it the same server limits
+// (server); the newest config's are in force (guardState.use).
 type guardLimits struct {
 	InFlight, MainThread, PerClient, Queue int
 	Wait, Timeout                          time.Duration
@@ -205,6 +207,18 @@ type guardLimits struct {
 	// Streams and StreamsPerClient bound the live streams, Topics what
 	// they poll (LiveConfig): their seats are the guard's.
 	Streams, StreamsPerClient, Topics int
+}
+
+// server is l less the front door's choices: what the backend's guard
+// shares among every handler in front of it (its slots, queue, main-thread
+// lane, held bytes, cache, streams and topics), on which they must agree.
+// How many places one client may take (max_per_client), a request's
+// budget (timeout) and whether identical requests share a trip (coalesce)
+// are each handler's own: a public site and a staff dashboard in front of
+// one server may choose differently, and still count at one guard.
+func (l guardLimits) server() guardLimits {
+	l.PerClient, l.Timeout, l.Coalesce = 0, 0, false
+	return l
 }
 
 // resolveLimits checks c and applies the defaults. Each error names the

@@ -109,10 +109,10 @@ func (g *guard) caching() *microcache.Cache {
 	return nil
 }
 
-// coalescing is the guard's coalescing group while the limits in force have
+// coalescing is the guard's coalescing group while the handler has
 // coalescing on, or nil, which just runs each call.
 func (g *guard) coalescing() *coalesce.Group {
-	if g.lim.Load().Coalesce {
+	if g.coalesce {
 		return g.flights
 	}
 	return nil
@@ -155,7 +155,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	// Counted whether or not a bound is in force, so that a reload that sets
 	// one finds what is open.
 	if !who.counts {
-		if !g.quota.Take(who.holder) {
+		if !g.quota.TakeUpTo(who.holder, g.perClient) {
 			return nil, tooMany(errQuota)
 		}
 		defer g.quota.Give(who.holder)

@@ -40,7 +40,7 @@ import (
 type guardState struct {
 	all     *admission.Limiter // the backend's slots; limit 0: no admission control
 	main    *admission.Limiter // the main-thread stations'; limit 0: they share all
-	quota   *admission.Quota   // per anonymous client; 0: counted, no bound
+	quota   *admission.Quota   // per anonymous client, each handler's bound (guard.perClient)
 	keys    *admission.Quota   // per key, by name, each up to the key's own cap
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
@@ -131,7 +131,6 @@ func (s *guardState) apply(l guardLimits) {
 	s.all.SetConfig(admission.Config{Limit: l.InFlight, Queue: l.Queue, Wait: l.Wait})
 	mainQueue := min(l.Queue, admission.DefaultMainThreadQueue)
 	s.main.SetConfig(admission.Config{Limit: l.MainThread, Queue: mainQueue, Wait: l.Wait})
-	s.quota.SetMax(l.PerClient)
 	s.flights.SetConfig(coalesce.Config{MaxBody: int(l.MaxResponse), Timeout: cmp.Or(l.Timeout, coalesce.DefaultTimeout)})
 	if l.CacheSize > 0 {
 		s.cache.SetMaxBytes(l.CacheSize)
@@ -167,7 +166,10 @@ type guard struct {
 	// else this handler of this load alone (it cannot know where the
 	// handlers after it send requests).
 	scope        string
+	// The front door's choices (guardLimits.server): this handler's.
 	timeout      time.Duration // each request's budget at the backend; 0: none
+	perClient    int           // an anonymous client's places; 0: no bound
+	coalesce     bool          // identical requests share a trip
 	writeTimeout time.Duration // progress deadline of client writes; 0: none
 	maxResponse  int
 	prefix6      int // bits of an IPv6 address that name a client
@@ -224,6 +226,8 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *u
 		load:         app.seq,
 		backend:      b,
 		timeout:      l.Timeout,
+		perClient:    l.PerClient,
+		coalesce:     l.Coalesce,
 		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
 		maxResponse:  int(l.MaxResponse),
 		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),

@@ -64,7 +64,7 @@ func (g *guard) resolve(repl *caddy.Replacer) upstream.Values {
 // body, the same for every caller of the class, and each caller is told not
 // to store it (deliver).
 func (g *guard) shareable(ep *endpoint) bool {
-	return g.lim.Load().Coalesce || ep.cacheTTL > 0
+	return g.coalesce || ep.cacheTTL > 0
 }
 
 // shareKey names what a response depends on: the field lists in force

@@ -1,0 +1,67 @@
+package test
+
+// Handlers in front of one server share the server's limits and counts,
+// and each keeps the front door's choices: how many places one client may
+// take, a request's budget, coalescing (docs/backend-protection.md, "The
+// server's limits, and the front door's").
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/test/internal/harness"
+)
+
+// TestFrontDoorChoicesDiffer: a public site (max_per_client 1, no budget)
+// and a staff site (no per-client bound, a budget of 1s) in front of one
+// server with max_in_flight 2 load together (before: refused, their limits
+// disagreed). The public site refuses one client's second request, the
+// staff site takes it; both count at the one guard, so the server never
+// holds more than 2; and the staff site's request that waits past its
+// budget is its 504, while the public site's goes on.
+func TestFrontDoorChoicesDiffer(t *testing.T) {
+	ports, err := harness.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staff := "localhost:" + strconv.Itoa(ports[0])
+	be := newGatedBackend(t)
+	server := []string{"key " + keyA, "max_in_flight 2", "queue 8 1m"}
+	gateway{upstream: be.addr(), shared: true, statusgate: append(server, "max_per_client 1", "timeout off"), sites: []string{
+		fmt.Sprintf("http://%s {\n\t%s\n}", staff, statusgateLines(be.addr(), append(server, "max_per_client off", "timeout 1s"), nil, false)),
+	}}.start(t)
+	staffGet := func(target string) response {
+		return sendRawTo(t, staff, "GET", "GET "+target+" HTTP/1.1\r\nHost: "+staff+"\r\nConnection: close\r\n\r\n")
+	}
+	public := make(chan response, 1)
+	go func() { public <- send(t, "GET", playerN(1)) }()
+	be.await(t, 1)
+	if r := send(t, "GET", playerN(2)); r.Status != http.StatusTooManyRequests {
+		t.Errorf("the public site's second request of one client: %d, want 429 (its max_per_client 1)", r.Status)
+	}
+	staffDone := make(chan response, 2)
+	go func() { staffDone <- staffGet(playerN(3)) }()
+	be.await(t, 1) // the staff site takes the client's second place
+	go func() { staffDone <- staffGet(playerN(4)) }()
+	// The server's two slots are taken: the staff site's second request
+	// waits in the one queue, and its budget runs out there.
+	for range 2 {
+		r := fixture.Recv(t, staffDone, "the staff site's requests, past their budget")
+		path := playerN(3)
+		if r.Status == http.StatusGatewayTimeout && strings.Contains(string(r.Body), playerN(4)) {
+			path = playerN(4)
+		}
+		wantError(t, r, http.StatusGatewayTimeout, path)
+	}
+	be.open()
+	if r := fixture.Recv(t, public, "the public site's request"); r.Status != 200 {
+		t.Errorf("the public site's request, with no budget: %d", r.Status)
+	}
+	if p := be.peak.Load(); p > 2 {
+		t.Errorf("the server held %d at once, above its max_in_flight 2", p)
+	}
+}
