@@ -60,7 +60,7 @@ func testHangUpsKeepTheirPlaces(t *testing.T, legacy bool) {
 				// Refused while the backend holds the client's places:
 				// asked again a few times, so that a place given back
 				// when a client hung up would be taken.
-				for range 20 {
+				for range 4 {
 					status := hang(t, be, c.target(i))
 					if status == 0 {
 						break
@@ -69,7 +69,7 @@ func testHangUpsKeepTheirPlaces(t *testing.T, legacy bool) {
 						t.Fatalf("request %d: %d, want it at the backend or 429", i, status)
 					}
 					refused++
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(10 * time.Millisecond)
 				}
 			}
 			if p := be.peak.Load(); p > c.most {
