@@ -165,7 +165,7 @@ type guard struct {
 	// declared backend; in the 1.0 form the guard the operator named, or
 	// else this handler of this load alone (it cannot know where the
 	// handlers after it send requests).
-	scope        string
+	scope string
 	// The front door's choices (guardLimits.server): this handler's.
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	perClient    int           // an anonymous client's places; 0: no bound

@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"mime"
 	"net"
@@ -148,14 +149,11 @@ func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
 	if t.upstream != nil {
 		before = g.backend.Resolve(repl)
 	}
-	// Caddy marks a request that went through every handler unanswered as
-	// such (its access log then says NOP); for statusgate that is the way
-	// to its backend, and the mark is put back as it was.
-	mark := caddyhttp.GetVar(ctx, unhandledVar)
+	restore := keepUnhandledMark(ctx)
 	gw := gateWriter{hdr: hdr}
 	cp := r.Clone(httptrace.WithClientTrace(ctx, noTrips))
 	err := gw.run(t.next, cp)
-	caddyhttp.SetVar(ctx, unhandledVar, mark)
+	restore()
 	switch {
 	case gw.tripped:
 		return errTripAfter
@@ -209,8 +207,20 @@ type tripStop struct{}
 var noTrips = &httptrace.ClientTrace{GetConn: func(string) { panic(tripStop{}) }}
 
 // unhandledVar is the variable Caddy sets on a request that reached the end
-// of its handlers without an answer.
+// of its handlers without an answer (caddyhttp's emptyHandler), and reads
+// for its access log's message ("NOP" instead of "handled request").
 const unhandledVar = "unhandled"
+
+// keepUnhandledMark saves Caddy's mark of a request that went through
+// every handler unanswered, which the handlers after statusgate set when
+// they pass the request on (for statusgate, the way to its backend), and
+// returns what puts it back as it was. Caddy does not export the name:
+// TestAccessLogPlaceholders fails (the access log says NOP of every
+// request statusgate answered) if Caddy ever renames it.
+func keepUnhandledMark(ctx context.Context) (restore func()) {
+	mark := caddyhttp.GetVar(ctx, unhandledVar)
+	return func() { caddyhttp.SetVar(ctx, unhandledVar, mark) }
+}
 
 // gateWriter is the writer of the handlers after statusgate when statusgate
 // sends the request on itself: they may set headers (a rate limiter's
