@@ -45,7 +45,6 @@ type liveState struct {
 	guard   *guard
 	metrics *metrics.Metrics
 	logger  *zap.Logger
-	closed  bool
 }
 
 // newLive sets up the live streams of a handler whose guard is g, bounded
@@ -55,13 +54,12 @@ func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *li
 }
 
 // close ends every stream of the handler: its clients reconnect, to the
-// config that replaces this one.
+// config that replaces this one. The load's "stopping" event
+// (succession.go) closes it, and Cleanup again, which does nothing more.
 func (lv *liveState) close() {
-	if lv == nil || lv.closed {
-		return
+	if lv != nil {
+		lv.hub.Close()
 	}
-	lv.hub.Close()
-	lv.closed = true
 }
 
 // wants reports whether r asks for a live stream of ep: a GET whose
