@@ -137,7 +137,9 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		return heldRefusal(err)
 	}
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
-	// and the topic's place, of an anonymous one when every one is taken.
+	// and the topic's place, of an anonymous one when every one is taken;
+	// the seat only once its stream has passed every check of its own
+	// (settle, below): until then it is pending, and ends nobody.
 	keyed := who.counts
 	seat, err := lv.seats.Take(who.holder, keyed)
 	if err != nil {
@@ -199,6 +201,12 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	}
 	defer g.held.Unpin(who.holder, head)
 	defer sub.Leave()
+	if err := seat.Settle(lv.takeoverWindow()); err != nil {
+		// Every seat keyed, or the key took over its share of seats in
+		// the window: refused as an anonymous viewer is.
+		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
+		return busy(err, "1")
+	}
 	t.ep.metrics.StreamOpened()
 	defer t.ep.metrics.StreamClosed()
 
@@ -265,6 +273,17 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
+}
+
+// takeoverWindow is how long a keyed stream's takeover of an anonymous seat
+// counts against its key (live.Seats): the least a stream lives (its
+// lifetime less a tenth), so that a key whose streams live their lifetime
+// has its claims back as they end and reconnect, and one that closes them
+// sooner cannot take another seat over in their place. With
+// stream_lifetime off, the default lifetime's.
+func (lv *liveState) takeoverWindow() time.Duration {
+	lifetime := cmp.Or(lv.limits.lifetime, defaultStreamLifetime)
+	return lifetime - lifetime/10
 }
 
 // requestHead is what a stream's request keeps for as long as the stream

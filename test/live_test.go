@@ -766,3 +766,105 @@ func TestLiveStreamsChargedToTheViewer(t *testing.T) {
 	s := openLive(t, nil, "/api/v1/worlds/staff", withKey(keyA))
 	s.wantStream(t, "the key's stream")
 }
+
+// statusStreamsOpen is a wait condition: the gateway's count of open streams
+// of /status is n.
+func statusStreamsOpen(t *testing.T, n float64) func() bool {
+	return func() bool {
+		got, _ := scrapeAdmin(t)
+		return got[`caddy_http_statusgate_streams_open{endpoint="status"}`] == n
+	}
+}
+
+// TestLiveRefusedKeyedStreamEndsNobody: with every seat held by anonymous
+// viewers, a key whose rate_limit bucket is spent opens streams of answers
+// nobody streams yet: each is its plain GET's 429, nothing reaches the
+// backend, and no anonymous stream ends (each sends its next heartbeat, and
+// the seats are still full: a new anonymous viewer gets the 503). A keyed
+// stream takes a seat over only once it has passed its own limits.
+func TestLiveRefusedKeyedStreamEndsNobody(t *testing.T) {
+	be := newBackend(t)
+	gateway{
+		upstream: be.addr(), shared: true,
+		statusgate: []string{"key " + keyA, "max_streams 3", "max_streams_per_client off", "max_per_client off", "stream_heartbeat 1s", "cache status 1h"},
+		global:     []string{"log {\n\t\tlevel ERROR\n\t}", "order rate_limit after statusgate"},
+		site:       []string{"rate_limit {\n\t\tzone keyed_refused {\n\t\t\tkey {http.statusgate.client}\n\t\t\tevents 2\n\t\t\twindow 1h\n\t\t}\n\t}"},
+	}.start(t)
+	const status = "/api/v1/status"
+	var anon []*liveStream
+	for range 3 {
+		s := openLive(t, nil, status)
+		s.wantStream(t, "an anonymous stream")
+		s.nextEvent(t)
+		anon = append(anon, s)
+	}
+	fixture.WaitFor(t, "three anonymous streams", statusStreamsOpen(t, 3))
+	for i := 0; ; i++ {
+		if r := send(t, "GET", fmt.Sprintf("/api/v1/worlds/plain%d", i), withKey(keyA)); r.Status == http.StatusTooManyRequests {
+			break
+		}
+		if i == 2 {
+			t.Fatal("the key's third plain GET was not refused by its rate_limit of 2")
+		}
+	}
+	be.take()
+	for i := range 10 {
+		target := fmt.Sprintf("/api/v1/worlds/stream%d", i)
+		r := send(t, "GET", target, withKey(keyA), "Accept: text/event-stream")
+		wantError(t, r, http.StatusTooManyRequests, target)
+	}
+	be.wantSeen(t, "the refused keyed streams")
+	wantBusy(t, send(t, "GET", status, "Accept: text/event-stream"), status)
+	for i, s := range anon {
+		if it := s.next(t); !it.comment {
+			t.Errorf("anonymous stream %d sent %+v, want its heartbeat", i, it)
+		}
+	}
+}
+
+// TestLiveKeyedChurnEndsABoundedNumber: a key that opens a stream, reads its
+// first event and closes it, again and again, while anonymous viewers fill
+// every seat it leaves, ends at most as many anonymous streams as it may
+// keep open (max_streams_per_client, 4 when off) within a stream_lifetime:
+// its first four streams each take the oldest anonymous seat over, and every
+// later one gets the 503 an anonymous viewer gets.
+func TestLiveKeyedChurnEndsABoundedNumber(t *testing.T) {
+	be := newBackend(t)
+	gateway{upstream: be.addr(), shared: true, statusgate: []string{
+		"key " + keyA, "max_streams 3", "max_streams_per_client off", "stream_heartbeat 1h", "cache status 1h",
+	}}.start(t)
+	const status = "/api/v1/status"
+	openAnon := func() *liveStream {
+		t.Helper()
+		s := openLive(t, nil, status)
+		s.wantStream(t, "an anonymous stream")
+		s.nextEvent(t)
+		return s
+	}
+	anon := []*liveStream{openAnon(), openAnon(), openAnon()}
+	served := 0
+	for i := range 10 {
+		fixture.WaitFor(t, "every seat taken", statusStreamsOpen(t, 3))
+		k := openLive(t, nil, status, withKey(keyA))
+		if k.resp.StatusCode == http.StatusServiceUnavailable {
+			k.close()
+			if served < 4 {
+				t.Fatalf("keyed stream %d refused after %d takeovers, want 4", i, served)
+			}
+			continue
+		}
+		k.wantStream(t, fmt.Sprintf("keyed stream %d", i))
+		k.nextEvent(t)
+		if it := anon[served].nextEvent(t); !it.end {
+			t.Fatalf("keyed stream %d: the oldest anonymous stream sent %+v, want its end", i, it)
+		}
+		served++
+		k.close()
+		fixture.WaitFor(t, "the keyed stream and the ended one gone", statusStreamsOpen(t, 2))
+		anon = append(anon, openAnon())
+	}
+	if served != 4 {
+		t.Fatalf("the churning key was served %d streams by taking seats over, want 4", served)
+	}
+	wantBusy(t, send(t, "GET", status, "Accept: text/event-stream"), status)
+}
