@@ -16,6 +16,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -95,6 +96,10 @@ type Handler struct {
 	logger  *zap.Logger
 	// app is the config load's statusgate app (app.go).
 	app *App
+	// superseded is set when a newer config has taken over from this
+	// handler's (succession.go): from then on it refuses. A pointer, made
+	// in provisionWith: CaddyModule copies the Handler.
+	superseded *atomic.Bool
 }
 
 // AuthConfig is the access control of the gateway.
@@ -191,7 +196,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.watchPeers(ctx)
-	return nil
+	return h.watchSuccession(ctx)
 }
 
 // watchPeers puts this handler's backend in the process's heartbeat, in the
@@ -231,6 +236,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
+	h.superseded = new(atomic.Bool)
 	var err error
 	if h.app, err = appOf(ctx); err != nil {
 		return err
@@ -367,6 +373,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
 		x.end(refused(metrics.NotFound, http.StatusNotFound))
+		return nil
+	}
+	if h.superseded.Load() {
+		// A newer config has taken over; this one's policy (a key it has
+		// since removed) must not answer what its server still accepts.
+		x.end(supersededRefusal())
 		return nil
 	}
 	if r.Method == http.MethodOptions {

@@ -165,7 +165,7 @@ func TestStreamEventsAreThePlainAnswers(t *testing.T) {
 	}{{"anonymous", nil}, {"keyed", keyHeader(testKey)}} {
 		_, _, plain := plainGet(t, srv.URL+"/api/v1/status", who.header)
 		s := openStream(t, srv.URL+"/api/v1/status", who.header)
-		if ct, cc := s.resp.Header.Get("Content-Type"), s.resp.Header.Get("Cache-Control"); ct != "text/event-stream" || cc != "no-store" {
+		if ct, cc := s.resp.Header.Get("Content-Type"), s.resp.Header.Get("Cache-Control"); ct != "text/event-stream" || cc != "no-store, no-transform" {
 			t.Fatalf("%s: Content-Type %q, Cache-Control %q", who.name, ct, cc)
 		}
 		ev := s.nextEvent(t)

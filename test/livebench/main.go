@@ -11,6 +11,10 @@
 //   - the gateway's RSS per viewer: its VmRSS with the viewers connected,
 //     less its VmRSS before, divided by N.
 //
+// -encode puts Caddy's encode in front, as the README's minimal config does,
+// and -accept-encoding has each stream send a browser's Accept-Encoding: a
+// stream that comes compressed anyway is counted, and only drained.
+//
 // It is a benchmark, not a test: it reports, it enforces nothing. Run it
 // with scripts/livebench.sh (docs/performance.md has the figures).
 package main
@@ -44,6 +48,14 @@ var (
 	// lastEventID is the length of the Last-Event-ID each stream sends
 	// (-last-event-id); 0: none.
 	lastEventID int
+	// encode puts Caddy's encode (gzip and zstd, the README's minimal
+	// config) in front of the gateway (-encode), and acceptEncoding is the
+	// Accept-Encoding each stream sends (-accept-encoding; "": none).
+	encode         bool
+	acceptEncoding string
+	// encoded counts the streams that came compressed: their events are
+	// not read (no deliveries), only drained.
+	encoded atomic.Int32
 )
 
 func main() {
@@ -54,6 +66,8 @@ func main() {
 	polling := flag.Bool("polling", true, "after the streams, measure the viewers polling")
 	flag.StringVar(&profileDir, "profile", "", "write the gateway's heap and goroutine profiles, its metrics and /proc status with the streams open into this folder")
 	flag.IntVar(&lastEventID, "last-event-id", 0, "send a Last-Event-ID of this many bytes with each stream, as a reconnect does")
+	flag.BoolVar(&encode, "encode", false, "put `encode` (gzip and zstd, as the README's minimal config) in the gateway's site")
+	flag.StringVar(&acceptEncoding, "accept-encoding", "", "send this Accept-Encoding with each stream (a browser's: \"gzip, deflate, br, zstd\")")
 	flag.Parse()
 	if err := run(*viewers, *snapshots, *bin, *build, *polling); err != nil {
 		fmt.Fprintln(os.Stderr, "livebench:", err)
@@ -112,6 +126,10 @@ http://:%d {
 		return err
 	}
 	defer simProc.Stop()
+	site := ""
+	if encode {
+		site = "encode\n\t"
+	}
 	gw, err := harness.Start(ctx, bin, dir, "gateway", gwPort, fmt.Sprintf(`{
 	admin 127.0.0.1:%d
 	auto_https off
@@ -123,18 +141,19 @@ http://:%d {
 
 http://:%d {
 	bind 127.0.0.1
-	statusgate 127.0.0.1:%d {
+	%sstatusgate 127.0.0.1:%d {
 		max_per_client off
 		max_streams_per_client off
 		max_streams %d
 	}
 }
-`, adminPort, gwPort, simPort, n))
+`, adminPort, gwPort, site, simPort, n))
 	if err != nil {
 		return err
 	}
 	defer gw.Stop()
-	fmt.Printf("%d viewers of /api/v1/status; the sim's snapshot every %s; %d intervals each; %d CPUs\n\n", n, snapshot, snapshots, nprocs())
+	fmt.Printf("%d viewers of /api/v1/status; the sim's snapshot every %s; %d intervals each; %d CPUs\n", n, snapshot, snapshots, nprocs())
+	fmt.Printf("encode in front: %t; streams' Accept-Encoding: %q\n\n", encode, acceptEncoding)
 
 	b := bench{n: n, snapshots: snapshots, gateway: gw.Base(), sim: simProc.Base(), gwPid: gw.Pid(), admin: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
 	ways := []struct {
@@ -204,6 +223,7 @@ type result struct {
 	last      []time.Duration // per snapshot: the last viewer's delay
 	rssKB     int64           // gateway VmRSS growth with the viewers connected
 	missed    int             // deliveries a viewer never had within the window
+	encoded   int             // streams that came compressed (their events not read)
 }
 
 func (r result) print(name string, n int) {
@@ -217,6 +237,9 @@ func (r result) print(name string, n int) {
 			r.delays[len(r.delays)-1].Round(time.Millisecond), len(r.delays), r.missed)
 		fmt.Printf("  snapshot to the last viewer: median %s, max %s over %d snapshots\n",
 			harness.Percentile(r.last, 50).Round(time.Millisecond), r.last[len(r.last)-1].Round(time.Millisecond), len(r.last))
+	}
+	if r.encoded > 0 {
+		fmt.Printf("  %d of %d streams came compressed (Content-Encoding): their events were not read\n", r.encoded, n)
 	}
 	fmt.Printf("  gateway RSS: +%d MiB with the viewers connected = %.1f KiB per viewer\n\n", r.rssKB>>10, float64(r.rssKB)/float64(n))
 }
@@ -359,6 +382,7 @@ func (b *bench) streams() (result, error) {
 	}
 	r, err := b.measure(d)
 	r.rssKB = b.rss() - rssBase // the viewers still connected
+	r.encoded = int(encoded.Load())
 	b.profile()
 	cancel()
 	wg.Wait()
@@ -377,6 +401,9 @@ func viewStream(ctx context.Context, addr string, d *deliveries, opened *atomic.
 	if lastEventID > 0 {
 		head += "Last-Event-ID: " + strings.Repeat("x", lastEventID) + "\r\n"
 	}
+	if acceptEncoding != "" {
+		head += "Accept-Encoding: " + acceptEncoding + "\r\n"
+	}
 	if _, err := io.WriteString(conn, head+"\r\n"); err != nil {
 		return err
 	}
@@ -389,6 +416,13 @@ func viewStream(ctx context.Context, addr string, d *deliveries, opened *atomic.
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	opened.Add(1)
+	if resp.Header.Get("Content-Encoding") != "" {
+		// Compressed: what the gateway holds for it is what is measured;
+		// the bytes are only taken, so that it is not a stalled viewer.
+		encoded.Add(1)
+		_, err := io.Copy(io.Discard, resp.Body)
+		return err
+	}
 	body := bufio.NewReaderSize(resp.Body, 2048)
 	var last int64
 	for {
@@ -452,6 +486,7 @@ func (b *bench) polling() (result, error) {
 	time.Sleep(snapshot) // every poller has asked once
 	r, err := b.measure(d)
 	r.rssKB = b.rss() - rssBase // the viewers still connected
+	r.encoded = int(encoded.Load())
 	cancel()
 	wg.Wait()
 	if f := failed.Load(); f > 0 {

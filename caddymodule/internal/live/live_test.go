@@ -337,10 +337,75 @@ func TestIDIgnoresUpdatedAtOnly(t *testing.T) {
 func take(t *testing.T, s *Seats, client string, keyed bool) *Place {
 	t.Helper()
 	p, err := s.Take(client, keyed)
+	if err == nil {
+		err = p.Settle(time.Hour)
+	}
 	if err != nil {
 		t.Fatalf("%s's seat (keyed %v): %v", client, keyed, err)
 	}
 	return p
+}
+
+// TestSeatsKeyedTakeOverOnlyWhenSettled: a keyed seat past the bound is
+// pending and ends nobody until it is settled; given back unsettled (its
+// stream refused) it ended nobody. One client takes over at most its share
+// of seats within the window, however soon its streams close; once the
+// window has passed, it may again.
+func TestSeatsKeyedTakeOverOnlyWhenSettled(t *testing.T) {
+	s := NewSeats(3, 2, 0)
+	now := time.Unix(1000, 0)
+	s.now = func() time.Time { return now }
+	anon := []*Place{take(t, s, "a", false), take(t, s, "b", false), take(t, s, "c", false)}
+	for range 10 {
+		p, err := s.Take("bot", true)
+		if err != nil {
+			t.Fatalf("a pending keyed seat: %v", err)
+		}
+		p.Give() // refused by a check of its own
+	}
+	for i, a := range anon {
+		if isClosed(a.Ended()) {
+			t.Fatalf("anonymous stream %d ended for keyed seats never settled", i)
+		}
+	}
+	if _, err := s.Take("d", false); err != ErrFull {
+		t.Fatalf("an anonymous seat after the refused keyed ones: %v, want ErrFull", err)
+	}
+	// Churn: each keyed stream settles, ending the oldest anonymous one,
+	// closes, and an anonymous viewer takes the seat back.
+	ended := 0
+	for i := range 10 {
+		p, err := s.Take("bot", true)
+		if err == nil {
+			err = p.Settle(time.Minute)
+		}
+		if err != nil {
+			if err != ErrFull || i < 2 {
+				t.Fatalf("keyed stream %d: %v", i, err)
+			}
+			if p != nil {
+				p.Give()
+			}
+			continue
+		}
+		for _, a := range anon {
+			if isClosed(a.Ended()) && !a.given {
+				ended++
+				a.Give()
+			}
+		}
+		p.Give()
+		anon = append(anon, take(t, s, fmt.Sprint("anon", i), false))
+	}
+	if ended != 2 {
+		t.Fatalf("churning keyed streams ended %d anonymous ones, want the key's share, 2", ended)
+	}
+	now = now.Add(time.Minute)
+	p := take(t, s, "bot", true)
+	if s.Open() != 3 {
+		t.Fatalf("%d open after a takeover past the window, want 3", s.Open())
+	}
+	p.Give()
 }
 
 func TestSeats(t *testing.T) {

@@ -1,10 +1,12 @@
 package live
 
 import (
+	"cmp"
 	"container/list"
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -32,14 +34,30 @@ var (
 // cannot lock the operator out. A keyed taker is refused only when keyed
 // takers hold every place (or, for a seat, when its key has its share).
 //
-// Memory is one map entry per client with a stream open. Safe for
-// concurrent use.
+// A keyed seat past the bound ends nobody until its stream has passed every
+// check of its own (Take gives it pending, Settle takes the anonymous seat
+// over), and one client takes over at most its share of seats (perClient,
+// DefaultTakeovers without one) within a window: each takeover is claimed
+// for the window (the least a stream lives, so that a stream that lives its
+// lifetime has its claim back when it ends), however soon the stream
+// closes. So a keyed caller that is refused ends nothing, and one that opens
+// and closes streams without end ends no more than it could keep open.
+//
+// Memory is one map entry per client with a stream open, and one per keyed
+// client with a claim. Safe for concurrent use.
 type Seats struct {
 	mu                        sync.Mutex
 	max, perClient, maxTopics int // 0: no bound
 	streams, topics           ledger
-	by                        map[string]int // open streams per client, yielded ones included
+	by                        map[string]int         // open streams per client, yielded and pending ones included
+	claims                    map[string][]time.Time // per keyed client, when each of its takeovers' claims ends
+	now                       func() time.Time       // the clock of the claims; tests set it
 }
+
+// DefaultTakeovers is how many seats one client may take over within a
+// window when there is no per-client bound: max_streams_per_client's
+// default.
+const DefaultTakeovers = 4
 
 // ledger is one kind of place, seats or topics: how many are held, and the
 // anonymous ones in the order they were taken, oldest first, for a keyed
@@ -63,12 +81,13 @@ type Place struct {
 	// Under s.mu.
 	elem           *list.Element // in l.anon; nil for a keyed place
 	yielded, given bool
+	pending        bool // a keyed seat past the bound, not yet settled: not in l.held
 }
 
 // NewSeats returns Seats for at most max streams, perClient per client, and
 // maxTopics topics; 0 is no bound.
 func NewSeats(max, perClient, maxTopics int) *Seats {
-	return &Seats{max: max, perClient: perClient, maxTopics: maxTopics, by: map[string]int{}}
+	return &Seats{max: max, perClient: perClient, maxTopics: maxTopics, by: map[string]int{}, claims: map[string][]time.Time{}, now: time.Now}
 }
 
 // SetBounds changes the bounds for the places taken from now on: the
@@ -82,21 +101,78 @@ func (s *Seats) SetBounds(max, perClient, maxTopics int) {
 
 // Take gives client a seat, or says why not: ErrClientFull when the client
 // has its share, ErrFull when every seat is taken (for a keyed client: by
-// keyed clients).
+// keyed clients, or it took over as many seats as it may in the window).
+// A keyed client gets a pending seat when every seat is taken: it counts in
+// the client's share and ends nobody; Settle, once the stream has passed
+// every check of its own, takes an anonymous seat over.
 func (s *Seats) Take(client string, keyed bool) (*Place, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perClient > 0 && s.by[client] >= s.perClient {
 		return nil, ErrClientFull
 	}
-	p := s.take(&s.streams, s.max, keyed)
-	if p == nil {
-		return nil, ErrFull
+	var p *Place
+	if s.max > 0 && s.streams.held >= s.max {
+		if !keyed || s.streams.cheapest() == nil || !s.mayTakeOver(client) {
+			return nil, ErrFull
+		}
+		p = &Place{s: s, l: &s.streams, keyed: true, pending: true, ended: make(chan struct{})}
+	} else {
+		p = s.take(&s.streams, s.max, keyed) // below the bound: ends nobody
 	}
 	p.client = client
 	p.viewers.Store(1)
 	s.by[client]++
 	return p, nil
+}
+
+// Settle makes a pending seat (Take) a seat, for a stream that has passed
+// every check of its own: a seat given back since, or the oldest anonymous
+// stream's, which ends (its Ended is closed), claimed for window. ErrFull
+// when there is neither (every seat keyed, or the client took over as many
+// as it may), and the stream should be refused; the place is then still to
+// be given back. Settle on a seat that is not pending does nothing.
+func (p *Place) Settle(window time.Duration) error {
+	if p == nil {
+		return nil
+	}
+	s := p.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !p.pending {
+		return nil
+	}
+	l := &s.streams
+	if s.max > 0 && l.held >= s.max {
+		v := l.cheapest()
+		if v == nil || !s.mayTakeOver(p.client) {
+			return ErrFull
+		}
+		l.yield(v)
+		s.claims[p.client] = append(s.claims[p.client], s.now().Add(window))
+	}
+	l.held++
+	p.pending = false
+	return nil
+}
+
+// mayTakeOver reports whether client may take another seat over: it has
+// fewer claims running than its share of seats. Under s.mu.
+func (s *Seats) mayTakeOver(client string) bool {
+	claims := s.claims[client]
+	now := s.now()
+	kept := claims[:0]
+	for _, until := range claims {
+		if until.After(now) {
+			kept = append(kept, until)
+		}
+	}
+	if len(kept) == 0 {
+		delete(s.claims, client)
+	} else {
+		s.claims[client] = kept
+	}
+	return len(kept) < cmp.Or(s.perClient, DefaultTakeovers)
 }
 
 // TakeTopic gives a new topic its place, or ErrTopicsFull when every place
@@ -121,11 +197,7 @@ func (s *Seats) take(l *ledger, bound int, keyed bool) *Place {
 		if !keyed || v == nil {
 			return nil
 		}
-		// v's place is the keyed taker's from now on; v only winds down.
-		l.anon.Remove(v.elem)
-		v.yielded = true
-		l.held--
-		close(v.ended)
+		l.yield(v)
 	}
 	p := &Place{s: s, l: l, keyed: keyed, ended: make(chan struct{})}
 	l.held++
@@ -133,6 +205,15 @@ func (s *Seats) take(l *ledger, bound int, keyed bool) *Place {
 		p.elem = l.anon.PushBack(p)
 	}
 	return p
+}
+
+// yield ends the anonymous place v for a keyed taker: v's place is the
+// keyed taker's from now on; v only winds down. Under s.mu.
+func (l *ledger) yield(v *Place) {
+	l.anon.Remove(v.elem)
+	v.yielded = true
+	l.held--
+	close(v.ended)
 }
 
 // cheapest is the anonymous place that costs least to end: the fewest
@@ -181,7 +262,7 @@ func (p *Place) Give() {
 		return
 	}
 	p.given = true
-	if !p.yielded {
+	if !p.yielded && !p.pending {
 		p.l.held--
 		if !p.keyed {
 			p.l.anon.Remove(p.elem)

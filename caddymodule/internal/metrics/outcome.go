@@ -36,7 +36,8 @@ const (
 	// (the gateway fails closed).
 	BackendError
 	// Busy: the backend was at its limit and the queue full or the wait
-	// over; answered 503 Backend busy without reaching the backend.
+	// over, or the config was replaced by a reload; answered 503 Backend
+	// busy without reaching the backend.
 	Busy
 	// RateLimited: a rate limiter after the gateway (rate_limit) refused the
 	// caller; answered 429 Too many requests.

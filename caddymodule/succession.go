@@ -1,0 +1,68 @@
+package caddymodule
+
+// This file is what ends a handler's config: the moment a newer config takes
+// over (a reload) or the process stops, the handler's live streams end and,
+// on a reload, the handler refuses what still reaches it (docs/live.md, "On
+// reload"). Caddy cleans a config's modules up only after its servers have
+// stopped, and a server stops only after shutdown_delay (when a listener
+// closes) and after its handlers have returned: so Cleanup alone let the old
+// policy serve for the whole delay on a listener both configs share, and let
+// a stream hold a graceful stop until its stream_lifetime.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// errSuperseded is why a request that reached a config a newer one has
+// replaced is refused.
+var errSuperseded = errors.New("the config has been replaced")
+
+// watchSuccession ends h's part in its config load when the load stops:
+// Caddy emits the load's "stopping" event as the first step of stopping it,
+// after a new config is the active one (a reload) or when the process stops,
+// before shutdown_delay and before its servers wait for their handlers.
+// The event is the load's own, so this does not depend on the order in
+// which handlers, apps or loads are provisioned. Outside a server (a unit
+// test) there is no load to watch.
+func (h *Handler) watchSuccession(ctx caddy.Context) error {
+	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
+		return nil
+	}
+	app, err := ctx.App("events")
+	if err != nil {
+		return err
+	}
+	return app.(*caddyevents.App).On("stopping", stopping{h})
+}
+
+// stopping is h's handler of its load's "stopping" event.
+type stopping struct{ h *Handler }
+
+// Handle ends the handler's streams, so that their clients reconnect to
+// the config that replaces this one (or to another gateway, when the
+// process stops), and, unless the process is stopping, makes the handler
+// refuse from now on: a request its server still accepts (during
+// shutdown_delay, on a listener the new config shares) is the new config's
+// to answer. While the process stops, with no config after it, plain
+// requests are served until the servers close, as shutdown_delay means.
+func (s stopping) Handle(context.Context, caddy.Event) error {
+	if !caddy.Exiting() {
+		s.h.superseded.Store(true)
+	}
+	s.h.live.close()
+	return nil
+}
+
+// supersededRefusal answers a request that reached a config a newer one has
+// replaced: the 503 of a busy backend, with Retry-After, as a stream that
+// reaches a closing config gets; the client's next request reaches the new
+// config.
+func supersededRefusal() verdict { return busy(errSuperseded, "1") }
+
+// Interface guards
+var _ caddyevents.Handler = stopping{}
