@@ -938,6 +938,7 @@ func TestLiveTopicsWithinMaxHeld(t *testing.T) {
 	first.close()
 	fixture.WaitFor(t, "the first topic's bytes given back", func() bool { return topicBytes() < two })
 	open(playerN(3), "198.51.100.5")
+}
 
 // statusStreamsOpen is a wait condition: the gateway's count of open streams
 // of /status is n.
