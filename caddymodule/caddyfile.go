@@ -50,6 +50,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
 //		protected_fields <endpoint> [<field>...]
+//		extra_fields     <endpoint> <field>...
 //		enable           <endpoint>...
 //		disable          <endpoint>...
 //
@@ -152,6 +153,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return nil
 	}
 	var keyHeld []asWritten // each key's max_held as written, for checkKeyHeld
+	// fieldLines are protected_fields' names, checked once the block is
+	// read: an extra_fields line may come after.
+	var fieldLines []caddyfile.Token
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -189,7 +193,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "require_key":
 			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoffArg(d, opt, false) })
 		case "protected_fields":
-			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) { return fieldArgs(d) })
+			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) {
+				fields, at, err := fieldArgs(d, opt)
+				fieldLines = append(fieldLines, at...)
+				return fields, err
+			})
+		case "extra_fields":
+			err = perEndpoint(d, once, &auth.ExtraFields, func() ([]string, error) {
+				fields, _, err := fieldArgs(d, opt)
+				if err == nil && len(fields) == 0 {
+					err = argErr(d, opt, caddyfileSyntax)
+				}
+				return fields, err
+			})
 		case "enable":
 			err = switchEndpoints(d, once, &h.Endpoints, true)
 		case "disable":
@@ -266,6 +282,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
+		return err
+	}
 	if err := heldFits(b, written); err != nil {
 		return err
 	}
@@ -305,6 +324,7 @@ var caddyfileSyntax = []option{
 	{"hide_protected", "[on|off]"},
 	{"require_key", "<endpoint> on|off"},
 	{"protected_fields", "<endpoint> [<field>...]"},
+	{"extra_fields", "<endpoint> <field>..."},
 	{"enable", "<endpoint>..."},
 	{"disable", "<endpoint>..."},
 	{"max_in_flight", "<n>|off"},
@@ -449,7 +469,7 @@ func optionWord(w string) bool {
 // repeatable are the options that may appear more than once: key, and those
 // that name an endpoint, once per endpoint.
 var repeatable = map[string]bool{
-	"key": true, "require_key": true, "protected_fields": true, "enable": true, "disable": true,
+	"key": true, "require_key": true, "protected_fields": true, "extra_fields": true, "enable": true, "disable": true,
 	"cache": true, "snapshot": true,
 }
 
@@ -492,19 +512,37 @@ func perEndpoint[T any](d *caddyfile.Dispenser, once func(string) error, m *map[
 	return nil
 }
 
-// fieldArgs reads the rest of a protected_fields line: the member names,
-// each once; none means hide nothing, not the default.
-func fieldArgs(d *caddyfile.Dispenser) ([]string, error) {
+// fieldArgs reads the rest of a protected_fields or extra_fields line: the
+// member names, each once (none means hide nothing, not the default), and
+// their tokens, the endpoint's word first, for checkFieldLines.
+func fieldArgs(d *caddyfile.Dispenser, opt string) ([]string, []caddyfile.Token, error) {
+	endpoint := d.Token()
 	fields := []string{}
+	var at []caddyfile.Token
 	for d.NextArg() {
 		if d.Val() == "" {
-			return nil, d.Errf("protected_fields: empty field name")
+			return nil, nil, d.Errf("%s: empty field name", opt)
 		}
 		if !slices.Contains(fields, d.Val()) {
 			fields = append(fields, d.Val())
+			at = append(at, endpoint, d.Token())
 		}
 	}
-	return fields, nil
+	return fields, at, nil
+}
+
+// checkFieldLines checks the names of the protected_fields lines, at (each
+// name's endpoint token and its own), with fieldError against extra, the
+// names extra_fields gives each endpoint: an error names the word and its
+// line.
+func checkFieldLines(at []caddyfile.Token, extra map[string][]string) error {
+	for i := 0; i+1 < len(at); i += 2 {
+		ep, f := at[i].Text, at[i+1].Text
+		if err := fieldError(ep, f, extra[ep], fmt.Sprintf("write extra_fields %s %s too", ep, f)); err != nil {
+			return errAt(at[i+1], "protected_fields: %v", err)
+		}
+	}
+	return nil
 }
 
 // switchEndpoints reads an enable or disable line: at least one endpoint,

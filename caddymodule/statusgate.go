@@ -145,6 +145,14 @@ type AuthConfig struct {
 	// default list; an empty list hides nothing. Default: player: op, banned,
 	// chatplatform, discord; server: motd, ip, port; worlds: seed.
 	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
+
+	// ExtraFields names per endpoint fields of its answers that statusgate
+	// does not know, so that protected_fields may name them: a field of a
+	// newer plugin, or a name inside a map of the game's own names (a
+	// statistic, a game rule). protected_fields of a built-in endpoint may
+	// name only the fields docs/field-layer.md lists for it, and these; a
+	// custom station's any. Default: none.
+	ExtraFields map[string][]string `json:"extra_fields,omitempty"`
 }
 
 // UnmarshalJSON reads the auth object, refusing null where it would read as
@@ -271,6 +279,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		enabled:    h.Endpoints,
 		requireKey: auth.RequireKey,
 		fields:     auth.ProtectedFields,
+		extra:      auth.ExtraFields,
 		cache:      h.Backend.Cache,
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
