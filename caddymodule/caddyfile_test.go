@@ -299,9 +299,14 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // as caddy adapt --config Caddyfile has it (an error may read its line
 // again: emptyVariable), and the environment variable
 // STATUSGATE_GOLDEN_EMPTY is set to nothing, for a file's {$VAR} that is
-// empty.
+// empty. The revision of a key from the environment or a file depends on
+// the machine (revision.go): the variables the files name are unset, and
+// the revision key is the test's own.
 func TestAdaptCaddyfiles(t *testing.T) {
 	t.Setenv("STATUSGATE_GOLDEN_EMPTY", "")
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	t.Setenv("STATUSGATE_KEY", "")
+	os.Unsetenv("STATUSGATE_KEY")
 	forGoldenFiles(t, filepath.Join("testdata", "adapt", "*.caddyfiletest"), func(t *testing.T, file, input, expected string) {
 		input += "\n"
 		if strings.HasPrefix(expected, "{") {

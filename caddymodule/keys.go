@@ -75,6 +75,14 @@ func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []k
 			logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
+		if env := strings.HasPrefix(k.Secret, "{env."); env && k.Revision != "" {
+			// caddy reload adapted the Caddyfile in its own environment; this
+			// process reads its own, fixed when it started.
+			if rev, err := revisionOf(secret); err == nil && rev != k.Revision {
+				logger.Warn("the key's environment variable has another value in this Caddy than where the config was adapted (caddy reload's own environment, or another machine): a running Caddy's environment is fixed when it starts, so this Caddy keeps the value it started with; restart Caddy to change the key, or give the key from a file ({file./path}), which caddy reload reads again",
+					zap.String("key", where[i]))
+			}
+		}
 		k.Secret = secret
 		keys[i] = k
 	}

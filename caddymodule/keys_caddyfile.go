@@ -60,6 +60,30 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 	return k, nil
 }
 
+// keyRevision is the revision (revisionOf) of the key secret, one {file.*}
+// or {env.*} placeholder, of the Caddyfile line at: the fingerprint of its
+// value here, which makes the adapted JSON change when the file does, so
+// that caddy reload applies a new secret. "" for any other key, and for a
+// file that cannot be read here, which is logged: its change then needs
+// caddy reload --force (an empty variable needs nothing: the running
+// Caddy's environment is its own, docs/keys.md).
+func keyRevision(secret, at string) string {
+	value, ok, err := keyReference(secret)
+	if err != nil {
+		caddy.Log().Warn("the key's file cannot be read where the Caddyfile is adapted: caddy reload cannot tell when it changes; after changing it, reload with caddy reload --force",
+			zap.String("at", at), zap.String("key", secret), zap.Error(err))
+	}
+	if !ok {
+		return ""
+	}
+	rev, err := revisionOf(value)
+	if err != nil {
+		caddy.Log().Warn("no revision for a key read from a file or the environment: caddy reload cannot tell when it changes; after changing it, reload with caddy reload --force",
+			zap.String("at", at), zap.String("key", secret), zap.Error(err))
+	}
+	return rev
+}
+
 // errSecretAsName is the error for a key whose name looks like a secret.
 var errSecretAsName = errors.New("the first of two words looks like a secret, not a name; write key <name> <secret>")
 
@@ -107,6 +131,7 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if unknown {
 		return k, line, fmt.Errorf("key: %v", errPlaceholder)
 	}
+	k.Revision = keyRevision(k.Secret, at)
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white
 		// space trimmed. Provision cannot warn of a short key any more.

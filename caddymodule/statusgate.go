@@ -120,8 +120,11 @@ type AuthConfig struct {
 	// what logs, placeholders and metrics show; names and secrets must be
 	// distinct. Placeholders such as {env.NAME} and {file./path} are
 	// expanded at provision time; surrounding white space is trimmed, and a
-	// key that ends up empty is an error. Default: none, so that no caller
-	// has a key.
+	// key that ends up empty is an error. A key that is one {file.*} or
+	// {env.*} placeholder may carry "revision", a fingerprint of its value
+	// that the Caddyfile adapter writes so that caddy reload applies a
+	// changed file (revision.go). Default: none, so that no caller has a
+	// key.
 	Keys []apikey.Key `json:"keys,omitempty"`
 
 	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
