@@ -154,21 +154,36 @@ http://127.0.0.1:8081 {
 
 // TestOptionsListEveryCase keeps options, which an unrecognized
 // subdirective is compared with, equal to the subdirectives the parser reads
-// (its cases, in any order) and to the syntax in UnmarshalCaddyfile's
-// comment.
+// (its cases, in any order), and the syntax in UnmarshalCaddyfile's comment
+// equal to docs/sim.md's, line for line.
 func TestOptionsListEveryCase(t *testing.T) {
 	src, err := os.ReadFile("caddyfile.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cases, syntax []string
+	var cases []string
 	for _, m := range regexp.MustCompile(`(?m)^\t\tcase "([a-z_]+)":`).FindAllStringSubmatch(string(src), -1) {
 		cases = append(cases, m[1])
 	}
-	for _, m := range regexp.MustCompile(`(?m)^//\t\t([a-z_]+) `).FindAllStringSubmatch(string(src), -1) {
-		syntax = append(syntax, m[1])
+	if !slices.Equal(slices.Sorted(slices.Values(cases)), slices.Sorted(slices.Values(options))) {
+		t.Errorf("options %q,\nthe parser's cases %q", options, cases)
 	}
-	if !slices.Equal(slices.Sorted(slices.Values(cases)), slices.Sorted(slices.Values(options))) || !slices.Equal(syntax, options) {
-		t.Errorf("options %q,\nthe parser's cases %q,\nthe syntax in the comment %q", options, cases, syntax)
+	comment := regexp.MustCompile(`(?m)^//\t(statusgate_sim \{\n(?://\t\t.*\n)*//\t\})`).FindStringSubmatch(string(src))
+	doc, err := os.ReadFile("../../docs/sim.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := regexp.MustCompile("(?ms)^```text\n(statusgate_sim \\{\n.*?^\\})\n```").FindSubmatch(doc)
+	if comment == nil || page == nil {
+		t.Fatalf("no syntax block: in caddyfile.go %v, in docs/sim.md %v", comment != nil, page != nil)
+	}
+	syntax := strings.ReplaceAll(comment[1], "//\t", "")
+	if syntax != string(page[1]) {
+		t.Errorf("UnmarshalCaddyfile's comment has\n%s\ndocs/sim.md has\n%s", syntax, page[1])
+	}
+	for _, o := range options {
+		if !strings.Contains(syntax, "\n\t"+o+" ") {
+			t.Errorf("the syntax lacks %s", o)
+		}
 	}
 }
