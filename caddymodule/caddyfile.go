@@ -155,7 +155,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	var keyHeld []asWritten // each key's max_held as written, for checkKeyHeld
 	// fieldLines are protected_fields' names, checked once the block is
 	// read: an extra_fields line may come after.
-	var fieldLines []caddyfile.Token
+	var fieldLines []fieldWord
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -512,34 +512,39 @@ func perEndpoint[T any](d *caddyfile.Dispenser, once func(string) error, m *map[
 	return nil
 }
 
-// fieldArgs reads the rest of a protected_fields or extra_fields line: the
-// member names, each once (none means hide nothing, not the default), and
-// their tokens, the endpoint's word first, for checkFieldLines.
-func fieldArgs(d *caddyfile.Dispenser, opt string) ([]string, []caddyfile.Token, error) {
-	endpoint := d.Token()
+// fieldWord is a field name of a protected_fields line, for
+// checkFieldLines: its endpoint and its token (the word, its file and line).
+type fieldWord struct {
+	endpoint string
+	at       caddyfile.Token
+}
+
+// fieldArgs reads the rest of a protected_fields or extra_fields line, the
+// dispenser at its endpoint: the member names, each once (none means hide
+// nothing, not the default), and where each is written.
+func fieldArgs(d *caddyfile.Dispenser, opt string) ([]string, []fieldWord, error) {
+	endpoint := d.Val()
 	fields := []string{}
-	var at []caddyfile.Token
+	var at []fieldWord
 	for d.NextArg() {
 		if d.Val() == "" {
 			return nil, nil, d.Errf("%s: empty field name", opt)
 		}
 		if !slices.Contains(fields, d.Val()) {
 			fields = append(fields, d.Val())
-			at = append(at, endpoint, d.Token())
+			at = append(at, fieldWord{endpoint, d.Token()})
 		}
 	}
 	return fields, at, nil
 }
 
-// checkFieldLines checks the names of the protected_fields lines, at (each
-// name's endpoint token and its own), with fieldError against extra, the
-// names extra_fields gives each endpoint: an error names the word and its
-// line.
-func checkFieldLines(at []caddyfile.Token, extra map[string][]string) error {
-	for i := 0; i+1 < len(at); i += 2 {
-		ep, f := at[i].Text, at[i+1].Text
-		if err := fieldError(ep, f, extra[ep], fmt.Sprintf("write extra_fields %s %s too", ep, f)); err != nil {
-			return errAt(at[i+1], "protected_fields: %v", err)
+// checkFieldLines checks the names of the protected_fields lines with
+// fieldError against extra, the names extra_fields gives each endpoint: an
+// error names the word and its line.
+func checkFieldLines(words []fieldWord, extra map[string][]string) error {
+	for _, w := range words {
+		if err := fieldError(w.endpoint, w.at.Text, extra[w.endpoint], fmt.Sprintf("write extra_fields %s %s too", w.endpoint, w.at.Text)); err != nil {
+			return errAt(w.at, "protected_fields: %v", err)
 		}
 	}
 	return nil
