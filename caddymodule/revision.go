@@ -45,20 +45,31 @@ func keyReference(secret string) (value string, ok bool, err error) {
 	return value, value != "", nil
 }
 
-// revisionOf is the revision of a key whose value is value: an HMAC-SHA256
-// of it under the revision key (revisionKey), 24 hex digits. It shows
-// nothing of the secret to whoever reads the config (autosave.json, the
-// admin API's /config/): without the revision key, which stays in Caddy's
-// data folder, a guess of the secret cannot be checked against it, as it
-// could against a plain hash.
+// revisionOf is the revision of a key whose value is value: the revision
+// key's id (8 hex digits of its SHA-256), a dot, and an HMAC-SHA256 of the
+// value under it (24 hex digits). It shows nothing of the secret to
+// whoever reads the config (autosave.json, the admin API's /config/):
+// without the revision key, which stays in Caddy's data folder, a guess of
+// the secret cannot be checked against it, as it could against a plain
+// hash. The id tells whether two revisions can be compared: those made
+// under another key (another machine, another user) cannot.
 func revisionOf(value string) (string, error) {
 	key, err := revisionKey()
 	if err != nil {
 		return "", err
 	}
+	id := sha256.Sum256(key)
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte(value))
-	return hex.EncodeToString(mac.Sum(nil)[:12]), nil
+	return hex.EncodeToString(id[:4]) + "." + hex.EncodeToString(mac.Sum(nil)[:12]), nil
+}
+
+// sameRevisionKey reports whether the revisions a and b were made under one
+// revision key, so that they differ only if the values do.
+func sameRevisionKey(a, b string) bool {
+	idA, _, okA := strings.Cut(a, ".")
+	idB, _, okB := strings.Cut(b, ".")
+	return okA && okB && idA == idB
 }
 
 // revisionKey is the key of revisionOf: 32 random bytes in Caddy's data

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -50,8 +48,8 @@ func TestKeyRevision(t *testing.T) {
 	}
 	write("Qx7Zk9Wv3Jp8Yt5R-old")
 	old := adapt()
-	if _, err := hex.DecodeString(old.Revision); err != nil || len(old.Revision) != 24 {
-		t.Fatalf("revision %q, want 24 hex digits", old.Revision)
+	if id, mac, _ := strings.Cut(old.Revision, "."); len(id) != 8 || len(mac) != 24 || !hexDigits(id+mac) {
+		t.Fatalf("revision %q, want 8 and 24 hex digits", old.Revision)
 	}
 	if again := adapt(); again.Revision != old.Revision {
 		t.Errorf("the same file gave revisions %s and %s: every reload would apply it anew", old.Revision, again.Revision)
@@ -70,28 +68,40 @@ func TestKeyRevision(t *testing.T) {
 		t.Errorf("an {env.*} key of the old value: revision %q, want %q, the file's; a file that is not there: %q, want none", env.Revision, old.Revision, missing.Revision)
 	}
 
-	// The running Caddy's environment is its own: a config adapted where the
-	// variable had another value (caddy reload's shell) is loaded with a
-	// warning that says the key did not change, and with none otherwise.
+	// The running Caddy's environment is its own, fixed when it started: a
+	// reload whose config was adapted where the variable had another value
+	// (caddy reload's shell) is refused, saying why; a start (a config
+	// saved before a restart with a new value) warns; the same value passes.
 	for _, c := range []struct {
 		revision string
+		reload   bool
+		want     string // the error; "" for none
 		warns    bool
-	}{{old.Revision, false}, {adapt().Revision, true}} {
-		h := new(Handler)
-		config := `{"auth":{"keys":[{"name":"bot","key":"{env.STATUSGATE_TEST_BOT_KEY}","revision":"` + c.revision + `"}]}}`
-		if err := json.Unmarshal([]byte(config), h); err != nil {
+	}{
+		{old.Revision, true, "", false},
+		{adapt().Revision, true, "auth.keys[0] 'bot' {env.STATUSGATE_TEST_BOT_KEY}: the environment variable has another value here than where the config was adapted (caddy reload's own environment, or another machine), and a running Caddy's environment is fixed when it starts, so a reload cannot change the key: restart Caddy with the new value, or keep the key in a file ({file./path}), which caddy reload reads again", false},
+		{adapt().Revision, false, "", true},
+		{"00000000." + strings.Repeat("0", 24), true, "", false}, // made under another revision key: not comparable
+	} {
+		var k apikey.Key
+		if err := json.Unmarshal([]byte(`{"name":"bot","key":"{env.STATUSGATE_TEST_BOT_KEY}","revision":"`+c.revision+`"}`), &k); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 		core, logs := observer.New(zap.WarnLevel)
-		if err := h.provisionWith(ctx, zap.New(core)); err != nil {
-			t.Fatal(err)
+		_, _, err := loadKeys([]apikey.Key{k}, c.reload, zap.New(core))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("revision %s, reload %v: %v", c.revision, c.reload, err)
+		case c.want != "":
+			wantErrorWords(t, err, c.want)
 		}
-		_ = h.Cleanup()
-		cancel()
-		said := logs.FilterMessageSnippet("restart Caddy to change the key").All()
-		if (len(said) > 0) != c.warns {
-			t.Errorf("revision %s: warnings %v, want one: %v", c.revision, said, c.warns)
+		if warned := logs.FilterMessageSnippet("fixed when it starts").Len() > 0; warned != c.warns {
+			t.Errorf("revision %s, reload %v: warned %v, want %v", c.revision, c.reload, warned, c.warns)
 		}
 	}
+}
+
+func hexDigits(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
 }

@@ -251,7 +251,10 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.qkey = auth.AllowQueryKey
 
 	var err error
-	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, logger); err != nil {
+	// A config loaded while another runs is a reload (caddy reload, the
+	// admin API); the first one is Caddy's start.
+	reload := caddy.ActiveContext().Context != nil
+	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, reload, logger); err != nil {
 		return err
 	}
 	limits, err := resolveLimits(h.Backend)

@@ -24,7 +24,10 @@ import (
 // secret's open live stream ends, the old secret is refused from then on,
 // and the new one is served, on a stream too. Before the revision the
 // adapted JSON held only the placeholder: Caddy found the config unchanged
-// and the leaked secret stayed valid until caddy reload --force.
+// and the leaked secret stayed valid until caddy reload --force. An
+// {env.*} key cannot change so (the running Caddy's environment is its
+// own): a reload from an environment where it has another value fails,
+// saying so, and the keys in force stay.
 func TestFileKeyReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Caddy and runs it")
@@ -62,6 +65,8 @@ func TestFileKeyReload(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "bot.key")
 	const oldSecret, newSecret = "Qx7Zk9Wv3Jp8Yt5R-leaked", "Hm4Lc6Nd1Fs0Gq8Tw-next"
+	const webSecret, webNext = "Zt3Vn8Kq2Lm6Pw9Rb-web", "Yd5Hs1Jx7Gc4Nf0Qa-web2"
+	t.Setenv("STATUSGATE_TEST_WEB_KEY", webSecret) // the caddy process's environment
 	if err := os.WriteFile(keyFile, []byte(oldSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +76,7 @@ func TestFileKeyReload(t *testing.T) {
 http://127.0.0.1:%d {
 	statusgate 127.0.0.1:%d {
 		key bot {file.%s}
+		key web {env.STATUSGATE_TEST_WEB_KEY}
 		require_key status on
 	}
 }
@@ -142,12 +148,15 @@ http://127.0.0.1:%d {
 	if err := os.WriteFile(keyFile, []byte(newSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	reload := exec.Command(bin, "reload", "--config", filepath.Join(dir, "gateway.Caddyfile"), "--adapter", "caddyfile")
-	// The environment harness.Start gives the caddy process: its data
-	// folder holds the key of the revisions.
-	home := filepath.Join(dir, "caddy-home")
-	reload.Env = append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)
-	if out, err := reload.CombinedOutput(); err != nil {
+	// caddy reload in the environment harness.Start gives the caddy
+	// process (its data folder holds the key of the revisions), and env.
+	reload := func(env ...string) ([]byte, error) {
+		cmd := exec.Command(bin, "reload", "--config", filepath.Join(dir, "gateway.Caddyfile"), "--adapter", "caddyfile")
+		home := filepath.Join(dir, "caddy-home")
+		cmd.Env = append(append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home), env...)
+		return cmd.CombinedOutput()
+	}
+	if out, err := reload(); err != nil {
 		t.Fatalf("caddy reload: %v\n%s", err, out)
 	}
 	fixture.WaitEvery(t, "the old config's listener to close", 2*time.Millisecond, func() bool {
@@ -164,4 +173,16 @@ http://127.0.0.1:%d {
 	}
 	_, stopNew := stream(newSecret)
 	stopNew()
+
+	// The web key's variable changed in the shell, not in the caddy process.
+	out, err := reload("STATUSGATE_TEST_WEB_KEY=" + webNext)
+	if err == nil || !strings.Contains(string(out), "auth.keys[1] 'web' {env.STATUSGATE_TEST_WEB_KEY}: the environment variable has another value here than where the config was adapted") ||
+		!strings.Contains(string(out), "so a reload cannot change the key: restart Caddy with the new value") {
+		t.Errorf("caddy reload with another value of the web key's variable: %v, want it to fail saying why:\n%s", err, out)
+	}
+	for key, want := range map[string]int{webSecret: http.StatusOK, webNext: http.StatusNotFound, newSecret: http.StatusOK} {
+		if got := get(key); got != want {
+			t.Errorf("after the refused reload, %.6s…: %d, want %d", key, got, want)
+		}
+	}
 }
