@@ -50,6 +50,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
 //		protected_fields <endpoint> [<field>...]
+//		extra_fields     <endpoint> <field>...
 //		enable           <endpoint>...
 //		disable          <endpoint>...
 //
@@ -152,6 +153,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return nil
 	}
 	var keyHeld []asWritten // each key's max_held as written, for checkKeyHeld
+	// fieldLines are protected_fields' names, checked once the block is
+	// read: an extra_fields line may come after.
+	var fieldLines []fieldWord
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -189,7 +193,19 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "require_key":
 			err = perEndpoint(d, once, &auth.RequireKey, func() (bool, error) { return onoffArg(d, opt, false) })
 		case "protected_fields":
-			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) { return fieldArgs(d) })
+			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) {
+				fields, at, err := fieldArgs(d, opt)
+				fieldLines = append(fieldLines, at...)
+				return fields, err
+			})
+		case "extra_fields":
+			err = perEndpoint(d, once, &auth.ExtraFields, func() ([]string, error) {
+				fields, _, err := fieldArgs(d, opt)
+				if err == nil && len(fields) == 0 {
+					err = argErr(d, opt, caddyfileSyntax)
+				}
+				return fields, err
+			})
 		case "enable":
 			err = switchEndpoints(d, once, &h.Endpoints, true)
 		case "disable":
@@ -266,6 +282,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
+		return err
+	}
 	if err := heldFits(b, written); err != nil {
 		return err
 	}
@@ -305,6 +324,7 @@ var caddyfileSyntax = []option{
 	{"hide_protected", "[on|off]"},
 	{"require_key", "<endpoint> on|off"},
 	{"protected_fields", "<endpoint> [<field>...]"},
+	{"extra_fields", "<endpoint> <field>..."},
 	{"enable", "<endpoint>..."},
 	{"disable", "<endpoint>..."},
 	{"max_in_flight", "<n>|off"},
@@ -449,7 +469,7 @@ func optionWord(w string) bool {
 // repeatable are the options that may appear more than once: key, and those
 // that name an endpoint, once per endpoint.
 var repeatable = map[string]bool{
-	"key": true, "require_key": true, "protected_fields": true, "enable": true, "disable": true,
+	"key": true, "require_key": true, "protected_fields": true, "extra_fields": true, "enable": true, "disable": true,
 	"cache": true, "snapshot": true,
 }
 
@@ -492,19 +512,42 @@ func perEndpoint[T any](d *caddyfile.Dispenser, once func(string) error, m *map[
 	return nil
 }
 
-// fieldArgs reads the rest of a protected_fields line: the member names,
-// each once; none means hide nothing, not the default.
-func fieldArgs(d *caddyfile.Dispenser) ([]string, error) {
+// fieldWord is a field name of a protected_fields line, for
+// checkFieldLines: its endpoint and its token (the word, its file and line).
+type fieldWord struct {
+	endpoint string
+	at       caddyfile.Token
+}
+
+// fieldArgs reads the rest of a protected_fields or extra_fields line, the
+// dispenser at its endpoint: the member names, each once (none means hide
+// nothing, not the default), and where each is written.
+func fieldArgs(d *caddyfile.Dispenser, opt string) ([]string, []fieldWord, error) {
+	endpoint := d.Val()
 	fields := []string{}
+	var at []fieldWord
 	for d.NextArg() {
 		if d.Val() == "" {
-			return nil, d.Errf("protected_fields: empty field name")
+			return nil, nil, d.Errf("%s: empty field name", opt)
 		}
 		if !slices.Contains(fields, d.Val()) {
 			fields = append(fields, d.Val())
+			at = append(at, fieldWord{endpoint, d.Token()})
 		}
 	}
-	return fields, nil
+	return fields, at, nil
+}
+
+// checkFieldLines checks the names of the protected_fields lines with
+// fieldError against extra, the names extra_fields gives each endpoint: an
+// error names the word and its line.
+func checkFieldLines(words []fieldWord, extra map[string][]string) error {
+	for _, w := range words {
+		if err := fieldError(w.endpoint, w.at.Text, extra[w.endpoint], fmt.Sprintf("write extra_fields %s %s too", w.endpoint, w.at.Text)); err != nil {
+			return errAt(w.at, "protected_fields: %v", err)
+		}
+	}
+	return nil
 }
 
 // switchEndpoints reads an enable or disable line: at least one endpoint,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/internal/fixture"
+	_ "github.com/statusgate/statusgate/internal/sim" // statusgate_sim, whose errors have golden files too
 )
 
 // parseTestCaddyfile runs UnmarshalCaddyfile on input the way NewTestDispenser
@@ -294,8 +295,18 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // Caddy's own caddytest/integration/caddyfile_adapt_test.go does: a Caddyfile,
 // a line of dashes, then either the exact JSON the adapter must produce
 // (indented with tabs) or lines of text that the adapter's error must each
-// contain.
+// contain. The Caddyfile is also on disk, in the folder the test runs in,
+// as caddy adapt --config Caddyfile has it (an error may read its line
+// again: emptyVariable), and the environment variable
+// STATUSGATE_GOLDEN_EMPTY is set to nothing, for a file's {$VAR} that is
+// empty. The revision of a key from the environment or a file depends on
+// the machine (revision.go): the variables the files name are unset, and
+// the revision key is the test's own.
 func TestAdaptCaddyfiles(t *testing.T) {
+	t.Setenv("STATUSGATE_GOLDEN_EMPTY", "")
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	t.Setenv("STATUSGATE_KEY", "")
+	os.Unsetenv("STATUSGATE_KEY")
 	forGoldenFiles(t, filepath.Join("testdata", "adapt", "*.caddyfiletest"), func(t *testing.T, file, input, expected string) {
 		input += "\n"
 		if strings.HasPrefix(expected, "{") {
@@ -304,6 +315,11 @@ func TestAdaptCaddyfiles(t *testing.T) {
 			}
 			return
 		}
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "Caddyfile"), []byte(input), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(dir)
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})

@@ -67,32 +67,63 @@ type builtin struct {
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
 	query       queryRule     // what the backend reads of the query (query.go); nothing by default
+	// members are the member names of the endpoint's data at any depth, as
+	// the plugin writes them (BACKEND-CONTRACT.md, section 5; the gateway's
+	// own for index and network): the names protected_fields may give it
+	// (checkFields). TestMembersCoverTheSim keeps them a superset of what
+	// statusgate_sim answers.
+	members []string
+	// open are the members among them whose value is a map with names of
+	// the game's own (statistics, materials, game rules, entity types,
+	// placeholders): the names in it are not listed, and protected_fields
+	// names one with extra_fields.
+	open []string
 }
+
+// words is a list written as the words of s.
+func words(s string) []string { return strings.Fields(s) }
 
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
 // /api/v1 with statusgate's defaults (docs/configuration.md, "Defaults").
 var builtins = []builtin{
-	{name: "index", description: "This list of endpoints", public: true},
+	{name: "index", description: "This list of endpoints", public: true,
+		members: words("name apiVersion authEnabled versions version path current alias stations description requiresKey")},
 	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second,
-		query: queryRule{flags: []string{"history=true"}}},
+		query:   queryRule{flags: []string{"history=true"}},
+		members: words("online minecraft discord history last")},
 	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
-		query: queryRule{flags: []string{"detailed=true"}}},
-	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"}},
-	{name: "performance", description: "TPS, tick time, memory, JVM"},
-	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
-	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
-	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second},
-	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute},
+		query:   queryRule{flags: []string{"detailed=true"}},
+		members: words("uuid name nickname messagecolor nicknamecolor rank registry offline playtime afk balance addons pass discord chatplatform op banned stat detailed"),
+		open:    words("stat detailed")},
+	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"},
+		members: words("brand maxPlayers motd version bukkitVersion minecraftVersion port ip onlineMode hardcore allowFlight allowNether allowEnd defaultGameMode viewDistance simulationDistance spawnRadius worldCount pluginCount")},
+	{name: "performance", description: "TPS, tick time, memory, JVM",
+		members: words("tps 1m 5m 15m averageTickTimeMs memory usedBytes freeBytes totalBytes maxBytes usedMB maxMB jvm javaVersion javaVendor osName osArch availableProcessors uptimeMs threadCount")},
+	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+		members: words("count worlds name uid environment seed difficulty time fullTime dayCount weather hasStorm thundering weatherDuration thunderDuration clear pvp allowAnimals allowMonsters minHeight maxHeight seaLevel viewDistance loadedChunks spawnLocation x y z worldBorder size centerX centerZ damageAmount damageBuffer warningDistance warningTimeTicks")},
+	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+		members: words("count worlds world gameRules"), open: words("gameRules")},
+	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second,
+		members: words("totalEntities worlds world total byType"), open: words("byType")},
+	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+		members: words("count worlds world spawnLimits ticksPerSpawns"), open: words("spawnLimits ticksPerSpawns")},
 	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
-		query: queryRule{flags: []string{"view=html"}}},
-	{name: "bans", description: "Ban list (UUIDs and IPs)"},
-	{name: "operators", description: "Operator list"},
-	{name: "whitelist", description: "Whitelist state and entries", disabled: true},
-	{name: "plugins", description: "Installed plugin list"},
+		query: queryRule{flags: []string{"view=html"}},
+		members: words("summary total bans ipBans mutes jails kicks warnings punishedPlayers activeNow cmiAvailable returned limit records type uuid name ip reason by at expires liftedAt permanent active extra " +
+			"banned ban category warningCount warningPoints mute shadow jail history cause historyCount activeCount")},
+	{name: "bans", description: "Ban list (UUIDs and IPs)",
+		members: words("players count entries reason source created expires permanent uuid name ips ip")},
+	{name: "operators", description: "Operator list", members: words("count operators")},
+	{name: "whitelist", description: "Whitelist state and entries", disabled: true, members: words("enabled count players")},
+	{name: "plugins", description: "Installed plugin list",
+		members: words("count plugins name version enabled description website apiVersion authors depend softDepend")},
 	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true,
-		query: queryRule{params: []string{"uuid", "p", "list"}}},
-	{name: "network", description: "Cross-server aggregation", disabled: true},
-	{name: "constants", description: "Static enumeration reference"},
+		query:   queryRule{params: []string{"uuid", "p", "list"}},
+		members: words("uuid online values"), open: words("values")},
+	{name: "network", description: "Cross-server aggregation", disabled: true,
+		members: words("cluster thisServer serverCount totalOnline servers server online players discord updatedAt")},
+	{name: "constants", description: "Static enumeration reference",
+		members: words("gameModes difficulties environments weatherTypes spawnCategories entityTypeCount materialCount")},
 }
 
 // customPrefix starts the name of a backend's custom station.
@@ -174,6 +205,7 @@ type tableConfig struct {
 	enabled    map[string]bool
 	requireKey map[string]bool
 	fields     map[string][]string
+	extra      map[string][]string // extra_fields: names protected_fields may give an endpoint besides its members
 	cache      map[string]caddy.Duration
 	snapshot   map[string]caddy.Duration
 	noCache    bool // cache_size off: no micro-cache, whatever cache says
@@ -210,12 +242,18 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	if err := check("auth.protected_fields", slices.Sorted(maps.Keys(c.fields))); err != nil {
 		return nil, nil, err
 	}
-	for name, list := range c.fields {
-		for _, f := range list {
-			if f == "" {
-				return nil, nil, fmt.Errorf("auth.protected_fields.%s: empty field name", name)
+	if err := check("auth.extra_fields", slices.Sorted(maps.Keys(c.extra))); err != nil {
+		return nil, nil, err
+	}
+	for section, m := range map[string]map[string][]string{"protected_fields": c.fields, "extra_fields": c.extra} {
+		for name, list := range m {
+			if slices.Contains(list, "") {
+				return nil, nil, fmt.Errorf("auth.%s.%s: empty field name", section, name)
 			}
 		}
+	}
+	if err := checkFields(c.fields, c.extra); err != nil {
+		return nil, nil, err
 	}
 	slices.Sort(custom)
 

@@ -20,11 +20,12 @@ const minKeyLength = apikey.MinSecretAlone
 
 // loadKeys expands the configured keys and builds the keyring, and what the
 // request path needs to know of each key: entries with one name are one key
-// with several secrets (a key being rotated), with one keyInfo. Errors and
+// with several secrets (a key being rotated), with one keyInfo. reload says
+// the config replaces a running one (checkEnvRevision). Errors and
 // warnings name an entry by its position in auth.keys, counting from 0 as a
 // JSON path does, and its name (when it is a valid one), never by its text:
 // that may be the secret, or part of it.
-func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []keyInfo, error) {
+func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey.Keyring, []keyInfo, error) {
 	// Each key as written first, then each expanded: a mistake in the
 	// config is named before a placeholder that has no value here.
 	where := make([]string, len(configured))
@@ -75,6 +76,9 @@ func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []k
 			logger.Warn("short API key: use at least 16 random characters (caddy statusgate-key makes one)",
 				zap.Int("key_index", i), zap.String("key", name), zap.Int("min_length", minKeyLength))
 		}
+		if err := checkEnvRevision(k, secret, where[i], reload, logger); err != nil {
+			return nil, nil, err
+		}
 		k.Secret = secret
 		keys[i] = k
 	}
@@ -96,6 +100,31 @@ func loadKeys(configured []apikey.Key, logger *zap.Logger) (*apikey.Keyring, []k
 		info = append(info, ki)
 	}
 	return kr, info, nil
+}
+
+// checkEnvRevision compares the revision of an {env.*} key k, written where
+// the config was adapted (caddy reload's own process, with its own
+// environment), with the value secret the variable has in this process,
+// whose environment is fixed since it started: a reload cannot change it.
+// A reload that would have (the values differ) is refused, so that caddy
+// reload fails saying so rather than leave the old secret valid behind a
+// reload that succeeded; at startup (caddy run --resume of a config saved
+// before a restart with a new value) it is a warning: the value in force
+// is the new one.
+func checkEnvRevision(k apikey.Key, secret, where string, reload bool, logger *zap.Logger) error {
+	if k.Revision == "" || !strings.HasPrefix(k.Secret, "{env.") {
+		return nil
+	}
+	rev, err := revisionOf(secret)
+	if err != nil || rev == k.Revision || !sameRevisionKey(rev, k.Revision) {
+		return nil // the same value, or revisions that cannot be compared
+	}
+	const why = "the environment variable has another value here than where the config was adapted (caddy reload's own environment, or another machine), and a running Caddy's environment is fixed when it starts"
+	if reload {
+		return fmt.Errorf("%s: %s, so a reload cannot change the key: restart Caddy with the new value, or keep the key in a file ({file./path}), which caddy reload reads again (docs/keys.md)", where, why)
+	}
+	logger.Warn(why+": the key is this process's value", zap.String("key", where))
+	return nil
 }
 
 // unnamedHolder tells an unnamed key apart at the guard by its secret's

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -26,7 +28,15 @@ import (
 // first secret the second key's name, which logs and metrics publish. Errors
 // start with "key: " and carry the file and line; none quotes a secret.
 func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
+	line := *d // the word key, whose line emptyVariable reads
 	args := d.RemainingArgs()
+	if len(args) < 2 {
+		// An empty {$VAR} leaves no word behind: `key bot {$BOT_SECRET}`
+		// reads as `key bot`, and the error below would blame the name.
+		if v, ok := emptyVariable(line.File(), line.Line()); ok {
+			return apikey.Key{}, line.Errf("key: {$%s} is empty, so the line has no secret: the environment variable %s is not set, or is set to nothing, where the Caddyfile was adapted (the Caddyfile parser replaces {$VAR} with its value before statusgate reads the line); set it (caddy reload adapts the Caddyfile in its own environment), or write {env.%s}, which the gateway reads when the config loads and refuses if empty", v, v, v)
+		}
+	}
 	var k apikey.Key
 	switch len(args) {
 	case 1:
@@ -48,6 +58,30 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 		return apikey.Key{}, d.Errf("key: %v", err)
 	}
 	return k, nil
+}
+
+// keyRevision is the revision (revisionOf) of the key secret, one {file.*}
+// or {env.*} placeholder, of the Caddyfile line at: the fingerprint of its
+// value here, which makes the adapted JSON change when the file does, so
+// that caddy reload applies a new secret. "" for any other key, and for a
+// file that cannot be read here, which is logged: its change then needs
+// caddy reload --force (an empty variable needs nothing: the running
+// Caddy's environment is its own, docs/keys.md).
+func keyRevision(secret, at string) string {
+	value, ok, err := keyReference(secret)
+	if err != nil {
+		caddy.Log().Warn("the key's file cannot be read where the Caddyfile is adapted: caddy reload cannot tell when it changes; after changing it, reload with caddy reload --force",
+			zap.String("at", at), zap.String("key", secret), zap.Error(err))
+	}
+	if !ok {
+		return ""
+	}
+	rev, err := revisionOf(value)
+	if err != nil {
+		caddy.Log().Warn("no revision for a key read from a file or the environment: caddy reload cannot tell when it changes; after changing it, reload with caddy reload --force",
+			zap.String("at", at), zap.String("key", secret), zap.Error(err))
+	}
+	return rev
 }
 
 // errSecretAsName is the error for a key whose name looks like a secret.
@@ -97,6 +131,7 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if unknown {
 		return k, line, fmt.Errorf("key: %v", errPlaceholder)
 	}
+	k.Revision = keyRevision(k.Secret, at)
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white
 		// space trimmed. Provision cannot warn of a short key any more.
@@ -147,3 +182,39 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	}
 	return k, line, nil
 }
+
+// emptyVariable reports the name of an environment variable written as a
+// whole argument ({$NAME} or {$NAME:default}, white space around it) on
+// line n of the Caddyfile file that the Caddyfile parser replaced with
+// nothing: the parser substitutes {$VAR} in the text before it makes
+// tokens, and the tokens keep no trace of it, so the file is read again.
+// ok is false when there is none, and when the file cannot be read (a
+// Caddyfile that is not on disk): the error is then the one its words make.
+func emptyVariable(file string, n int) (name string, ok bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", false
+	}
+	lines := strings.Split(string(b), "\n")
+	if n < 1 || n > len(lines) {
+		return "", false
+	}
+	for _, word := range strings.Fields(lines[n-1]) {
+		m := envArg.FindStringSubmatch(word)
+		if m == nil {
+			continue
+		}
+		// As the parser does: the default only for a variable not set.
+		v, found := os.LookupEnv(m[1])
+		if !found && m[2] != "" {
+			v = strings.TrimPrefix(m[2], ":")
+		}
+		if v == "" {
+			return m[1], true
+		}
+	}
+	return "", false
+}
+
+// envArg is a word that is one {$NAME} or {$NAME:default} and nothing else.
+var envArg = regexp.MustCompile(`^\{\$([^}:]+)(:[^}]*)?\}$`)

@@ -124,8 +124,11 @@ type AuthConfig struct {
 	// what logs, placeholders and metrics show; names and secrets must be
 	// distinct. Placeholders such as {env.NAME} and {file./path} are
 	// expanded at provision time; surrounding white space is trimmed, and a
-	// key that ends up empty is an error. Default: none, so that no caller
-	// has a key.
+	// key that ends up empty is an error. A key that is one {file.*} or
+	// {env.*} placeholder may carry "revision", a fingerprint of its value
+	// that the Caddyfile adapter writes so that caddy reload applies a
+	// changed file (revision.go). Default: none, so that no caller has a
+	// key.
 	Keys []apikey.Key `json:"keys,omitempty"`
 
 	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
@@ -149,6 +152,14 @@ type AuthConfig struct {
 	// default list; an empty list hides nothing. Default: player: op, banned,
 	// chatplatform, discord; server: motd, ip, port; worlds: seed.
 	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
+
+	// ExtraFields names per endpoint fields of its answers that statusgate
+	// does not know, so that protected_fields may name them: a field of a
+	// newer plugin, or a name inside a map of the game's own names (a
+	// statistic, a game rule). protected_fields of a built-in endpoint may
+	// name only the fields docs/field-layer.md lists for it, and these; a
+	// custom station's any. Default: none.
+	ExtraFields map[string][]string `json:"extra_fields,omitempty"`
 }
 
 // UnmarshalJSON reads the auth object, refusing null where it would read as
@@ -246,7 +257,10 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
 	h.qkey = auth.AllowQueryKey
 
-	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, logger); err != nil {
+	// A config loaded while another runs is a reload (caddy reload, the
+	// admin API); the first one is Caddy's start.
+	reload := caddy.ActiveContext().Context != nil
+	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, reload, logger); err != nil {
 		return err
 	}
 	limits, err := resolveLimits(h.Backend)
@@ -277,6 +291,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		enabled:    h.Endpoints,
 		requireKey: auth.RequireKey,
 		fields:     auth.ProtectedFields,
+		extra:      auth.ExtraFields,
 		cache:      h.Backend.Cache,
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,

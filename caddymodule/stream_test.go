@@ -156,7 +156,7 @@ const liveStatus = `{"ok":true,"data":{"online":2,"motd":"hi"},"meta":{"version"
 // TestStreamEventsAreThePlainAnswers: each class of caller gets, as events,
 // exactly the envelope a plain GET gets, field layer and all.
 func TestStreamEventsAreThePlainAnswers(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields status motd\ncache status 1m\nsnapshot status off")
+	h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields status motd\nextra_fields status motd\ncache status 1m\nsnapshot status off")
 	be := newLiveBackend(fmt.Sprintf(liveStatus, 1))
 	srv := liveServer(t, h, be)
 	for _, who := range []struct {

@@ -81,7 +81,10 @@ func ownCaddyHome() (string, error) {
 	}
 	caddy.ConfigAutosavePath = filepath.Join(home, "config", "autosave.json")
 	caddy.DefaultStorage = &certmagic.FileStorage{Path: filepath.Join(home, "data")}
-	return home, nil
+	// Caddy's data folder, where the adapter keeps the key of key revisions
+	// (caddymodule/revision.go), for this process and the caddy processes
+	// it starts.
+	return home, os.Setenv("XDG_DATA_HOME", filepath.Join(home, "data-home"))
 }
 
 // startCaddy starts the in-process Caddy with only its admin API, on

@@ -797,3 +797,82 @@ func TestWidgetLive(t *testing.T) {
 	}
 	third.noExceptions()
 }
+
+// TestWidgetTellsWhatIsHidden: the widget shows what the gateway's answers
+// say, and no more. With protected_fields status online the count stays and
+// the list is named as hidden, in the players' list and in the hidden line
+// (before, it showed "7 online" over "Nobody is online." and left online
+// out of the hidden line); and the network view (data-view="network") shows
+// every server's count and the total of /network, the players' lists named
+// as hidden.
+func TestWidgetTellsWhatIsHidden(t *testing.T) {
+	needBrowser(t)
+	dir := t.TempDir()
+	public := func(p *page) (online, middle string, list []string, hidden string) {
+		t.Helper()
+		const js = `(() => {
+			const txt = s => (document.querySelector(s) || {}).textContent || "";
+			return [txt('[data-sg=online]'), txt('[data-sg=tps]') + txt('[data-sg=servers]'),
+				[...document.querySelectorAll('.sg-public ul li')].map(e => e.textContent), txt('[data-sg=hidden]')];
+		})()`
+		var v []any
+		p.run("reading the widget", chromedp.Evaluate(js, &v))
+		for _, item := range v[2].([]any) {
+			list = append(list, item.(string))
+		}
+		return v[0].(string), v[1].(string), list, v[3].(string)
+	}
+
+	t.Run("the list of players hidden", func(t *testing.T) {
+		be := newBackend(t)
+		be.respond = simulated(t)
+		want := readSim(t, be.respond)
+		gateway{upstream: be.addr(), statusgate: append(slices.Clone(widgetGateway), "protected_fields status online"), sites: []string{widgetSite(t, dir)}}.start(t)
+		p := openPage(t, widgetPage(t, dir, "unlisted", gatewayURL, `data-refresh="3600"`))
+		p.waitState("public-state", "ok", "Updated")
+		online, tps, list, hidden := public(p)
+		if online != fmt.Sprint(len(want.online)) || tps != want.tps {
+			t.Errorf("the tiles: %s online, TPS %s; want %d, %s", online, tps, len(want.online), want.tps)
+		}
+		if !slices.Equal(list, []string{"Who is online is hidden from visitors without a key."}) {
+			t.Errorf("the players' list says %q", list)
+		}
+		if wantHidden := "Hidden from visitors without a key: performance: memory, jvm; status: online."; hidden != wantHidden {
+			t.Errorf("the hidden line: %q, want %q", hidden, wantHidden)
+		}
+		for _, c := range p.apiCalls() {
+			if endpointOf(t, c.url) == "player" {
+				t.Errorf("the page looked up a player it cannot know: %s", c.url)
+			}
+		}
+		p.noExceptions()
+	})
+
+	t.Run("the network view", func(t *testing.T) {
+		ms := newSimMembers(t, "survival", "lobby", "creative")
+		g := networkGateway(ms, nil, "key "+keyA, "require_key network off", "protected_fields network players")
+		g.sites = append(g.sites, widgetSite(t, dir))
+		g.start(t)
+		doc := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+		var wantList []string
+		for _, s := range doc.Data.Servers {
+			wantList = append(wantList, fmt.Sprintf("%s %d online", s.Server, s.Online))
+		}
+		if len(wantList) != 3 || doc.Data.TotalOnline == 0 {
+			t.Fatalf("the network is too empty for the test: %+v", doc.Data)
+		}
+		p := openPage(t, widgetPage(t, dir, "network", gatewayURL, `data-view="network" data-staff="off" data-refresh="3600"`))
+		p.waitState("public-state", "ok", "Updated")
+		online, servers, list, hidden := public(p)
+		if online != fmt.Sprint(doc.Data.TotalOnline) || servers != "3" || !slices.Equal(list, wantList) {
+			t.Errorf("the network view: %s online, %s servers, %q; want %d, 3, %q", online, servers, list, doc.Data.TotalOnline, wantList)
+		}
+		if wantHidden := "Hidden from visitors without a key: network: players."; hidden != wantHidden {
+			t.Errorf("the hidden line: %q, want %q", hidden, wantHidden)
+		}
+		if streams := p.openStreams(); !slices.Equal(streams, []string{"/api/v1/network"}) {
+			t.Errorf("the page's open streams: %q, want the network's alone", streams)
+		}
+		p.noExceptions()
+	})
+}

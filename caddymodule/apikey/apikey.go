@@ -89,6 +89,14 @@ type Key struct {
 	// against its max_held and max_response).
 	MaxHeld int64 `json:"max_held,omitempty"`
 
+	// Revision is a fingerprint of the value a key written as one
+	// {file.*} or {env.*} placeholder had where the config was adapted
+	// (a keyed hash that shows nothing of the secret): the Caddyfile
+	// adapter writes it, so that the adapted config changes when the
+	// file does and `caddy reload` applies the new key instead of finding
+	// the config unchanged. It is not part of the key. Default: none.
+	Revision string `json:"revision,omitempty"`
+
 	// limitGiven and heldGiven record that the JSON had max_in_flight and
 	// max_held, so that an explicit 0 is refused with the key's position
 	// instead of read as the default.
@@ -108,22 +116,24 @@ type keyObject struct {
 	Endpoints   []string `json:"endpoints,omitempty"`
 	MaxInFlight *int     `json:"max_in_flight,omitempty"`
 	MaxHeld     *int64   `json:"max_held,omitempty"`
+	Revision    string   `json:"revision,omitempty"`
 }
 
-// scoped reports whether the key has a scope or a cap of its own: whether it
-// needs the object form in JSON.
+// scoped reports whether the key has a scope, a cap or a revision of its
+// own: whether it needs the object form in JSON.
 func (k Key) scoped() bool {
-	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven || k.MaxHeld != 0 || k.heldGiven
+	return k.Endpoints != nil || k.MaxInFlight != 0 || k.limitGiven || k.MaxHeld != 0 || k.heldGiven || k.Revision != ""
 }
 
 // MarshalJSON writes a plain string for a key without a name, scope or cap,
 // so that `caddy adapt` keeps giving a list of strings for unnamed keys, and
-// the object {"name","key","endpoints","max_in_flight","max_held"} otherwise.
+// the object {"name","key","endpoints","max_in_flight","max_held","revision"}
+// otherwise.
 func (k Key) MarshalJSON() ([]byte, error) {
 	if k.Name == "" && !k.scoped() {
 		return json.Marshal(k.Secret)
 	}
-	o := keyObject{Name: k.Name, Secret: &k.Secret, Endpoints: k.Endpoints}
+	o := keyObject{Name: k.Name, Secret: &k.Secret, Endpoints: k.Endpoints, Revision: k.Revision}
 	if k.MaxInFlight != 0 || k.limitGiven {
 		o.MaxInFlight = &k.MaxInFlight
 	}
@@ -134,7 +144,7 @@ func (k Key) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads either form. An object must have "key" and may have
-// "name", "endpoints", "max_in_flight" and "max_held", nothing else (Caddy rejects unknown fields in its config, and a
+// "name", "endpoints", "max_in_flight", "max_held" and "revision", nothing else (Caddy rejects unknown fields in its config, and a
 // misspelt "nmae" would otherwise silently leave a key unnamed). The name and
 // digest are checked by Validate and NewKeyring, which know the key's
 // position.
@@ -159,7 +169,7 @@ func (k *Key) UnmarshalJSON(b []byte) error {
 		if o.Secret == nil {
 			return errors.New(`key object: missing "key"`)
 		}
-		*k = Key{Name: o.Name, Secret: *o.Secret, Endpoints: o.Endpoints}
+		*k = Key{Name: o.Name, Secret: *o.Secret, Endpoints: o.Endpoints, Revision: o.Revision}
 		if o.MaxInFlight != nil {
 			k.MaxInFlight, k.limitGiven = *o.MaxInFlight, true
 		}

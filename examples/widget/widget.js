@@ -21,6 +21,9 @@
 //
 // Attributes of the element:
 //   data-api      the gateway's origin (required), without /api/v1
+//   data-view     "network" shows the network (/network: every server's count,
+//                 the total, a server that does not answer); default: this
+//                 server (/status, its players' names, TPS)
 //   data-refresh  seconds between refreshes without a stream; default 15
 //   data-timeout  seconds a request may take before it is given up; default 6
 //   data-staff    "off" leaves the staff part out; default on
@@ -99,6 +102,7 @@
     this.refreshMs = seconds(root.getAttribute("data-refresh"), DEFAULT_REFRESH_S) * 1000;
     this.timeoutS = seconds(root.getAttribute("data-timeout"), DEFAULT_TIMEOUT_S);
     this.staff = root.getAttribute("data-staff") !== "off";
+    this.network = root.getAttribute("data-view") === "network";
     this.key = ""; // the staff key: memory only
     this.names = new Map(); // uuid -> name, for the page's lifetime
     this.hidden = {}; // endpoint -> meta.hiddenFields last seen
@@ -125,20 +129,27 @@
       online: el("strong", { "data-sg": "online" }, ["–"]),
       discord: el("strong", { "data-sg": "discord" }, ["–"]),
       tps: el("strong", { "data-sg": "tps" }, ["–"]),
+      servers: el("strong", { "data-sg": "servers" }, ["–"]),
+      serverList: el("ul", { class: "sg-players", "data-sg": "network" }),
       tpsMore: el("small", { "data-sg": "tps-more" }),
       players: el("ul", { class: "sg-players", "data-sg": "players" }),
       hidden: el("p", { class: "sg-hidden", "data-sg": "hidden", hidden: "" }),
     };
     var p = this.pub;
+    // The network view shows the servers where the server view shows TPS
+    // and the players' names.
+    var middle = this.network
+      ? el("div", { class: "sg-tile" }, [p.servers, el("span", {}, ["servers"])])
+      : el("div", { class: "sg-tile" }, [p.tps, el("span", {}, ["TPS"]), p.tpsMore]);
     r.appendChild(
       el("section", { class: "sg-public" }, [
-        el("h2", {}, ["Server status"]),
+        el("h2", {}, [this.network ? "Network status" : "Server status"]),
         el("div", { class: "sg-tiles" }, [
           el("div", { class: "sg-tile" }, [p.online, el("span", {}, ["online"])]),
-          el("div", { class: "sg-tile" }, [p.tps, el("span", {}, ["TPS"]), p.tpsMore]),
+          middle,
           el("div", { class: "sg-tile" }, [p.discord, el("span", {}, ["on Discord"])]),
         ]),
-        p.players,
+        this.network ? p.serverList : p.players,
         p.hidden,
         p.state,
       ])
@@ -297,6 +308,14 @@
 
   Widget.prototype.refreshPublic = function () {
     var self = this;
+    if (this.network) {
+      if (!this.started) {
+        this.started = true;
+        this.live("/api/v1/network", function (r) { self.showNetwork(r); });
+      }
+      if (this.streaming("/api/v1/network")) return Promise.resolve();
+      return this.call("/api/v1/network").then(function (r) { self.showNetwork(r); });
+    }
     if (!this.started) {
       this.started = true;
       this.live("/api/v1/status", function (st) { self.showStatus(st); });
@@ -322,10 +341,22 @@
       return Promise.resolve();
     }
     var d = st.data || {};
-    var online = Array.isArray(d.online) ? d.online : [];
-    p.online.textContent = String(typeof d.minecraft === "number" ? d.minecraft : online.length);
+    this.hidden.status = st.meta.hiddenFields;
+    // The gateway may hide the list (protected_fields status online) and
+    // leave the count: then the count is shown and the list said hidden,
+    // never "Nobody is online".
+    var listed = Array.isArray(d.online);
+    var online = listed ? d.online : [];
+    var count = typeof d.minecraft === "number" ? d.minecraft : listed ? online.length : null;
+    p.online.textContent = count === null ? "–" : String(count);
     p.discord.textContent = typeof d.discord === "number" ? String(d.discord) : "–";
     this.online = online;
+    if (!listed) {
+      this.renderUnlisted(count, st.meta.hiddenFields);
+      this.renderHidden();
+      this.state(p.state, "ok", "Updated " + clock(new Date()));
+      return Promise.resolve();
+    }
     self.renderPlayers(online);
     return this.lookUpNames(online.slice(0, MAX_NAMES)).then(function () {
       if (self.online !== online) return; // a newer answer shows itself
@@ -385,6 +416,52 @@
     var rest = online.length - known.length;
     if (rest > 0) ul.appendChild(el("li", { class: "sg-more" }, ["+" + rest + " more"]));
     if (online.length === 0) ul.appendChild(el("li", { class: "sg-more" }, ["Nobody is online."]));
+  };
+
+  // renderUnlisted says why no names are shown for an answer of /status
+  // without its list of players: nobody is online, the gateway hid the list
+  // (meta.hiddenFields names it), or the answer has none.
+  Widget.prototype.renderUnlisted = function (count, hidden) {
+    var ul = this.pub.players;
+    ul.textContent = "";
+    var why = count === 0 ? "Nobody is online."
+      : Array.isArray(hidden) && hidden.indexOf("online") >= 0 ? "Who is online is hidden from visitors without a key."
+      : "The server does not say who is online.";
+    ul.appendChild(el("li", { class: "sg-more" }, [why]));
+  };
+
+  // showNetwork shows an answer of /network: the total, and each server's
+  // count (the players' UUIDs, when public, name no one here: each server
+  // has players of its own), a server that does not answer, and what the
+  // gateway hid.
+  Widget.prototype.showNetwork = function (r) {
+    var p = this.pub;
+    if (!r.ok) {
+      this.state(p.state, "error", r.text);
+      return;
+    }
+    var d = r.data || {};
+    var servers = Array.isArray(d.servers) ? d.servers : [];
+    var down = Array.isArray(r.meta.unreachable) ? r.meta.unreachable : [];
+    p.online.textContent = typeof d.totalOnline === "number" ? String(d.totalOnline) : "–";
+    p.servers.textContent = String(typeof d.serverCount === "number" ? d.serverCount : servers.length);
+    var discord = servers.map(function (s) { return s.discord; }).filter(function (n) { return typeof n === "number"; });
+    p.discord.textContent = discord.length ? String(discord[0]) : "–"; // one guild for the network
+    var ul = p.serverList;
+    ul.textContent = "";
+    servers.forEach(function (s) {
+      var n = typeof s.online === "number" ? s.online : Array.isArray(s.players) ? s.players.length : null;
+      ul.appendChild(el("li", { "data-server": plain(s.server) }, [
+        el("strong", {}, [plain(s.server)]), " " + (n === null ? "–" : n) + " online",
+      ]));
+    });
+    down.forEach(function (id) {
+      ul.appendChild(el("li", { class: "sg-more", "data-server": plain(id) }, [plain(id) + " is not answering"]));
+    });
+    if (!servers.length && !down.length) ul.appendChild(el("li", { class: "sg-more" }, ["No server is up."]));
+    this.hidden.network = r.meta.hiddenFields;
+    this.renderHidden();
+    this.state(p.state, "ok", "Updated " + clock(new Date()));
   };
 
   // renderHidden shows meta.hiddenFields: what the gateway removed from the

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/statusgate/statusgate/internal/nearest"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -115,7 +116,7 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			s.StatsEndpoint = on
 		default:
-			return d.Errf("unrecognized subdirective '%s'", d.Val())
+			return d.Errf("unrecognized subdirective '%s'%s", d.Val(), nearest.Suggest(d.Val(), options))
 		}
 		if d.NextArg() {
 			return d.ArgErr()
@@ -123,6 +124,10 @@ func (s *Sim) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	return nil
 }
+
+// options are the subdirectives of statusgate_sim's block, in the order of
+// its syntax: what an unrecognized one is most likely a misspelling of.
+var options = []string{"seed", "frozen", "server_id", "name", "threads", "latency", "resolve_timeout", "stats_endpoint", "modded_items"}
 
 // parseLatency reads `latency <key> <min> [<max>]`; the dispenser is on
 // the word latency.

@@ -2,6 +2,9 @@ package sim
 
 import (
 	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +76,8 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 	}{
 		{"argument on the directive", `statusgate_sim 42`, "wrong argument count"},
 		{"unknown subdirective", "statusgate_sim {\n speed 3\n}", "unrecognized subdirective 'speed'"},
+		{"misspelt subdirective", "statusgate_sim {\n thread 3\n}", "unrecognized subdirective 'thread'; did you mean threads?"},
+		{"misspelt subdirective with a twist", "statusgate_sim {\n stats_enpdoint\n}", "unrecognized subdirective 'stats_enpdoint'; did you mean stats_endpoint?"},
 		{"seed without value", "statusgate_sim {\n seed\n}", "wrong argument count"},
 		{"seed not a number", "statusgate_sim {\n seed abc\n}", "seed must be a 64-bit integer"},
 		{"seed too big", "statusgate_sim {\n seed 9223372036854775808\n}", "seed must be a 64-bit integer"},
@@ -85,7 +90,7 @@ func TestUnmarshalCaddyfileErrors(t *testing.T) {
 		{"threads word", "statusgate_sim {\n threads many\n}", "threads must be a whole number of at least 1, got 'many'"},
 		{"latency bare", "statusgate_sim {\n latency\n}", "wrong argument count"},
 		{"latency without duration", "statusgate_sim {\n latency status\n}", "wrong argument count"},
-		{"latency unknown station", "statusgate_sim {\n latency stauts 1ms\n}", "latency: unknown station 'stauts'"},
+		{"latency unknown station", "statusgate_sim {\n latency stauts 1ms\n}", "latency: unknown station 'stauts'; did you mean status?"},
 		{"latency bad duration", "statusgate_sim {\n latency player 5xs\n}", "latency player: '5xs' is not a duration"},
 		{"latency negative", "statusgate_sim {\n latency player -5ms\n}", "latency player: '-5ms' is not a duration"},
 		{"latency bad maximum", "statusgate_sim {\n latency player 1ms soon\n}", "latency player: 'soon' is not a duration"},
@@ -144,5 +149,41 @@ http://127.0.0.1:8081 {
 		`"modded_items":3,"name":"demo","resolve_timeout":300000000,"seed":7,"server_id":"survival","stats_endpoint":true,"threads":4}`
 	if !strings.Contains(string(out), want) {
 		t.Errorf("adapted config lacks %s:\n%s", want, out)
+	}
+}
+
+// TestOptionsListEveryCase keeps options, which an unrecognized
+// subdirective is compared with, equal to the subdirectives the parser reads
+// (its cases, in any order), and the syntax in UnmarshalCaddyfile's comment
+// equal to docs/sim.md's, line for line.
+func TestOptionsListEveryCase(t *testing.T) {
+	src, err := os.ReadFile("caddyfile.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []string
+	for _, m := range regexp.MustCompile(`(?m)^\t\tcase "([a-z_]+)":`).FindAllStringSubmatch(string(src), -1) {
+		cases = append(cases, m[1])
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(cases)), slices.Sorted(slices.Values(options))) {
+		t.Errorf("options %q,\nthe parser's cases %q", options, cases)
+	}
+	comment := regexp.MustCompile(`(?m)^//\t(statusgate_sim \{\n(?://\t\t.*\n)*//\t\})`).FindStringSubmatch(string(src))
+	doc, err := os.ReadFile("../../docs/sim.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := regexp.MustCompile("(?ms)^```text\n(statusgate_sim \\{\n.*?^\\})\n```").FindSubmatch(doc)
+	if comment == nil || page == nil {
+		t.Fatalf("no syntax block: in caddyfile.go %v, in docs/sim.md %v", comment != nil, page != nil)
+	}
+	syntax := strings.ReplaceAll(comment[1], "//\t", "")
+	if syntax != string(page[1]) {
+		t.Errorf("UnmarshalCaddyfile's comment has\n%s\ndocs/sim.md has\n%s", syntax, page[1])
+	}
+	for _, o := range options {
+		if !strings.Contains(syntax, "\n\t"+o+" ") {
+			t.Errorf("the syntax lacks %s", o)
+		}
 	}
 }

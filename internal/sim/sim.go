@@ -38,6 +38,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/statusgate/statusgate/internal/apijson"
+	"github.com/statusgate/statusgate/internal/nearest"
 )
 
 func init() {
@@ -232,7 +233,7 @@ func (s *Sim) Validate() error {
 // checkLatency validates one Latency entry.
 func checkLatency(key string, sp Span) error {
 	if _, ok := defaultLatency[key]; !ok && key != latencyAll {
-		return fmt.Errorf("latency: unknown station '%s'", key)
+		return fmt.Errorf("latency: unknown station '%s'%s", key, nearest.Suggest(key, slices.Sorted(maps.Keys(defaultLatency))))
 	}
 	if sp.Min < 0 || sp.Max < 0 {
 		return fmt.Errorf("latency %s: must not be negative", key)

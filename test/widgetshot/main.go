@@ -1,10 +1,13 @@
 // Command widgetshot takes the screenshot of the status widget
 // (examples/widget) against the running demo: it opens the page in headless
 // Chromium, waits for the public part, types the demo key into the staff part
-// and captures the widget.
+// (where the page has one) and captures the widget. A screenshot taken as
+// the page loads (chromium --headless --screenshot) shows "Loading…": the
+// widget fills in when its first answers come.
 //
 //	go run ./cmd/caddy run --config Caddyfile.example &   # the demo
 //	go run ./test/widgetshot -o examples/widget/screenshot.png
+//	go run ./test/widgetshot -url http://127.0.0.1:8082/network.html -o network.png
 package main
 
 import (
@@ -22,7 +25,7 @@ import (
 
 func main() {
 	page := flag.String("url", "http://127.0.0.1:8082/", "the widget page")
-	key := flag.String("key", "demo-key-change-me-0123", "the key typed into the staff part")
+	key := flag.String("key", "demo-key-change-me-0123", "the key typed into the staff part; \"\" for none")
 	out := flag.String("o", "examples/widget/screenshot.png", "where to write the PNG")
 	flag.Parse()
 
@@ -35,14 +38,22 @@ func main() {
 	defer cancel()
 
 	var png []byte
+	var staff bool
 	err = chromedp.Run(ctx,
 		chromedp.Navigate(*page),
 		chromedp.Poll(`document.querySelector('[data-sg=public-state]')?.dataset.state === 'ok'`, nil),
-		chromedp.SendKeys(`[data-sg=key]`, *key, chromedp.ByQuery),
-		chromedp.Click(`[data-sg=connect] button[type=submit]`, chromedp.ByQuery),
-		chromedp.Poll(`document.querySelector('[data-sg=staff-state]')?.dataset.state === 'ok'`, nil),
-		chromedp.Screenshot(`.statusgate`, &png, chromedp.ByQuery),
+		chromedp.Evaluate(`!!document.querySelector('[data-sg=key]')`, &staff),
 	)
+	if err == nil && staff && *key != "" {
+		err = chromedp.Run(ctx,
+			chromedp.SendKeys(`[data-sg=key]`, *key, chromedp.ByQuery),
+			chromedp.Click(`[data-sg=connect] button[type=submit]`, chromedp.ByQuery),
+			chromedp.Poll(`document.querySelector('[data-sg=staff-state]')?.dataset.state === 'ok'`, nil),
+		)
+	}
+	if err == nil {
+		err = chromedp.Run(ctx, chromedp.Screenshot(`.statusgate`, &png, chromedp.ByQuery))
+	}
 	if err != nil {
 		log.Fatalf("%s: %v", *page, err)
 	}

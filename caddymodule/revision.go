@@ -1,0 +1,112 @@
+package caddymodule
+
+// This file is the revision of a key read from a file or the environment:
+// what makes `caddy reload` apply a changed key file. caddy reload adapts the
+// Caddyfile in its own process and posts the JSON; Caddy skips a config
+// equal to the one running ("config is unchanged"), and the JSON of a key
+// {file./run/secrets/bot} holds the placeholder, not the secret, so a new
+// secret in the file was never read and the leaked one stayed valid.
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// keyReference is the value the key secret, one {file.*} or {env.*}
+// placeholder (placeholderOnly), has in this process, as Provision reads
+// it: the file's or variable's text, white space trimmed. ok is false for
+// any other secret, and when the file cannot be read or the variable is
+// empty here (err says why for a file).
+func keyReference(secret string) (value string, ok bool, err error) {
+	if !placeholderOnly(secret) {
+		return "", false, nil
+	}
+	ref := secret[1 : len(secret)-1]
+	if path, isFile := strings.CutPrefix(ref, "file."); isFile {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", false, err
+		}
+		value = string(b)
+	} else if name, isEnv := strings.CutPrefix(ref, "env."); isEnv {
+		value = os.Getenv(name)
+	}
+	value = strings.TrimSpace(value)
+	return value, value != "", nil
+}
+
+// revisionOf is the revision of a key whose value is value: the revision
+// key's id (8 hex digits of its SHA-256), a dot, and an HMAC-SHA256 of the
+// value under it (24 hex digits). It shows nothing of the secret to
+// whoever reads the config (autosave.json, the admin API's /config/):
+// without the revision key, which stays in Caddy's data folder, a guess of
+// the secret cannot be checked against it, as it could against a plain
+// hash. The id tells whether two revisions can be compared: those made
+// under another key (another machine, another user) cannot.
+func revisionOf(value string) (string, error) {
+	key, err := revisionKey()
+	if err != nil {
+		return "", err
+	}
+	id := sha256.Sum256(key)
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(value))
+	return hex.EncodeToString(id[:4]) + "." + hex.EncodeToString(mac.Sum(nil)[:12]), nil
+}
+
+// sameRevisionKey reports whether the revisions a and b were made under one
+// revision key, so that they differ only if the values do.
+func sameRevisionKey(a, b string) bool {
+	idA, _, okA := strings.Cut(a, ".")
+	idB, _, okB := strings.Cut(b, ".")
+	return okA && okB && idA == idB
+}
+
+// revisionKey is the key of revisionOf: 32 random bytes in Caddy's data
+// folder (statusgate/key-revision), made the first time, readable by its
+// owner only. It is one for every process of the user, so that `caddy
+// run` and a later `caddy reload` give one key the same revision.
+func revisionKey() ([]byte, error) {
+	dir := filepath.Join(caddy.AppDataDir(), "statusgate")
+	path := filepath.Join(dir, "key-revision")
+	if b, err := os.ReadFile(path); err == nil && len(b) == 32 {
+		return b, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp(dir, "key-revision-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	key := make([]byte, 32)
+	rand.Read(key) // never fails (crypto/rand)
+	if _, err := tmp.Write(key); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	// A link is made whole or not at all, and never replaces a key that
+	// another process made meanwhile: both then use that one.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err == nil && len(b) != 32 {
+		err = fmt.Errorf("%s: not a revision key (%d bytes); remove it and adapt again", path, len(b))
+	}
+	return b, err
+}
