@@ -78,6 +78,14 @@ type Handler struct {
 	// reverse_proxy) reach the backend; it logs a warning.
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
+	// Server names the game server the handler fronts among those the
+	// statusgate app declares (the global statusgate option's server
+	// lines): its backend and its limits are the declaration's, shared with
+	// every handler and network in front of it; the handler then declares
+	// no upstreams and sets none of the server's limits itself. Absent: the
+	// handler declares its backend itself (Proxy), or is in the form of 1.0.
+	Server string `json:"server,omitempty"`
+
 	// Network makes the gateway answer /api/v1/network itself, from its
 	// member servers' /api/v1/status, in the plugin's shape, without Redis
 	// (docs/network.md); the network endpoint must be enabled. Absent:
@@ -233,6 +241,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
 	var err error
 	if h.app, err = appOf(ctx); err != nil {
+		return err
+	}
+	if err := h.adopt(h.app); err != nil {
 		return err
 	}
 	auth := &h.Auth
