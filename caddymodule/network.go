@@ -246,7 +246,7 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			// whichever handler's network lists it.
 			member = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
 			var err error
-			if ml, err = resolveLimits(withServer(mc, s.declared)); err != nil {
+			if ml, _, err = resolveGuard(withServer(mc, s.declared)); err != nil {
 				return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 			}
 		}

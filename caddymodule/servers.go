@@ -140,6 +140,9 @@ func (a *App) checkServers() error {
 		if s == nil {
 			return fmt.Errorf("%s: null: declare the server, at least {\"proxy\": {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}}", path)
 		}
+		if len(s.ProxyRaw) == 0 {
+			return fmt.Errorf("%s.proxy: missing: no upstreams: declare the server's backend, at least {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}", path)
+		}
 		if _, err := upstream.Parse(path+".proxy", s.ProxyRaw); err != nil {
 			return err
 		}

@@ -254,7 +254,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, logger); err != nil {
 		return err
 	}
-	limits, err := resolveLimits(h.Backend)
+	limits, liveLimits, err := resolveGuard(h.Backend)
 	if err != nil {
 		return err
 	}
@@ -291,11 +291,6 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.access.metrics = h.metrics
-	liveLimits, err := resolveLive(h.Backend.LiveConfig)
-	if err != nil {
-		return err
-	}
-	limits.Streams, limits.StreamsPerClient, limits.Topics = liveLimits.maxStreams, liveLimits.perClient, liveLimits.maxTopics
 	if backend != nil {
 		if err := backend.Provision(ctx); err != nil {
 			return err
