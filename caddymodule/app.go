@@ -12,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
 )
@@ -29,6 +31,21 @@ func init() {
 // load, which is what makes it the load's, rather than a registry that
 // guesses which load a handler belongs to.
 type App struct {
+	// Servers are the game servers the config's handlers and networks
+	// front, each declared once by name, with its limits: a handler names
+	// one with `server <name>` (JSON "server"), a network lists one with
+	// `server <name>` and no upstreams (servers.go).
+	Servers map[string]*Server `json:"servers,omitempty"`
+
+	// Defaults is what every statusgate handler of the config takes where
+	// it says nothing itself: keys (after its own), require_key and
+	// protected_fields per endpoint, the endpoint switches, hide_protected,
+	// allow_query_key, auth, and the front door's backend options
+	// (max_per_client, timeout, coalesce, cache and snapshot per endpoint,
+	// write_timeout, client_prefix_v6, stream_lifetime, stream_heartbeat).
+	// A handler cannot then forget the network's policy. Absent: none.
+	Defaults *Handler `json:"defaults,omitempty"`
+
 	seq     uint64
 	started atomic.Bool // the load is running: Start ran and Stop did not
 
@@ -48,10 +65,24 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 // newest load's limits are in force.
 var loadSeq atomic.Uint64
 
-// Provision numbers the load.
+// Provision numbers the load and checks the servers and defaults.
 func (a *App) Provision(caddy.Context) error {
 	a.seq = loadSeq.Add(1)
 	a.guards = map[string]firstUse{}
+	return a.checkServers()
+}
+
+// UnmarshalJSON reads the app's config, refusing what it does not know.
+func (a *App) UnmarshalJSON(b []byte) error {
+	type plain struct {
+		Servers  map[string]*Server `json:"servers,omitempty"`
+		Defaults *Handler           `json:"defaults,omitempty"`
+	}
+	p := plain{}
+	if _, err := confjson.Object(b, "", &p, nil); err != nil {
+		return err
+	}
+	a.Servers, a.Defaults = p.Servers, p.Defaults
 	return nil
 }
 

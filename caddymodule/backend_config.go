@@ -611,6 +611,21 @@ type liveLimits struct {
 }
 
 // resolveLive checks c and applies the defaults.
+// resolveGuard is resolveLimits and resolveLive together: c's limits with
+// the live streams' bounds in them, and the streams' own options.
+func resolveGuard(c BackendConfig) (guardLimits, liveLimits, error) {
+	l, err := resolveLimits(c)
+	if err != nil {
+		return l, liveLimits{}, err
+	}
+	lv, err := resolveLive(c.LiveConfig)
+	if err != nil {
+		return l, lv, err
+	}
+	l.Streams, l.StreamsPerClient, l.Topics = lv.maxStreams, lv.perClient, lv.maxTopics
+	return l, lv, nil
+}
+
 func resolveLive(c LiveConfig) (liveLimits, error) {
 	var l liveLimits
 	for _, n := range []struct {

@@ -76,14 +76,15 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		stream_lifetime        <duration>|off
 //		stream_heartbeat       <duration>
 //
+//		server <name>
 //		proxy {
 //			<reverse_proxy subdirectives>
 //		}
 //
 //		network <cluster-id> {
-//			server <server-id> <upstream>... [{
+//			server <server-id> [<upstream>... [{
 //				<reverse_proxy subdirectives>
-//			}]
+//			}]]
 //			self   <server-id>
 //		}
 //	}
@@ -270,6 +271,8 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "stream_heartbeat":
 			b.StreamHeartbeat, err = oneArg(d, opt, durationWord)
 
+		case "server":
+			h.Server, err = oneArg(d, opt, serverNameWord)
 		case "proxy":
 			proxyBlock, err = proxySegment(d)
 		case "network":
@@ -294,6 +297,9 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	}
 	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
 		return err
+	}
+	if h.Server != "" && (len(upstreams) > 0 || proxyBlock != nil) {
+		return errAt(directive, "statusgate: server %s, and upstreams or a proxy block of its own: a handler fronts a server declared in the global statusgate option, or declares its backend, not both", h.Server)
 	}
 	if len(upstreams) > 0 || proxyBlock != nil {
 		proxy, err := parseProxy(directive, upstreams, proxyBlock)
@@ -347,6 +353,7 @@ var caddyfileSyntax = []option{
 	{"max_topics", "<n>|off"},
 	{"stream_lifetime", "<duration>|off"},
 	{"stream_heartbeat", "<duration>"},
+	{"server", "<name>"},
 	{"proxy", ""},               // a block of reverse_proxy's subdirectives
 	{"network", "<cluster-id>"}, // a block of servers and self
 }
@@ -933,7 +940,12 @@ func networkServer(d *caddyfile.Dispenser, c *NetworkConfig, proxies [][]byte) (
 	}
 	upstreams := sd.RemainingArgsAsTokens()
 	if len(upstreams) == 0 {
-		return s, nil, sd.Errf("server %s: no upstream: write server %s <upstream>..., as statusgate <upstream>... names its backend", s.ID, s.ID)
+		if len(seg) > 2 {
+			return s, nil, sd.Errf("server %s: a block without upstreams: write server %s <upstream>... { ... }, or declare %s once in the global statusgate option and write server %s alone", s.ID, s.ID, s.ID, s.ID)
+		}
+		// A server declared once in the global statusgate option
+		// (Handler.adopt finds it when the handler is provisioned).
+		return s, nil, nil
 	}
 	var block caddyfile.Segment
 	if rest := seg[2+len(upstreams):]; len(rest) > 0 {
@@ -965,6 +977,9 @@ func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
 	}
 	if c.Self == "" || h.Proxy == nil {
 		return nil
+	}
+	if i := slices.IndexFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self }); c.Servers[i].Proxy == nil {
+		return nil // a declared server: checked when the handler is provisioned
 	}
 	own, err := upstream.Parse("proxy", h.Proxy)
 	if err != nil {

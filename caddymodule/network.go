@@ -64,8 +64,14 @@ type NetworkServer struct {
 	// {"upstreams": [{"dial": "10.0.0.3:8080"}]}. It names the member's
 	// guard, so that a handler that declares the same backend (statusgate
 	// 10.0.0.3:8080) shares the guard, its micro-cache and its trips.
-	// Required.
-	Proxy json.RawMessage `json:"proxy"`
+	// Absent: the server the statusgate app declares under ID, with its
+	// own limits.
+	Proxy json.RawMessage `json:"proxy,omitempty"`
+
+	// declared is the server the statusgate app declares under ID, when
+	// Proxy was left out for it (Handler.adopt): the member is counted with
+	// the server's own limits.
+	declared *Server
 }
 
 // networkIDError says why id, the value of the option at path, is no name,
@@ -234,7 +240,17 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			return n, err
 		}
 		member := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
-		g, err := joinGuard(app, ctx, mc, l, backends[i], policy, logger, member)
+		ml := l
+		if s.declared != nil {
+			// A server declared once is counted with its own limits,
+			// whichever handler's network lists it.
+			member = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+			var err error
+			if ml, _, err = resolveGuard(withServer(mc, s.declared)); err != nil {
+				return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
+			}
+		}
+		g, err := joinGuard(app, ctx, mc, ml, backends[i], policy, logger, member)
 		if err != nil {
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}

@@ -71,8 +71,7 @@ func TestNetworkCaddyfileErrors(t *testing.T) {
 		{"an unknown word", "network main {\n\t\tserver a 10.0.0.3:8080\n\t\tservers b 10.0.0.4:8080\n\t}", []string{"unrecognized network subdirective 'servers'"}, 5},
 
 		{"a server without id", "network main {\n\t\tserver\n\t}", []string{"server: name the server and its upstream(s): server <server-id> <upstream>..."}, 4},
-		{"a server without upstream", "network main {\n\t\tserver lobby\n\t}", []string{"server lobby: no upstream: write server lobby <upstream>..."}, 4},
-		{"a server with only a block", "network main {\n\t\tserver lobby {\n\t\t\tto 10.0.0.3:8080\n\t\t}\n\t}", []string{"server lobby: no upstream"}, 4},
+		{"a server with only a block", "network main {\n\t\tserver lobby {\n\t\t\tto 10.0.0.3:8080\n\t\t}\n\t}", []string{"server lobby: a block without upstreams: write server lobby <upstream>... { ... }, or declare lobby once in the global statusgate option"}, 4},
 		{"a server id that is no name", "network main {\n\t\tserver lobby/1 10.0.0.3:8080\n\t}", []string{"server: 'lobby/1' is not a name of letters, digits, '_' and '-'"}, 4},
 		{"a server id twice", "network main {\n\t\tserver lobby 10.0.0.3:8080\n\t\tserver lobby 10.0.0.4:8080\n\t}", []string{"server lobby: given twice"}, 5},
 		{"one backend under two ids", "network main {\n\t\tserver lobby 10.0.0.3:8080\n\t\tserver hub 10.0.0.3:8080\n\t}", []string{"server hub: the same backend as server lobby", "count its players twice"}, 5},

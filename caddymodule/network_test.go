@@ -59,7 +59,7 @@ func TestNetworkJSONErrors(t *testing.T) {
 		{"a server id twice", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"lobby", "10.0.0.4:8080"}}, ""),
 			[]string{"network.servers[1].id: 'lobby' is network.servers[0]'s id too"}},
 		{"a server without proxy", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a"}]}}`,
-			[]string{"network.servers[0] 'a'.proxy"}},
+			[]string{"network.servers[0]: a is not declared: declare it in the global statusgate option (server a <upstream>...), or give its upstreams here"}},
 		{"a proxy without upstreams", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"headers":{}}}]}}`,
 			[]string{"network.servers[0] 'a'.proxy: no upstreams"}},
 		{"a proxy that answers", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}],"handle_response":[]}}]}}`,

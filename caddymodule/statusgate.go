@@ -79,6 +79,14 @@ type Handler struct {
 	// reverse_proxy) reach the backend; it logs a warning.
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
+	// Server names the game server the handler fronts among those the
+	// statusgate app declares (the global statusgate option's server
+	// lines): its backend and its limits are the declaration's, shared with
+	// every handler and network in front of it; the handler then declares
+	// no upstreams and sets none of the server's limits itself. Absent: the
+	// handler declares its backend itself (Proxy), or is in the form of 1.0.
+	Server string `json:"server,omitempty"`
+
 	// Network makes the gateway answer /api/v1/network itself, from its
 	// member servers' /api/v1/status, in the plugin's shape, without Redis
 	// (docs/network.md); the network endpoint must be enabled. Absent:
@@ -252,6 +260,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.app, err = appOf(ctx); err != nil {
 		return err
 	}
+	if err := h.adopt(h.app); err != nil {
+		return err
+	}
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
@@ -263,7 +274,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.keys, h.keyInfo, err = loadKeys(auth.Keys, reload, logger); err != nil {
 		return err
 	}
-	limits, err := resolveLimits(h.Backend)
+	limits, liveLimits, err := resolveGuard(h.Backend)
 	if err != nil {
 		return err
 	}
@@ -301,11 +312,6 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	h.access.metrics = h.metrics
-	liveLimits, err := resolveLive(h.Backend.LiveConfig)
-	if err != nil {
-		return err
-	}
-	limits.Streams, limits.StreamsPerClient, limits.Topics = liveLimits.maxStreams, liveLimits.perClient, liveLimits.maxTopics
 	if backend != nil {
 		if err := backend.Provision(ctx); err != nil {
 			return err

@@ -1,0 +1,183 @@
+package caddymodule
+
+// This file is the Caddyfile's global statusgate option: the servers a
+// config's handlers and networks front, each declared once, and the
+// defaults every handler takes (servers.go).
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/statusgate/statusgate/internal/ident"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("statusgate", parseGlobalOption)
+}
+
+// parseGlobalOption reads the global statusgate option into the statusgate
+// app's config:
+//
+//	{
+//		statusgate {
+//			server <name> <upstream>... [{
+//				<the server's limits: max_in_flight, max_main_thread, queue,
+//				 cache_size, max_response, max_held, instances, guard,
+//				 max_streams, max_streams_per_client, max_topics>
+//				proxy {
+//					<reverse_proxy subdirectives>
+//				}
+//			}]
+//			<any option of a statusgate block but upstreams, proxy, server,
+//			 network and the servers' limits: the defaults>
+//		}
+//	}
+//
+// A server line is read as a statusgate line of its own (statusgate
+// <upstream>... { ... }), and the other lines together as a statusgate
+// block: every error names the word and the line, as there.
+func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	if existing != nil {
+		return nil, d.Errf("the global statusgate option given twice: write one block")
+	}
+	d.Next() // statusgate
+	head := d.Token()
+	if d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	cfg := struct {
+		Servers  map[string]*Server `json:"servers,omitempty"`
+		Defaults *Handler           `json:"defaults,omitempty"`
+	}{}
+	var defaults []caddyfile.Token
+	for d.NextBlock(0) {
+		seg := d.NextSegment()
+		if seg.Directive() != "server" {
+			defaults = append(defaults, seg...)
+			continue
+		}
+		name, s, err := serverDeclaration(seg)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Servers[name] != nil {
+			return nil, errAt(seg[1], "server %s: declared twice: each server once", name)
+		}
+		if cfg.Servers == nil {
+			cfg.Servers = map[string]*Server{}
+		}
+		cfg.Servers[name] = s
+	}
+	if len(defaults) > 0 {
+		h, err := globalDefaults(head, defaults)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Defaults = h
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "statusgate", Value: raw}, nil
+}
+
+// serverDeclaration reads a server line of the global option, seg: its
+// name, and its backend and limits, read as the statusgate line
+// `statusgate <upstream>... { ... }` is.
+func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
+	if len(seg) < 2 {
+		return "", nil, errAt(seg[0], "server: name the server and its upstream(s): server <name> <upstream>... [{ ... }]")
+	}
+	name := seg[1]
+	if !ident.Valid(name.Text) {
+		return "", nil, errAt(name, "server: '%s' is not a name of letters, digits, '_' and '-'", name.Text)
+	}
+	if len(seg) < 3 || seg[2].Line != name.Line || seg[2].Text == "{" {
+		return "", nil, errAt(name, "server %s: no upstream: write server %s <upstream>..., as statusgate <upstream>... names its backend", name.Text, name.Text)
+	}
+	for _, tok := range blockOptions(seg[2:]) {
+		if !serverOptions[tok.Text] && tok.Text != "proxy" && tok.Text != "queue" {
+			return "", nil, errAt(tok, "server %s: '%s' is not a server's: a server's block holds its limits (%s) and its proxy block; put %s in the statusgate handlers, or among the global option's defaults",
+				name.Text, tok.Text, serverOptionList(), tok.Text)
+		}
+	}
+	line := append(caddyfile.Segment{renamed(seg[0], "statusgate")}, seg[2:]...)
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(line)); err != nil {
+		return "", nil, err
+	}
+	return name.Text, &Server{ProxyRaw: h.Proxy, Backend: h.Backend}, nil
+}
+
+// globalDefaults reads the global option's lines that are not servers,
+// toks, as a statusgate block: the defaults. head is the option's name.
+func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, error) {
+	for _, tok := range blockOptions(append([]caddyfile.Token{{Text: "{", Line: head.Line}}, append(slices.Clone(toks), caddyfile.Token{Text: "}"})...)) {
+		switch {
+		case tok.Text == "proxy" || tok.Text == "network":
+			return nil, errAt(tok, "statusgate: '%s' is a handler's, not a default: write it in the statusgate handler", tok.Text)
+		case serverOptions[tok.Text] || tok.Text == "queue":
+			return nil, errAt(tok, "statusgate: '%s' is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, tok.Text)
+		}
+	}
+	last := toks[len(toks)-1]
+	block := append(caddyfile.Segment{renamed(head, "statusgate"), renamed(head, "{")}, toks...)
+	block = append(block, caddyfile.Token{File: last.File, Line: last.Line + 1, Text: "}"})
+	var h Handler
+	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(block)); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// blockOptions are the option words of a block, toks from its "{" (or the
+// line before it) on: the first word of each line at the block's first
+// level.
+func blockOptions(toks []caddyfile.Token) []caddyfile.Token {
+	var out []caddyfile.Token
+	depth, line := 0, -1
+	for _, tok := range toks {
+		switch {
+		case tok.Text == "{":
+			depth++
+		case tok.Text == "}":
+			depth--
+		case depth == 1 && tok.Line != line:
+			out = append(out, tok)
+		}
+		line = tok.Line
+	}
+	return out
+}
+
+// renamed is tok with the text text: where a synthetic token stands, so
+// that errors name the line it came from.
+func renamed(tok caddyfile.Token, text string) caddyfile.Token {
+	tok.Text = text
+	return tok
+}
+
+// serverOptionList names a server's limits, for messages.
+func serverOptionList() string {
+	var names []string
+	for _, o := range caddyfileSyntax {
+		if serverOptions[o.name] || o.name == "queue" {
+			names = append(names, o.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+// serverNameWord reads the name of a declared server (a handler's server
+// option).
+func serverNameWord(d *caddyfile.Dispenser, opt string) (string, error) {
+	if !ident.Valid(d.Val()) {
+		return "", d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
+	}
+	return d.Val(), nil
+}

@@ -1,0 +1,77 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// TestAppRefuses checks the statusgate app's servers and defaults as the
+// JSON gives them: each mistake names its path and says where the option
+// belongs.
+func TestAppRefuses(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	for _, c := range []struct{ raw, want string }{
+		{`{"servers":{"lobby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]},"backend":{"max_per_client":2}}}}`,
+			"servers.lobby.backend.max_per_client: the front door's choice, not the server's"},
+		{`{"defaults":{"backend":{"max_in_flight":4}}}`, "defaults.backend.max_in_flight: a server's limit"},
+		{`{"defaults":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}}`, "defaults.proxy: a backend is a server's or a handler's"},
+		{`{"servers":{"lobby":{}}}`, "servers.lobby.proxy: missing: no upstreams"},
+		{`{"servers":{"lo bby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}}}`, "servers: 'lo bby' is not a name"},
+		{`{"servers":{"lobby":{"prxy":{}}}}`, "prxy: unknown option"},
+	} {
+		var a App
+		err := json.Unmarshal([]byte(c.raw), &a)
+		if err == nil {
+			err = a.Provision(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.raw, err, c.want)
+		}
+	}
+}
+
+// TestAdopt checks what a handler takes from the app: the defaults where
+// it says nothing itself (its own keys first, its own endpoint entries
+// winning), and a declared server's backend and limits, which it may not
+// set itself.
+func TestAdopt(t *testing.T) {
+	var a App
+	if err := json.Unmarshal([]byte(`{"servers":{"lobby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]},"backend":{"max_in_flight":4}}},
+		"defaults":{"auth":{"keys":[{"name":"bot","key":"sg_Zs4cJm6Ho2YvTqW8nB1xKe0"}],"protected_fields":{"status":["online"],"player":["op"]}},"backend":{"max_per_client":2}}}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	var h Handler
+	if err := json.Unmarshal([]byte(`{"server":"lobby","auth":{"keys":["kA-7f3c9e1d5b2a4c68e0f1"],"protected_fields":{"player":[]}},"backend":{"timeout":1000000000}}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.adopt(&a); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Auth.Keys) != 2 || h.Auth.Keys[0].Secret != "kA-7f3c9e1d5b2a4c68e0f1" || h.Auth.Keys[1].Name != "bot" {
+		t.Errorf("keys %+v, want its own then the defaults'", h.Auth.Keys)
+	}
+	if got := h.Auth.ProtectedFields; len(got["status"]) != 1 || len(got["player"]) != 0 {
+		t.Errorf("protected_fields %v: want the defaults' status and its own (empty) player", got)
+	}
+	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.Proxy == nil {
+		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.Proxy)
+	}
+	for raw, want := range map[string]string{
+		`{"server":"lobby","backend":{"max_in_flight":8}}`: "backend.max_in_flight: server lobby's limit: set it in server lobby's declaration",
+		`{"server":"lobyy"}`: "server: lobyy is not a declared server; did you mean lobby?",
+		`{"network":{"cluster":"main","servers":[{"id":"hub"}]}}`: "network.servers[0]: hub is not a declared server",
+	} {
+		var h Handler
+		if err := json.Unmarshal([]byte(raw), &h); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.adopt(&a); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package test
+
+// A network of servers written once (docs/network.md, "A network written
+// once"): each game server declared once with its limits, the keys and the
+// field policy once for every handler, the servers' own paths and the
+// network's total, through a real Caddy.
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/statusgate/statusgate/internal/sim"
+)
+
+// writtenOnce is docs/network.md's config of a network written once, as
+// written, in front of the members ms (survival, lobby, creative, which
+// stand for 10.0.0.2, .3 and .4), on the tests' ports, with the members'
+// sites after it; edit changes the document's text first.
+func writtenOnce(t *testing.T, ms []simMember, edit func(string) string) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "network.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var block string
+	for _, m := range regexp.MustCompile("(?ms)^```caddyfile\n(.*?)^```").FindAllStringSubmatch(string(doc), -1) {
+		if strings.Contains(m[1], "server survival 10.0.0.2:8080 {") {
+			block = m[1]
+		}
+	}
+	if block == "" {
+		t.Fatal("docs/network.md has no config of a network written once")
+	}
+	block = edit(block)
+	for i, dial := range []string{"10.0.0.2:8080", "10.0.0.3:8080", "10.0.0.4:8080"} {
+		block = strings.ReplaceAll(block, dial, ms[i].addr())
+	}
+	global := fmt.Sprintf("{\n\tskip_install_trust\n\tadmin localhost:%d\n\thttp_port %d\n\thttps_port %d\n\tdefault_bind 127.0.0.1\n\tauto_https off\n\tgrace_period 5s\n\tlog {\n\t\tlevel ERROR\n\t}\n",
+		adminPort, httpPort, httpsPort)
+	block = strings.Replace(block, "{\n", global, 1)
+	block = strings.Replace(block, "stats.example.com {", fmt.Sprintf(":%d {", httpPort), 1)
+	for i, m := range ms {
+		block += "\n" + fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed %d\n\t\tserver_id %s\n\t\tname %s\n\t\tlatency * 0\n\t\tlatency player_offline 300ms\n\t}\n}\n", m.port, i+1, m.id, m.name)
+	}
+	return block
+}
+
+// TestNetworkWrittenOnce loads docs/network.md's three-server config as
+// written: anonymous callers of every handler, the servers' own paths and
+// the network, get no UUID; the bot's key, written once, works on every
+// handler; a reload that lowers lobby's max_in_flight applies to lobby's
+// own path and to the network's lobby at once; and under a flood of every
+// path, each server holds at most its own max_in_flight.
+func TestNetworkWrittenOnce(t *testing.T) {
+	t.Setenv("BOT_KEY", keyB)
+	ms := newSimMembers(t, "survival", "lobby", "creative")
+	loadCaddyfile(t, writtenOnce(t, ms, func(s string) string { return s }))
+
+	prefixes := []string{"", "/lobby", "/creative"}
+	for _, p := range prefixes {
+		r := send(t, "GET", p+"/api/v1/status")
+		if r.Status != 200 || len(uuidRE.FindAll(r.Body, -1)) > 0 || !bytes.Contains(r.Body, []byte(`"hiddenFields":["online"]`)) {
+			t.Errorf("anonymous %s/api/v1/status: %d %s, want the counts and no UUID", p, r.Status, clip(r.Body))
+		}
+		keyed := send(t, "GET", p+"/api/v1/status", withKey(keyB))
+		if keyed.Status != 200 || len(uuidRE.FindAll(keyed.Body, -1)) == 0 || !bytes.Contains(keyed.Body, []byte(`"authenticated":true`)) {
+			t.Errorf("the bot's key at %s/api/v1/status: %d %s, want the players", p, keyed.Status, clip(keyed.Body))
+		}
+	}
+	anon := send(t, "GET", "/api/v1/network")
+	doc := readNetwork(t, anon)
+	if len(uuidRE.FindAll(anon.Body, -1)) > 0 || doc.Data.ServerCount != 3 {
+		t.Errorf("anonymous /api/v1/network: %s, want three servers and no UUID", clip(anon.Body))
+	}
+	if doc := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyB))); !doc.Meta.Authenticated || len(doc.Data.Servers) != 3 || doc.Data.Servers[1].Players == nil {
+		t.Errorf("the bot's /api/v1/network: %+v, want every server's players", doc)
+	}
+
+	// Lobby's limit lowered by a reload: its own path and the network's
+	// lobby are one server, counted at one guard under the new limit.
+	loadCaddyfile(t, writtenOnce(t, ms, func(s string) string {
+		return strings.Replace(s, "server lobby 10.0.0.3:8080 {\n\t\t\tmax_in_flight 4", "server lobby 10.0.0.3:8080 {\n\t\t\tmax_in_flight 2", 1)
+	}))
+	for _, m := range ms {
+		sim.Lookup(m.name).Reset()
+	}
+	var wg sync.WaitGroup
+	for i := range 10 {
+		for _, p := range prefixes {
+			wg.Go(func() {
+				send(t, "GET", p+fmt.Sprintf("/api/v1/player/40094f2f-ca8f-4826-8b31-%012d?p=%s", i, strconv.Quote(p)), withKey(keyB))
+			})
+		}
+		wg.Go(func() { send(t, "GET", "/api/v1/network", withKey(keyB)) })
+	}
+	wg.Wait()
+	for i, most := range []int{8, 2, 4} {
+		st := sim.Lookup(ms[i].name).Snapshot()
+		t.Logf("%s: %d requests, at most %d at once (max_in_flight %d)", ms[i].id, st.Requests, st.PeakInFlight, most)
+		if st.PeakInFlight > most {
+			t.Errorf("%s held %d requests at once, above its max_in_flight %d", ms[i].id, st.PeakInFlight, most)
+		}
+		if st.Requests == 0 {
+			t.Errorf("%s got no request", ms[i].id)
+		}
+	}
+}
