@@ -212,12 +212,13 @@ type guardLimits struct {
 // server is l less the front door's choices: what the backend's guard
 // shares among every handler in front of it (its slots, queue, main-thread
 // lane, held bytes, cache, streams and topics), on which they must agree.
-// How many places one client may take (max_per_client), a request's
-// budget (timeout) and whether identical requests share a trip (coalesce)
-// are each handler's own: a public site and a staff dashboard in front of
+// How many places one client may take (max_per_client, and
+// max_streams_per_client for streams), a request's budget (timeout) and
+// whether identical requests share a trip (coalesce) are each handler's
+// own: a public site and a staff dashboard in front of
 // one server may choose differently, and still count at one guard.
 func (l guardLimits) server() guardLimits {
-	l.PerClient, l.Timeout, l.Coalesce = 0, 0, false
+	l.PerClient, l.Timeout, l.Coalesce, l.StreamsPerClient = 0, 0, false, 0
 	return l
 }
 

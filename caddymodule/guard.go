@@ -45,7 +45,7 @@ type guardState struct {
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
-	seats   *live.Seats // the live streams open, in all and per client, and their topics
+	seats   *live.Seats // the live streams open, in all and per client (each handler's bound), and their topics
 	topics  *live.Meter // what the topics keep, charged to held
 	// streams counts anonymous callers' answers streaming with their slot
 	// (too large to hold), up to maxStreams; 0: no bound.
@@ -138,7 +138,7 @@ func (s *guardState) apply(l guardLimits) {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
 	s.held.SetSizes(l.MaxHeld, l.clientShare(), l.anonymousHeld())
-	s.seats.SetBounds(l.Streams, l.StreamsPerClient, l.Topics)
+	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (liveLimits.perClient)
 	streams := int32(0)
 	if l.InFlight > 0 {
 		streams = int32(max(1, l.InFlight/2))

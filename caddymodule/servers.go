@@ -33,7 +33,7 @@ type Server struct {
 
 	// Backend holds the server's limits (serverOptions): max_in_flight,
 	// max_main_thread, the queue, cache_size, max_response, max_held,
-	// instances, guard, max_streams, max_streams_per_client and max_topics.
+	// instances, guard, max_streams and max_topics.
 	// The front door's choices are each handler's, or the defaults'.
 	// Absent: the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
@@ -52,7 +52,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 var serverOptions = map[string]bool{
 	"max_in_flight": true, "max_main_thread": true, "queue_length": true, "queue_wait": true,
 	"cache_size": true, "max_response": true, "max_held": true, "instances": true, "guard": true,
-	"max_streams": true, "max_streams_per_client": true, "max_topics": true,
+	"max_streams": true, "max_topics": true,
 }
 
 // backendOptions are c's options by their JSON name, as settable values.

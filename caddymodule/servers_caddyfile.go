@@ -27,7 +27,7 @@ func init() {
 //			server <name> <upstream>... [{
 //				<the server's limits: max_in_flight, max_main_thread, queue,
 //				 cache_size, max_response, max_held, instances, guard,
-//				 max_streams, max_streams_per_client, max_topics>
+//				 max_streams, max_topics>
 //				proxy {
 //					<reverse_proxy subdirectives>
 //				}

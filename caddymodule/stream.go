@@ -141,7 +141,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// the seat only once its stream has passed every check of its own
 	// (settle, below): until then it is pending, and ends nobody.
 	keyed := who.counts
-	seat, err := lv.seats.Take(who.holder, keyed)
+	seat, err := lv.seats.TakeUpTo(who.holder, keyed, lv.limits.perClient)
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)

@@ -16,13 +16,15 @@ import (
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
 
-// TestFrontDoorChoicesDiffer: a public site (max_per_client 1, no budget)
-// and a staff site (no per-client bound, a budget of 1s) in front of one
+// TestFrontDoorChoicesDiffer: a public site (max_per_client 1 and
+// max_streams_per_client 1, no budget) and a staff site (no per-client
+// bounds, a budget of 1s) in front of one
 // server with max_in_flight 2 load together (before: refused, their limits
 // disagreed). The public site refuses one client's second request, the
 // staff site takes it; both count at the one guard, so the server never
-// holds more than 2; and the staff site's request that waits past its
-// budget is its 504, while the public site's goes on.
+// holds more than 2; the staff site's request that waits past its
+// budget is its 504, while the public site's goes on; and one client gets
+// one stream at the public site, and more at the staff site.
 func TestFrontDoorChoicesDiffer(t *testing.T) {
 	ports, err := harness.FreePorts(1)
 	if err != nil {
@@ -31,8 +33,8 @@ func TestFrontDoorChoicesDiffer(t *testing.T) {
 	staff := "localhost:" + strconv.Itoa(ports[0])
 	be := newGatedBackend(t)
 	server := []string{"key " + keyA, "max_in_flight 2", "queue 8 1m"}
-	gateway{upstream: be.addr(), shared: true, statusgate: append(server, "max_per_client 1", "timeout off"), sites: []string{
-		fmt.Sprintf("http://%s {\n\t%s\n}", staff, statusgateLines(be.addr(), append(server, "max_per_client off", "timeout 1s"), nil, false)),
+	gateway{upstream: be.addr(), shared: true, statusgate: append(server, "max_per_client 1", "timeout off", "max_streams_per_client 1"), sites: []string{
+		fmt.Sprintf("http://%s {\n\t%s\n}", staff, statusgateLines(be.addr(), append(server, "max_per_client off", "timeout 1s", "max_streams_per_client off"), nil, false)),
 	}}.start(t)
 	staffGet := func(target string) response {
 		return sendRawTo(t, staff, "GET", "GET "+target+" HTTP/1.1\r\nHost: "+staff+"\r\nConnection: close\r\n\r\n")
@@ -60,6 +62,24 @@ func TestFrontDoorChoicesDiffer(t *testing.T) {
 	be.open()
 	if r := fixture.Recv(t, public, "the public site's request"); r.Status != 200 {
 		t.Errorf("the public site's request, with no budget: %d", r.Status)
+	}
+	// Streams: the public site's one per client, the staff site's as many
+	// as it likes, counted at the one guard's seats.
+	openLive(t, nil, "/api/v1/status").wantStream(t, "the public site's first stream")
+	if r := openLive(t, nil, "/api/v1/status"); r.resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the public site's second stream of one client: %d, want 429 (its max_streams_per_client 1)", r.resp.StatusCode)
+	}
+	for i := range 3 {
+		req, _ := http.NewRequest("GET", "http://"+staff+"/api/v1/status", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { res.Body.Close() })
+		if res.StatusCode != 200 || res.Header.Get("Content-Type") != "text/event-stream" {
+			t.Errorf("the staff site's stream %d of the same client: %d, want a stream", i+2, res.StatusCode)
+		}
 	}
 	if p := be.peak.Load(); p > 2 {
 		t.Errorf("the server held %d at once, above its max_in_flight 2", p)

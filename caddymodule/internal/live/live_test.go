@@ -646,3 +646,27 @@ func TestNewTopicStartsFromTheViewersAnswer(t *testing.T) {
 	s.Leave()
 	s2.Leave()
 }
+
+// TestSeatsTakeUpTo: two handlers in front of one guard's seats, each with
+// its own per-client bound, count one client's streams once: past 1 the
+// first refuses it, the second takes it up to 3.
+func TestSeatsTakeUpTo(t *testing.T) {
+	s := NewSeats(0, 0, 0)
+	if _, err := s.TakeUpTo("a", false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TakeUpTo("a", false, 1); err != ErrClientFull {
+		t.Errorf("a second stream under a bound of 1: %v, want ErrClientFull", err)
+	}
+	for i := range 2 {
+		if _, err := s.TakeUpTo("a", false, 3); err != nil {
+			t.Errorf("stream %d under a bound of 3: %v", i+2, err)
+		}
+	}
+	if _, err := s.TakeUpTo("a", false, 3); err != ErrClientFull {
+		t.Errorf("a fourth stream under a bound of 3: %v, want ErrClientFull", err)
+	}
+	if _, err := s.TakeUpTo("a", false, 0); err != nil {
+		t.Errorf("without a bound: %v", err)
+	}
+}

@@ -71,12 +71,15 @@ type ledger struct {
 // back with Give when the stream or topic ends; Ended is closed when a
 // keyed taker took it over, and the stream or topic should then end.
 type Place struct {
-	s       *Seats
-	l       *ledger
-	client  string // a seat's client; "" for a topic
-	keyed   bool
-	viewers atomic.Int32 // a topic's subscribers; 1 for a seat
-	ended   chan struct{}
+	s      *Seats
+	l      *ledger
+	client string // a seat's client; "" for a topic
+	// perClient is the seat's client's bound when it was taken (TakeUpTo),
+	// which bounds its takeovers too.
+	perClient int
+	keyed     bool
+	viewers   atomic.Int32 // a topic's subscribers; 1 for a seat
+	ended     chan struct{}
 
 	// Under s.mu.
 	elem           *list.Element // in l.anon; nil for a keyed place
@@ -107,20 +110,31 @@ func (s *Seats) SetBounds(max, perClient, maxTopics int) {
 // every check of its own, takes an anonymous seat over.
 func (s *Seats) Take(client string, keyed bool) (*Place, error) {
 	s.mu.Lock()
+	perClient := s.perClient
+	s.mu.Unlock()
+	return s.TakeUpTo(client, keyed, perClient)
+}
+
+// TakeUpTo is Take with a per-client bound of the caller's own instead of
+// the Seats' (each handler's max_streams_per_client, in front of one guard's
+// seats): one count per client, whatever each handler's bound is. A keyed
+// client's takeovers are bounded by it too (DefaultTakeovers without one).
+func (s *Seats) TakeUpTo(client string, keyed bool, perClient int) (*Place, error) {
+	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.perClient > 0 && s.by[client] >= s.perClient {
+	if perClient > 0 && s.by[client] >= perClient {
 		return nil, ErrClientFull
 	}
 	var p *Place
 	if s.max > 0 && s.streams.held >= s.max {
-		if !keyed || s.streams.cheapest() == nil || !s.mayTakeOver(client) {
+		if !keyed || s.streams.cheapest() == nil || !s.mayTakeOver(client, perClient) {
 			return nil, ErrFull
 		}
 		p = &Place{s: s, l: &s.streams, keyed: true, pending: true, ended: make(chan struct{})}
 	} else {
 		p = s.take(&s.streams, s.max, keyed) // below the bound: ends nobody
 	}
-	p.client = client
+	p.client, p.perClient = client, perClient
 	p.viewers.Store(1)
 	s.by[client]++
 	return p, nil
@@ -145,7 +159,7 @@ func (p *Place) Settle(window time.Duration) error {
 	l := &s.streams
 	if s.max > 0 && l.held >= s.max {
 		v := l.cheapest()
-		if v == nil || !s.mayTakeOver(p.client) {
+		if v == nil || !s.mayTakeOver(p.client, p.perClient) {
 			return ErrFull
 		}
 		l.yield(v)
@@ -157,8 +171,8 @@ func (p *Place) Settle(window time.Duration) error {
 }
 
 // mayTakeOver reports whether client may take another seat over: it has
-// fewer claims running than its share of seats. Under s.mu.
-func (s *Seats) mayTakeOver(client string) bool {
+// fewer claims running than its share of seats, perClient. Under s.mu.
+func (s *Seats) mayTakeOver(client string, perClient int) bool {
 	claims := s.claims[client]
 	now := s.now()
 	kept := claims[:0]
@@ -172,7 +186,7 @@ func (s *Seats) mayTakeOver(client string) bool {
 	} else {
 		s.claims[client] = kept
 	}
-	return len(kept) < cmp.Or(s.perClient, DefaultTakeovers)
+	return len(kept) < cmp.Or(perClient, DefaultTakeovers)
 }
 
 // TakeTopic gives a new topic its place, or ErrTopicsFull when every place
