@@ -3,12 +3,14 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -133,15 +135,17 @@ func TestNetworkFetch(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(g.leave)
-		h.network.members = append(h.network.members, networkMember{id: id, guard: g, own: true})
+		h.network.members = append(h.network.members, newMember(id, g, true))
 	}
 
 	var mu sync.Mutex
 	var seen []string
+	// Times of now: a member's time far from the gateway's is no status.
+	at := time.Now().UnixMilli()
 	answers := []string{
-		`{"ok":true,"data":{"online":["` + alexUUID + `"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":20,"cachedAt":10}}`,
-		`{"ok":true,"data":{"online":["` + alexUUID + `","` + steveUUID + `"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":20,"cachedAt":15}}`,
-		`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":20,"cachedAt":null}}`,
+		fmt.Sprintf(`{"ok":true,"data":{"online":["`+alexUUID+`"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":%d,"cachedAt":%d}}`, at+20, at+10),
+		fmt.Sprintf(`{"ok":true,"data":{"online":["`+alexUUID+`","`+steveUUID+`"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":%d,"cachedAt":%d}}`, at+20, at+15),
+		fmt.Sprintf(`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":%d,"cachedAt":null}}`, at+20),
 	}
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		mu.Lock()
@@ -171,7 +175,7 @@ func TestNetworkFetch(t *testing.T) {
 	if err := json.Unmarshal(keyed.Body.Bytes(), &doc); err != nil || keyed.Code != 200 {
 		t.Fatalf("%d %s: %v", keyed.Code, keyed.Body, err)
 	}
-	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != 10 {
+	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != at+10 {
 		t.Errorf("one member initializing: %s", keyed.Body)
 	}
 	if got := keyed.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "served" {
@@ -222,8 +226,13 @@ func TestNetworkMemberReadOnce(t *testing.T) {
 	if n := logs.FilterMessage("backend response refused").Len(); trips != 1 || n != 1 {
 		t.Errorf("5 requests, %d trips: %d lines logged about the member, want 1", trips, n)
 	}
-	// Another answer is read, and its failure logged, anew.
+	// Another answer is read, and its failure logged, anew (once the
+	// document and the member's failure are over).
 	h.guard.cache.Clear()
+	for c := range h.network.docs {
+		h.network.keep(c, nil)
+	}
+	h.network.members[0].failed.Store(nil)
 	body.Store(`{"ok":true,"data":{"status":"initializing","message":"retry"},"meta":{"version":"v1","updatedAt":21,"cachedAt":null}}`)
 	serve(t, h, next, "GET", "/api/v1/network", nil)
 	if n := logs.FilterMessage("backend response refused").Len(); n != 2 {

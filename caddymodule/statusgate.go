@@ -441,7 +441,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
 	t.answer = h.guard.fetch
 	if h.network.answers(rt.ep) {
-		t.answer = h.network.fetch
+		// The network's answers are the class's document, whatever the
+		// site or the client's Host: so is a stream's topic.
+		t.answer, t.share = h.network.fetch, h.network.shareKey(x.who)
 	}
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()
