@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,10 +107,11 @@ func networkSwitchError(endpoints map[string]bool, b BackendConfig) error {
 // parse refuses a network config that is incomplete or cannot be meant,
 // naming the option by its JSON path, and parses the members' backends
 // (by server); own is the handler's declared backend (nil: the form of
-// 1.0), which self must declare too. on says the network endpoint is
+// 1.0), which self must declare too; listen is what the handler's server
+// listens on, which no other member may be. on says the network endpoint is
 // enabled: a network whose endpoint the config switches off on purpose is
 // checked, and not joined.
-func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *upstream.Backend) (backends []*upstream.Backend, on bool, err error) {
+func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *upstream.Backend, listen []string) (backends []*upstream.Backend, on bool, err error) {
 	if err := networkSwitchError(endpoints, b); err != nil {
 		return nil, false, fmt.Errorf("network: %v", err)
 	}
@@ -122,7 +125,7 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 		return nil, false, err
 	}
 	ids := map[string]int{}
-	byBackend := map[string]int{}
+	byServer := map[string]int{}
 	for i, s := range c.Servers {
 		path := fmt.Sprintf("network.servers[%d]", i)
 		if s.ID == "" {
@@ -139,10 +142,18 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 		if err != nil {
 			return nil, false, err
 		}
-		if j, dup := byBackend[be.ID()]; dup {
-			return nil, false, fmt.Errorf("%s '%s'.proxy: the same backend as network.servers[%d] '%s': one server under two ids would count its players twice", path, s.ID, j, c.Servers[j].ID)
+		if why := memberRefusal(be); why != "" {
+			return nil, false, fmt.Errorf("%s '%s'.proxy: %s", path, s.ID, why)
 		}
-		byBackend[be.ID()] = i
+		if j, dup := byServer[be.Server()]; dup {
+			return nil, false, fmt.Errorf("%s '%s'.proxy: %s is the server network.servers[%d] '%s' declares as %s: one server under two ids would count its players twice", path, s.ID, be, j, c.Servers[j].ID, backends[j])
+		}
+		byServer[be.Server()] = i
+		if s.ID != c.Self {
+			if dial, l, ok := ownListener(be, listen); ok {
+				return nil, false, fmt.Errorf("%s '%s'.proxy: %s is this gateway's own listener, %s: a member is a game server, and a gateway that asks itself for a member's status asks itself again", path, s.ID, dial, l)
+			}
+		}
 		backends = append(backends, be)
 	}
 	if c.Self != "" {
@@ -151,10 +162,89 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 		case !ok:
 			return nil, false, fmt.Errorf("network.self: '%s' is no server of the network (its servers: %s)", c.Self, strings.Join(slices.Sorted(maps.Keys(ids)), ", "))
 		case own != nil && !backends[i].Is(own):
-			return nil, false, fmt.Errorf("network.self: '%s' is this handler's own backend, %s, but network.servers[%d] '%s' declares %s (its proxy must be the handler's, or its upstreams alone): declare it with the handler's upstreams", c.Self, own, i, c.Self, backends[i])
+			return nil, false, fmt.Errorf("network.self: '%s' is this handler's own backend, but network.servers[%d] '%s' %s", c.Self, i, c.Self, selfMismatch(backends[i], own))
 		}
 	}
 	return backends, endpoints["network"], nil
+}
+
+// memberRefusal says why be cannot be a network member's backend, or "":
+// a member is a fixed server, and a placeholder in what picks the server
+// (its dials, its Host, a rewrite) would let each caller pick the address
+// the gateway asks, on the network's behalf.
+func memberRefusal(be *upstream.Backend) string {
+	if names := be.Picking(); len(names) > 0 {
+		return fmt.Sprintf("{%s} picks the server for each request, so a caller would pick what the gateway asks: a member is a fixed server; name its address", strings.Join(names, "}, {"))
+	}
+	return ""
+}
+
+// selfMismatch says how self, the member a network's self names, is not
+// own, the handler's backend, for the Caddyfile's message and the JSON's:
+// other upstreams, or the same with a block that picks another server.
+func selfMismatch(self, own *upstream.Backend) string {
+	if self.SameUpstreams(own) {
+		return fmt.Sprintf("declares this statusgate's upstreams, %s, with a block that picks another server than the statusgate's proxy block (a Host, a rewrite, TLS: one address for two servers told apart by Host is two backends): give it no block, or the statusgate's proxy block", self)
+	}
+	return fmt.Sprintf("declares %s, and this statusgate's backend is %s: give it the same upstreams", self, own)
+}
+
+// ownListener finds a dial of the member be that reaches one of listen, the
+// addresses the gateway's server listens on (caddyhttp.Server.Listen):
+// the same address, or the same port on this machine where the gateway
+// listens on every address. It returns the dial and the listener.
+func ownListener(be *upstream.Backend, listen []string) (dial, listener string, found bool) {
+	for _, l := range listen {
+		na, err := caddy.ParseNetworkAddress(l)
+		if err != nil || na.IsUnixNetwork() {
+			continue
+		}
+		every := na.Host == "" || isUnspecified(na.Host)
+		for port := na.StartPort; ; port++ {
+			own := upstream.Address(net.JoinHostPort(na.Host, strconv.FormatUint(uint64(port), 10)))
+			for _, d := range be.Dials() {
+				if d == own || every && local(d, port) {
+					return d, l, true
+				}
+			}
+			if port >= na.EndPort {
+				break
+			}
+		}
+	}
+	return "", "", false
+}
+
+// isUnspecified reports whether host is an address that listens on every
+// address of the machine (0.0.0.0, ::).
+func isUnspecified(host string) bool {
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsUnspecified()
+}
+
+// local reports whether d, an address as upstream.Address reads it,
+// reaches this machine on port: loopback, an unspecified address, or one
+// of the machine's own.
+func local(d string, port uint) bool {
+	_, hostport, _ := strings.Cut(d, "/")
+	host, p, err := net.SplitHostPort(hostport)
+	if err != nil || p != strconv.FormatUint(uint64(port), 10) {
+		return false
+	}
+	if host == "loopback" || isUnspecified(host) {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Addr().Unmap() == ip {
+			return true
+		}
+	}
+	return false
 }
 
 // networkState is a handler's network: its members, each fetched through
@@ -346,6 +436,11 @@ type networkDoc struct {
 // it leads a build, its per-client place or key cap for that time: its 429.
 func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	who := t.who
+	if r.Header.Get(networkHeader) != "" {
+		// Refused before anything is asked: 508, which the network that
+		// sent it reads as its member's failure.
+		return verdict{outcome: metrics.BadRequest, status: http.StatusLoopDetected, cause: errNetworkLoop}
+	}
 	if err := n.guard.held.Check(who.holder, who.held); err != nil {
 		return heldRefusal(err)
 	}
@@ -575,8 +670,19 @@ func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server,
 	context.AfterFunc(ctx, cancel)
 	bg := backgroundRequest(bctx, mr, mt)
 	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
+	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
 }
+
+// networkHeader marks a network's member requests, so that a member that
+// leads back to a gateway's /network (its own through another site, or a
+// rewrite) is stopped there (fetch) instead of asking its members again,
+// and again.
+const networkHeader = "Statusgate-Network"
+
+// errNetworkLoop is why a request for a network that a network's member
+// request led to is refused, and why that member is left out.
+var errNetworkLoop = errors.New("a network's member request led to a network: a member must be a game server's /status, not a gateway's /network")
 
 // passOn is what follows statusgate for a member's trip in the form of
 // 1.0: nothing, so that the trip goes to the member's own proxy.
@@ -631,6 +737,8 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 		return a
 	case rec.over:
 		a.left = errMemberTooLarge
+	case rec.status == http.StatusLoopDetected:
+		a.left = errNetworkLoop
 	case rec.status != http.StatusOK:
 		a.left = fmt.Errorf("the member answered %d", rec.status)
 	default:

@@ -67,16 +67,20 @@ func TestNetworkJSONErrors(t *testing.T) {
 		{"a proxy that answers", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}],"handle_response":[]}}]}}`,
 			[]string{"network.servers[0] 'a'.proxy.handle_response: not allowed here"}},
 		{"one backend under two ids", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"hub", "10.0.0.3:8080"}}, ""),
-			[]string{"network.servers[1] 'hub'.proxy: the same backend as network.servers[0] 'lobby'", "count its players twice"}},
+			[]string{"network.servers[1] 'hub'.proxy: 10.0.0.3:8080 is the server network.servers[0] 'lobby' declares as 10.0.0.3:8080", "count its players twice"}},
+		{"one backend under two spellings", networkJSON("", [][2]string{{"lobby", "localhost:8080"}, {"hub", "[::ffff:127.0.0.1]:8080"}}, ""),
+			[]string{"network.servers[1] 'hub'.proxy: [::ffff:127.0.0.1]:8080 is the server network.servers[0] 'lobby' declares as localhost:8080", "count its players twice"}},
+		{"a member picked by the request", networkJSON("", [][2]string{{"lobby", "{http.request.header.X-Lobby}"}}, ""),
+			[]string{"network.servers[0] 'lobby'.proxy: {http.request.header.X-Lobby} picks the server for each request", "a member is a fixed server"}},
 		{"self no server", networkJSON("hardcore", three, ""),
 			[]string{"network.self: 'hardcore' is no server of the network (its servers: creative, lobby, survival)"}},
 		{"self with other upstreams", networkJSON("lobby", three, ""),
-			[]string{"network.self: 'lobby' is this handler's own backend, 10.0.0.2:8080, but network.servers[1] 'lobby' declares 10.0.0.3:8080"}},
+			[]string{"network.self: 'lobby' is this handler's own backend, but network.servers[1] 'lobby' declares 10.0.0.3:8080, and this statusgate's backend is 10.0.0.2:8080: give it the same upstreams"}},
 		// One panel's address for two servers told apart by Host: self's
 		// block picks another server than the handler's proxy.
 		{"self with the same dial and another Host", `{"endpoints":{"network":true},"proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}}},` +
 			`"network":{"cluster":"main","servers":[{"id":"creative","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["creative"]}}}}}],"self":"creative"}}`,
-			[]string{"network.self: 'creative' is this handler's own backend, 10.0.0.2:8080, but network.servers[0] 'creative' declares 10.0.0.2:8080 (its proxy must be the handler's"}},
+			[]string{"network.self: 'creative' is this handler's own backend, but network.servers[0] 'creative' declares this statusgate's upstreams, 10.0.0.2:8080, with a block that picks another server", "give it no block, or the statusgate's proxy block"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

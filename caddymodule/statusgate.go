@@ -259,7 +259,11 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	var members []*upstream.Backend
 	networkOn := false
 	if h.Network != nil {
-		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend); err != nil {
+		var listen []string
+		if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+			listen = srv.Listen
+		}
+		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend, listen); err != nil {
 			return err
 		}
 		if !networkOn {
