@@ -344,3 +344,70 @@ func TestNetworkMemberFailureShared(t *testing.T) {
 		t.Errorf("the failing member: %d trips, want 1", n)
 	}
 }
+
+// TestNetworkMembersAreFixedServers: a member's upstream cannot be picked by
+// the request, one server under two spellings is refused, and so is a
+// member that is the gateway's own listener; each message names both
+// sides truthfully.
+func TestNetworkMembersAreFixedServers(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby")
+	port := ms[1].port
+	for _, tc := range []struct {
+		name  string
+		addrs map[string]string
+		want  []string
+	}{
+		{"a placeholder", map[string]string{"lobby": "{http.request.header.X-Lobby}"},
+			[]string{"server lobby: {http.request.header.X-Lobby} picks the server for each request", "a member is a fixed server"}},
+		{"localhost beside 127.0.0.1", map[string]string{"survival": fmt.Sprintf("localhost:%d", port)},
+			[]string{fmt.Sprintf("server lobby: 127.0.0.1:%d is the server that server survival declares as localhost:%d", port, port), "count its players twice"}},
+		{"an IPv4-mapped address", map[string]string{"survival": fmt.Sprintf("[::ffff:127.0.0.1]:%d", port)},
+			[]string{fmt.Sprintf("server lobby: 127.0.0.1:%d is the server that server survival declares as [::ffff:127.0.0.1]:%d", port, port)}},
+		{"the gateway's own listener", map[string]string{"lobby": gatewayAddr},
+			[]string{fmt.Sprintf("network.servers[1] 'lobby'.proxy: tcp/loopback:%d is this gateway's own listener", httpPort), "asks itself again"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := networkGateway(ms, tc.addrs, "key "+keyA)
+			if tc.name != "the gateway's own listener" {
+				// The self line names the first member, which these
+				// change; no self keeps the message about the member.
+				g.statusgate[1] = strings.Replace(g.statusgate[1], "\t\t\tself survival\n", "", 1)
+			}
+			msg := loadRefused(t, g.caddyfile())
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("refusal %q does not say %q", msg, w)
+				}
+			}
+		})
+	}
+	// Reordered upstreams are one server too.
+	g := networkGateway(ms, map[string]string{
+		"survival": ms[0].addr() + " " + ms[1].addr(),
+		"lobby":    fmt.Sprintf("localhost:%d 127.0.0.1:%d", port, ms[0].port)}, "key "+keyA)
+	g.statusgate[1] = strings.Replace(g.statusgate[1], "\t\t\tself survival\n", "", 1)
+	if msg := loadRefused(t, g.caddyfile()); !strings.Contains(msg, "is the server that server survival declares as") {
+		t.Errorf("reordered upstreams: %q", msg)
+	}
+}
+
+// TestNetworkLoopStopped: a member whose requests lead back to the
+// gateway's own /network (through a proxy of its own, rewritten, with a
+// Host of its own, so that no nested request waits for its own trip) is
+// stopped at the first step: the network answers with it left out, and it
+// gets one request, not a request for each nested network.
+func TestNetworkLoopStopped(t *testing.T) {
+	ms := newSimMembers(t, "survival", "lobby")
+	loop := newDoor(t, gatewayAddr)
+	g := networkGateway(ms, nil, "key "+keyA, "require_key network off")
+	g.statusgate[1] = strings.Replace(g.statusgate[1], "\t\t}", "\t\t\tserver loop "+loop.addr+" {\n\t\t\t\trewrite /api/v1/network\n\t\t\t\theader_up Host loop.example\n\t\t\t}\n\t\t}", 1)
+	g.global = []string{"log {\n\t\toutput discard\n\t}"}
+	g.start(t)
+	doc := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+	if doc.Data.ServerCount != 2 || !slices.Equal(doc.Meta.Unreachable, []string{"loop"}) {
+		t.Errorf("%+v", doc)
+	}
+	if n := loop.hits.Load(); n != 1 {
+		t.Errorf("the looping member got %d requests, want 1", n)
+	}
+}
