@@ -275,6 +275,8 @@ type networkState struct {
 	docs [docClasses]atomic.Pointer[networkDoc]
 	// rebuilding says a document's background rebuild is under way, by class.
 	rebuilding [docClasses]atomic.Bool
+	// gone says the handler is cleaned up: no document is kept any more.
+	gone atomic.Bool
 	// name names this handler's network for the builds: the builds of one
 	// handler never meet another's.
 	name   string
@@ -380,6 +382,7 @@ func (n *networkState) leaveGuards() {
 	if n == nil {
 		return
 	}
+	n.gone.Store(true)
 	for i := range n.docs {
 		n.keep(i, nil)
 	}
@@ -545,7 +548,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 		order[m.id] = i
 		if a.left == nil {
 			a.left = a.status.Current(now)
-			a.logAs = http.StatusBadGateway
+			a.logAs, a.share = http.StatusBadGateway, true
 		}
 		if a.left == nil {
 			doc.Members = append(doc.Members, network.Member{ID: m.id, Status: a.status})
@@ -605,12 +608,15 @@ func (n *networkState) failureTime() time.Duration {
 // status's times, as its answer would be (cacheTime), charged to the
 // handler's held bytes in the pool of the class while it is kept; a
 // document that finds no room is not kept. Under a status without a cache
-// time nothing is kept, and each build is shared only by the callers that
-// came while it ran.
+// time, or a guard without a micro-cache (cache_size off), nothing is
+// kept, and each build is shared only by the callers that came while it
+// ran. It is kept apart from the micro-cache, whose entries are at most an
+// eighth of cache_size: a network's document is one per class, bounded by
+// max_response, and a large one must not cost its members a trip per caller.
 func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 	now := time.Now()
 	ttl := cacheTime(n.status, res.Body, now)
-	if ttl <= 0 {
+	if n.status.cacheTTL <= 0 || n.guard.caching() == nil || ttl <= 0 {
 		n.keep(class, nil)
 		return
 	}
@@ -624,10 +630,15 @@ func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 }
 
 // keep puts d (nil: none) in the class's place, giving back the held bytes
-// of the document it replaces.
+// of the document it replaces. Once the handler is gone (leaveGuards), a
+// build that ends after it keeps nothing: the guard, and its held bytes,
+// outlive the handler.
 func (n *networkState) keep(class int, d *networkDoc) {
 	if old := n.docs[class].Swap(d); old != nil && old.charged > 0 {
 		n.guard.held.Give(old.share, old.charged)
+	}
+	if d != nil && n.gone.Load() {
+		n.keep(class, nil)
 	}
 }
 
