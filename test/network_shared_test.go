@@ -212,6 +212,46 @@ func TestNetworkLargeMembers(t *testing.T) {
 	}
 }
 
+// TestNetworkInvalidUTF8Member: a member of 1.6 MB whose player names are
+// invalid UTF-8 grows past max_response when the gateway writes them (each
+// 0xFF byte as U+FFFD): the bound is the document as written, so that
+// member is left out and named, and the caller gets 200, not a 429.
+func TestNetworkInvalidUTF8Member(t *testing.T) {
+	names := make([]string, 40000)
+	for i := range names {
+		names[i] = strings.Repeat("\xff", 36)
+	}
+	// Written by hand: encoding/json would write each byte as \ufffd.
+	var list bytes.Buffer
+	list.WriteByte('[')
+	for i, n := range names {
+		if i > 0 {
+			list.WriteByte(',')
+		}
+		list.WriteString(`"` + n + `"`)
+	}
+	list.WriteByte(']')
+	now := time.Now().UnixMilli()
+	big := fmt.Appendf(nil, `{"ok":true,"data":{"online":%s,"minecraft":40000,"discord":null},"meta":{"version":"v1","updatedAt":%d,"cachedAt":%d}}`, list.Bytes(), now, now)
+	if len(big) < 1_500_000 || len(big) > 1_700_000 {
+		t.Fatalf("the member's status is %d bytes, want about 1.6 MB", len(big))
+	}
+	ms := newStatusMembers(t, func(id string) func() (int, []byte) {
+		if id == "lobby" {
+			return func() (int, []byte) { return 200, big }
+		}
+		return func() (int, []byte) { return 200, statusOf([]string{alex}, 1, "null") }
+	}, "survival", "lobby")
+	g := statusGateway(ms, "require_key network off")
+	g.global = []string{"log {\n\t\toutput discard\n\t}"}
+	g.start(t)
+	r := send(t, "GET", "/api/v1/network")
+	doc := readNetwork(t, r)
+	if doc.Data.ServerCount != 1 || !slices.Equal(doc.Meta.Unreachable, []string{"lobby"}) || len(r.Body) > 4<<20 {
+		t.Errorf("%d bytes: %+v", len(r.Body), doc.Meta)
+	}
+}
+
 // TestNetworkOneBuildForEveryone: 200 anonymous callers at once of three
 // members of 390 KB whose players are protected cost each member one trip
 // and the gateway one document: what the 200 requests allocate in all is a
