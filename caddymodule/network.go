@@ -3,9 +3,12 @@ package caddymodule
 // This file is a network of game servers (network <cluster-id> { ... }):
 // the gateway answers /api/v1/network itself, in the plugin's shape, from
 // what each member server answers to /api/v1/status (internal/network),
-// fetched through the member's own guard, so that every caller of the
-// network, plain or streamed, costs each member what one caller of its
-// /status does.
+// fetched through the member's own guard on the network's own behalf. The
+// document is the gateway's own work, made once per snapshot for each class
+// of caller and shared, so that every caller of the network, plain or
+// streamed, on any site, costs each member what one caller of its /status
+// does, and the gateway what one caller of the network does; a member that
+// fails is left out of it, never the caller's refusal.
 
 import (
 	"bytes"
@@ -70,8 +73,9 @@ type NetworkServer struct {
 	// JSON of Caddy's reverse_proxy handler without "handler", at least
 	// {"upstreams": [{"dial": "10.0.0.3:8080"}]}. It names the member's
 	// guard, so that a handler that declares the same backend (statusgate
-	// 10.0.0.3:8080) shares the guard, its micro-cache and its trips.
-	// Required.
+	// 10.0.0.3:8080) shares the guard and its counts. A member is a fixed
+	// server: no placeholder may pick it, and it may not be the gateway's
+	// own listener. Required.
 	Proxy json.RawMessage `json:"proxy"`
 }
 
