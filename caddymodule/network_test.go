@@ -15,6 +15,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -241,5 +243,35 @@ func TestNetworkMemberReadOnce(t *testing.T) {
 	serve(t, h, next, "GET", "/api/v1/network", nil)
 	if n := logs.FilterMessage("backend response refused").Len(); n != 2 {
 		t.Errorf("a new answer: %d lines logged about the member, want 2", n)
+	}
+}
+
+// TestOwnListener: a member is the gateway's own listener when it dials the
+// address the server listens on, in any spelling, or the port of a server
+// that listens on every address from this machine; not another port, nor
+// another machine's address.
+func TestOwnListener(t *testing.T) {
+	for _, tc := range []struct {
+		listen []string
+		dial   string
+		own    bool
+	}{
+		{[]string{"127.0.0.1:8080"}, "localhost:8080", true},
+		{[]string{"tcp/127.0.0.1:8080"}, "[::ffff:127.0.0.1]:8080", true},
+		{[]string{":8080"}, "127.0.0.1:8080", true},
+		{[]string{"tcp/[::]:8080"}, "[::1]:8080", true},
+		{[]string{":8000-8090"}, "localhost:8080", true},
+		{[]string{"127.0.0.1:8080"}, "127.0.0.1:8081", false},
+		{[]string{":8080"}, "10.255.255.254:8080", false},
+		{[]string{"10.0.0.2:8080"}, "127.0.0.1:8080", false},
+		{nil, "127.0.0.1:8080", false},
+	} {
+		be, err := upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"`+tc.dial+`"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, own := ownListener(be, tc.listen); own != tc.own {
+			t.Errorf("%s listening on %v: own %v, want %v", tc.dial, tc.listen, own, tc.own)
+		}
 	}
 }
