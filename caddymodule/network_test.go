@@ -15,9 +15,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
-	"go.uber.org/zap/zaptest/observer"
 )
 
 // networkJSON is a handler's JSON with a network of the given servers
