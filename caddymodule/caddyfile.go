@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -958,9 +957,16 @@ func networkServer(d *caddyfile.Dispenser, c *NetworkConfig, proxies [][]byte) (
 	if err != nil {
 		return s, nil, err
 	}
+	be, err := upstream.Parse("server "+s.ID, proxy)
+	if err != nil {
+		return s, nil, sd.Errf("%v", err)
+	}
+	if why := memberRefusal(be); why != "" {
+		return s, nil, sd.Errf("server %s: %s", s.ID, why)
+	}
 	for i, p := range proxies {
-		if bytes.Equal(p, proxy) {
-			return s, nil, sd.Errf("server %s: the same backend as server %s: one server under two ids would count its players twice", s.ID, c.Servers[i].ID)
+		if other, err := upstream.Parse("server", p); err == nil && other.Server() == be.Server() {
+			return s, nil, sd.Errf("server %s: %s is the server that server %s declares as %s: one server under two ids would count its players twice", s.ID, be, c.Servers[i].ID, other)
 		}
 	}
 	s.Proxy = proxy
@@ -991,8 +997,7 @@ func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
 		return err
 	}
 	if !self.Is(own) {
-		return errAt(lines.self, "self %s: server %s is %s, but this statusgate's backend is %s (a server's block must be the statusgate's proxy block, or absent): self names the server the statusgate line fronts; give it the same upstreams",
-			c.Self, c.Self, self, own)
+		return errAt(lines.self, "self %s: self names the server the statusgate line fronts, and server %s %s", c.Self, c.Self, selfMismatch(self, own))
 	}
 	return nil
 }

@@ -152,22 +152,11 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 // its outcome is the answer's.
 func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, verdict) {
 	who := t.who
-	// Counted whether or not a bound is in force, so that a reload that sets
-	// one finds what is open.
-	if !who.counts {
-		if !g.quota.TakeUpTo(who.holder, g.perClient) {
-			return nil, tooMany(errQuota)
-		}
-		defer g.quota.Give(who.holder)
-	} else {
-		// The key's own cap, before the queue: past it only this key's
-		// caller is turned away, and nobody waits for it. Counted by the
-		// key's name, under its cap in this config.
-		if !g.keys.TakeUpTo(who.holder, who.keyCap) {
-			return nil, tooMany(errKeyQuota)
-		}
-		defer g.keys.Give(who.holder)
+	give, v := g.place(who)
+	if v.status != 0 {
+		return nil, v
 	}
+	defer give()
 	ctx := r.Context()
 	permits, err := g.admit(ctx, t.ep, who.counts)
 	if err != nil {
@@ -213,7 +202,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 		return nil
 	})
 	defer sp.done()
-	v := g.proxy(sp, r, t)
+	v = g.proxy(sp, r, t)
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
 		return nil, busy(sp.err, "1")
@@ -225,6 +214,26 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 		return nil, badGateway(errNoBody)
 	}
 	return res, v
+}
+
+// place takes who's place among the requests open at the backend: an
+// anonymous caller's per-client place (max_per_client), or a key's under its
+// own cap, before the queue: past it only this caller is turned away, and
+// nobody waits for it. Counted whether or not a bound is in force, so that a
+// reload that sets one finds what is open. It returns the function that
+// gives the place back, or the caller's 429.
+func (g *guard) place(who caller) (give func(), v verdict) {
+	if !who.counts {
+		if !g.quota.TakeUpTo(who.holder, g.perClient) {
+			return nil, tooMany(errQuota)
+		}
+		return func() { g.quota.Give(who.holder) }, verdict{}
+	}
+	// Counted by the key's name, under its cap in this config.
+	if !g.keys.TakeUpTo(who.holder, who.keyCap) {
+		return nil, tooMany(errKeyQuota)
+	}
+	return func() { g.keys.Give(who.holder) }, verdict{}
 }
 
 // detached is r under a context that keeps r's values and deadline (the
@@ -262,18 +271,26 @@ func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) {
 	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
 		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
-	cache, ttl := g.caching(), ep.cacheTTL
+	cache := g.caching()
 	if cache == nil {
 		return
 	}
+	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, cacheTime(ep, res.Body, cache.Now()))
+}
+
+// cacheTime is how long an answer body of ep, made at now, is kept: ep's
+// time to live, or, for a snapshot station, until the backend's next
+// snapshot is due if that is later.
+func cacheTime(ep *endpoint, body []byte, now time.Time) time.Duration {
+	ttl := ep.cacheTTL
 	if ep.snapshot > 0 {
-		if at, ok := snapshotTime(res.Body); ok {
-			if due := at.Add(ep.snapshot).Sub(cache.Now()); due > ttl {
+		if at, ok := snapshotTime(body); ok {
+			if due := at.Add(ep.snapshot).Sub(now); due > ttl {
 				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
 			}
 		}
 	}
-	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, ttl)
+	return ttl
 }
 
 // snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot

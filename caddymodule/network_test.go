@@ -3,17 +3,21 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 // networkJSON is a handler's JSON with a network of the given servers
@@ -65,16 +69,20 @@ func TestNetworkJSONErrors(t *testing.T) {
 		{"a proxy that answers", `{"endpoints":{"network":true},"network":{"cluster":"main","servers":[{"id":"a","proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}],"handle_response":[]}}]}}`,
 			[]string{"network.servers[0] 'a'.proxy.handle_response: not allowed here"}},
 		{"one backend under two ids", networkJSON("", [][2]string{{"lobby", "10.0.0.3:8080"}, {"hub", "10.0.0.3:8080"}}, ""),
-			[]string{"network.servers[1] 'hub'.proxy: the same backend as network.servers[0] 'lobby'", "count its players twice"}},
+			[]string{"network.servers[1] 'hub'.proxy: 10.0.0.3:8080 is the server network.servers[0] 'lobby' declares as 10.0.0.3:8080", "count its players twice"}},
+		{"one backend under two spellings", networkJSON("", [][2]string{{"lobby", "localhost:8080"}, {"hub", "[::ffff:127.0.0.1]:8080"}}, ""),
+			[]string{"network.servers[1] 'hub'.proxy: [::ffff:127.0.0.1]:8080 is the server network.servers[0] 'lobby' declares as localhost:8080", "count its players twice"}},
+		{"a member picked by the request", networkJSON("", [][2]string{{"lobby", "{http.request.header.X-Lobby}"}}, ""),
+			[]string{"network.servers[0] 'lobby'.proxy: {http.request.header.X-Lobby} picks the server for each request", "a member is a fixed server"}},
 		{"self no server", networkJSON("hardcore", three, ""),
 			[]string{"network.self: 'hardcore' is no server of the network (its servers: creative, lobby, survival)"}},
 		{"self with other upstreams", networkJSON("lobby", three, ""),
-			[]string{"network.self: 'lobby' is this handler's own backend, 10.0.0.2:8080, but network.servers[1] 'lobby' declares 10.0.0.3:8080"}},
+			[]string{"network.self: 'lobby' is this handler's own backend, but network.servers[1] 'lobby' declares 10.0.0.3:8080, and this statusgate's backend is 10.0.0.2:8080: give it the same upstreams"}},
 		// One panel's address for two servers told apart by Host: self's
 		// block picks another server than the handler's proxy.
 		{"self with the same dial and another Host", `{"endpoints":{"network":true},"proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["survival"]}}}},` +
 			`"network":{"cluster":"main","servers":[{"id":"creative","proxy":{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"Host":["creative"]}}}}}],"self":"creative"}}`,
-			[]string{"network.self: 'creative' is this handler's own backend, 10.0.0.2:8080, but network.servers[0] 'creative' declares 10.0.0.2:8080 (its proxy must be the handler's"}},
+			[]string{"network.self: 'creative' is this handler's own backend, but network.servers[0] 'creative' declares this statusgate's upstreams, 10.0.0.2:8080, with a block that picks another server", "give it no block, or the statusgate's proxy block"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -133,15 +141,17 @@ func TestNetworkFetch(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(g.leave)
-		h.network.members = append(h.network.members, networkMember{id: id, guard: g, own: true})
+		h.network.members = append(h.network.members, newMember(id, g, true))
 	}
 
 	var mu sync.Mutex
 	var seen []string
+	// Times of now: a member's time far from the gateway's is no status.
+	at := time.Now().UnixMilli()
 	answers := []string{
-		`{"ok":true,"data":{"online":["` + alexUUID + `"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":20,"cachedAt":10}}`,
-		`{"ok":true,"data":{"online":["` + alexUUID + `","` + steveUUID + `"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":20,"cachedAt":15}}`,
-		`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":20,"cachedAt":null}}`,
+		fmt.Sprintf(`{"ok":true,"data":{"online":["`+alexUUID+`"],"minecraft":1,"discord":5},"meta":{"version":"v1","updatedAt":%d,"cachedAt":%d}}`, at+20, at+10),
+		fmt.Sprintf(`{"ok":true,"data":{"online":["`+alexUUID+`","`+steveUUID+`"],"minecraft":2,"discord":null},"meta":{"version":"v1","updatedAt":%d,"cachedAt":%d}}`, at+20, at+15),
+		fmt.Sprintf(`{"ok":true,"data":{"status":"initializing","message":"Data is not ready yet, please retry shortly"},"meta":{"version":"v1","updatedAt":%d,"cachedAt":null}}`, at+20),
 	}
 	next := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		mu.Lock()
@@ -171,7 +181,7 @@ func TestNetworkFetch(t *testing.T) {
 	if err := json.Unmarshal(keyed.Body.Bytes(), &doc); err != nil || keyed.Code != 200 {
 		t.Fatalf("%d %s: %v", keyed.Code, keyed.Body, err)
 	}
-	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != 10 {
+	if doc.Data.ServerCount != 2 || doc.Data.TotalOnline != 3 || len(doc.Meta.Unreachable) != 1 || doc.Meta.CachedAt != at+10 {
 		t.Errorf("one member initializing: %s", keyed.Body)
 	}
 	if got := keyed.repl.ReplaceAll("{http.statusgate.outcome}", ""); got != "served" {
@@ -222,11 +232,46 @@ func TestNetworkMemberReadOnce(t *testing.T) {
 	if n := logs.FilterMessage("backend response refused").Len(); trips != 1 || n != 1 {
 		t.Errorf("5 requests, %d trips: %d lines logged about the member, want 1", trips, n)
 	}
-	// Another answer is read, and its failure logged, anew.
+	// Another answer is read, and its failure logged, anew (once the
+	// document and the member's failure are over).
 	h.guard.cache.Clear()
+	for c := range h.network.docs {
+		h.network.keep(c, nil)
+	}
+	h.network.members[0].failed.Store(nil)
 	body.Store(`{"ok":true,"data":{"status":"initializing","message":"retry"},"meta":{"version":"v1","updatedAt":21,"cachedAt":null}}`)
 	serve(t, h, next, "GET", "/api/v1/network", nil)
 	if n := logs.FilterMessage("backend response refused").Len(); n != 2 {
 		t.Errorf("a new answer: %d lines logged about the member, want 2", n)
+	}
+}
+
+// TestOwnListener: a member is the gateway's own listener when it dials the
+// address the server listens on, in any spelling, or the port of a server
+// that listens on every address from this machine; not another port, nor
+// another machine's address.
+func TestOwnListener(t *testing.T) {
+	for _, tc := range []struct {
+		listen []string
+		dial   string
+		own    bool
+	}{
+		{[]string{"127.0.0.1:8080"}, "localhost:8080", true},
+		{[]string{"tcp/127.0.0.1:8080"}, "[::ffff:127.0.0.1]:8080", true},
+		{[]string{":8080"}, "127.0.0.1:8080", true},
+		{[]string{"tcp/[::]:8080"}, "[::1]:8080", true},
+		{[]string{":8000-8090"}, "localhost:8080", true},
+		{[]string{"127.0.0.1:8080"}, "127.0.0.1:8081", false},
+		{[]string{":8080"}, "10.255.255.254:8080", false},
+		{[]string{"10.0.0.2:8080"}, "127.0.0.1:8080", false},
+		{nil, "127.0.0.1:8080", false},
+	} {
+		be, err := upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"`+tc.dial+`"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, own := ownListener(be, tc.listen); own != tc.own {
+			t.Errorf("%s listening on %v: own %v, want %v", tc.dial, tc.listen, own, tc.own)
+		}
 	}
 }

@@ -290,7 +290,11 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	var members []*upstream.Backend
 	networkOn := false
 	if h.Network != nil {
-		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend); err != nil {
+		var listen []string
+		if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+			listen = srv.Listen
+		}
+		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend, listen); err != nil {
 			return err
 		}
 		if !networkOn {
@@ -471,7 +475,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
 	t.answer = h.guard.fetch
 	if h.network.answers(rt.ep) {
-		t.answer = h.network.fetch
+		// The network's answers are the class's document, whatever the
+		// site or the client's Host: so is a stream's topic.
+		t.answer, t.share = h.network.fetch, h.network.shareKey(x.who)
 	}
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()

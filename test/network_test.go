@@ -339,6 +339,7 @@ type door struct {
 	addr    string
 	proxy   http.Handler
 	stuck   atomic.Bool
+	hits    atomic.Int64 // requests that came through the door, stuck or not
 	release chan struct{}
 	srv     *http.Server
 
@@ -365,6 +366,7 @@ func newDoor(t *testing.T, to string) *door {
 }
 
 func (d *door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	d.hits.Add(1)
 	if d.stuck.Load() {
 		select {
 		case <-d.release:

@@ -24,7 +24,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"time"
 
 	"github.com/statusgate/statusgate/internal/apijson"
 )
@@ -96,8 +98,8 @@ func ParseStatus(body []byte) (Status, error) {
 	s.Online = n
 	if !isNull(data.Discord) {
 		d, ok := whole(data.Discord)
-		if !ok {
-			return Status{}, notStatus("data.discord is neither a whole number nor null")
+		if !ok || d < 0 {
+			return Status{}, notStatus("data.discord is neither a count nor null")
 		}
 		s.Discord = &d
 	}
@@ -117,6 +119,34 @@ func ParseStatus(body []byte) (Status, error) {
 		return Status{}, notStatus("meta has neither cachedAt nor updatedAt as a time")
 	}
 	return s, nil
+}
+
+// Skew is how far ahead of the gateway's clock a member's time may be: a
+// snapshot taken further in the future is a clock that is off, and a
+// document that showed it would be kept until then.
+const Skew = 5 * time.Minute
+
+// Epoch is the earliest time a member's time may be, 2020-01-01T00:00:00Z,
+// before any server ran the plugin: an earlier one (0, a count of seconds
+// read as milliseconds) is no time, and a document that showed it would be
+// overdue for ever. A time between Epoch and now is shown as the member
+// gives it (updatedAt tells how old its data is): a server whose snapshots
+// stopped, or a simulated one that stands still.
+var Epoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Current says why s is no status of the moment now, or nil: its time is
+// before Epoch, or more than Skew after now. A member's answer is read
+// once (ParseStatus) and may be used again later, so this is asked each
+// time.
+func (s Status) Current(now time.Time) error {
+	at := time.UnixMilli(s.At)
+	switch {
+	case at.Before(Epoch):
+		return notStatus("its time, %d, is before %s: no time of a running server", s.At, Epoch.Format(time.DateOnly))
+	case at.After(now.Add(Skew)):
+		return notStatus("its time, %s, is more than %s after the gateway's clock", at.UTC().Format(time.RFC3339), Skew)
+	}
+	return nil
 }
 
 // decode reads the JSON value b, a whole valid value (the body was
@@ -172,10 +202,7 @@ type Document struct {
 // "servers":[{"server":…,"cluster":…,"online":n,"players":[…],"discord":n|null,
 // "updatedAt":ms},…]}. serverCount and totalOnline count the members listed.
 func (d *Document) AppendData(b []byte) []byte {
-	var total int64
-	for _, m := range d.Members {
-		total += m.Status.Online
-	}
+	total := d.TotalOnline()
 	b = append(b, `{"cluster":`...)
 	b = apijson.AppendString(b, d.Cluster)
 	b = append(b, `,"thisServer":`...)
@@ -189,26 +216,58 @@ func (d *Document) AppendData(b []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		s := m.Status
-		b = append(b, `{"server":`...)
-		b = apijson.AppendString(b, m.ID)
-		b = append(b, `,"cluster":`...)
-		b = apijson.AppendString(b, d.Cluster)
-		b = append(b, `,"online":`...)
-		b = strconv.AppendInt(b, s.Online, 10)
-		b = append(b, `,"players":`...)
-		b = appendStrings(b, s.Players)
-		b = append(b, `,"discord":`...)
-		if s.Discord == nil {
-			b = append(b, "null"...)
-		} else {
-			b = strconv.AppendInt(b, *s.Discord, 10)
-		}
-		b = append(b, `,"updatedAt":`...)
-		b = strconv.AppendInt(b, s.At, 10)
-		b = append(b, '}')
+		b = appendMember(b, d.Cluster, m)
 	}
 	return append(b, "]}"...)
+}
+
+// TotalOnline is the sum of the members' online counts, saturated at the
+// largest int64: counts are never negative (ParseStatus), and a sum that
+// wrapped would show a small number for an impossible one.
+func (d *Document) TotalOnline() int64 {
+	var total int64
+	for _, m := range d.Members {
+		if m.Status.Online > math.MaxInt64-total {
+			return math.MaxInt64
+		}
+		total += m.Status.Online
+	}
+	return total
+}
+
+// Largest is the index of the member whose part of the data is largest
+// (its players, most of it), or -1 when none is listed: the one a document
+// over its bound leaves out first.
+func (d *Document) Largest() int {
+	largest, size := -1, -1
+	for i, m := range d.Members {
+		if n := len(appendMember(nil, d.Cluster, m)); n > size {
+			largest, size = i, n
+		}
+	}
+	return largest
+}
+
+// appendMember appends m's part of the data of a document of the cluster.
+func appendMember(b []byte, cluster string, m Member) []byte {
+	s := m.Status
+	b = append(b, `{"server":`...)
+	b = apijson.AppendString(b, m.ID)
+	b = append(b, `,"cluster":`...)
+	b = apijson.AppendString(b, cluster)
+	b = append(b, `,"online":`...)
+	b = strconv.AppendInt(b, s.Online, 10)
+	b = append(b, `,"players":`...)
+	b = appendStrings(b, s.Players)
+	b = append(b, `,"discord":`...)
+	if s.Discord == nil {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, *s.Discord, 10)
+	}
+	b = append(b, `,"updatedAt":`...)
+	b = strconv.AppendInt(b, s.At, 10)
+	return append(b, '}')
 }
 
 // AppendMeta appends the members of meta the document adds, each after a

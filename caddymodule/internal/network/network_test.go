@@ -3,9 +3,11 @@ package network
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 const (
@@ -74,7 +76,8 @@ func TestParseStatusRefuses(t *testing.T) {
 		{"minecraft negative", `{"ok":true,"data":{"online":[],"minecraft":-1},"meta":{"updatedAt":1}}`, "data.minecraft is not a count"},
 		{"minecraft a string", `{"ok":true,"data":{"online":[],"minecraft":"2"},"meta":{"updatedAt":1}}`, "data.minecraft is not a count"},
 		{"minecraft beyond int64", `{"ok":true,"data":{"online":[],"minecraft":9223372036854775808},"meta":{"updatedAt":1}}`, "data.minecraft is not a count"},
-		{"discord a string", `{"ok":true,"data":{"online":[],"minecraft":0,"discord":"3"},"meta":{"updatedAt":1}}`, "data.discord is neither a whole number nor null"},
+		{"discord a string", `{"ok":true,"data":{"online":[],"minecraft":0,"discord":"3"},"meta":{"updatedAt":1}}`, "data.discord is neither a count nor null"},
+		{"discord negative", `{"ok":true,"data":{"online":[],"minecraft":0,"discord":-3},"meta":{"updatedAt":1}}`, "data.discord is neither a count nor null"},
 		{"no meta", `{"ok":true,"data":{"online":[],"minecraft":0}}`, "meta: missing"},
 		{"no time", `{"ok":true,"data":{"online":[],"minecraft":0},"meta":{"version":"v1"}}`, "neither cachedAt nor updatedAt"},
 		{"times as strings", `{"ok":true,"data":{"online":[],"minecraft":0},"meta":{"updatedAt":"1","cachedAt":"2"}}`, "neither cachedAt nor updatedAt"},
@@ -89,6 +92,69 @@ func TestParseStatusRefuses(t *testing.T) {
 				t.Errorf("error %q, want one of kind ErrNotStatus that says %q", err, tc.why)
 			}
 		})
+	}
+}
+
+// TestTotalOnlineSaturates: counts at int64's edge sum to its largest value,
+// never to a wrapped, small one.
+func TestTotalOnlineSaturates(t *testing.T) {
+	d := Document{Cluster: "main", Members: []Member{
+		{ID: "a", Status: Status{Online: math.MaxInt64, Players: []string{}}},
+		{ID: "b", Status: Status{Online: math.MaxInt64, Players: []string{}}},
+		{ID: "c", Status: Status{Online: 3, Players: []string{}}},
+	}}
+	if got := d.TotalOnline(); got != math.MaxInt64 {
+		t.Errorf("total %d, want %d", got, int64(math.MaxInt64))
+	}
+	if data := d.AppendData(nil); !strings.Contains(string(data), `"totalOnline":9223372036854775807,`) {
+		t.Errorf("data %s", data)
+	}
+	d.Members = d.Members[2:]
+	if got := d.TotalOnline(); got != 3 {
+		t.Errorf("total %d, want 3", got)
+	}
+}
+
+// TestCurrent: a member's time before Epoch (0, seconds read as
+// milliseconds) or more than Skew ahead of the gateway's clock is no status;
+// one in between is.
+func TestCurrent(t *testing.T) {
+	now := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		at   int64
+		want string
+	}{
+		{0, "is before 2020-01-01"},
+		{now.Unix(), "is before 2020-01-01"}, // seconds, not milliseconds
+		{now.Add(Skew + time.Second).UnixMilli(), "after the gateway's clock"},
+		{now.Add(Skew).UnixMilli(), ""},
+		{now.Add(-30 * 24 * time.Hour).UnixMilli(), ""},
+		{Epoch.UnixMilli(), ""},
+	} {
+		err := Status{At: tc.at}.Current(now)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d: %v, want none", tc.at, err)
+		case tc.want != "" && (err == nil || !errors.Is(err, ErrNotStatus) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%d: %v, want one that says %q", tc.at, err, tc.want)
+		}
+	}
+}
+
+// TestLargest: the member whose part is largest, the one a document over
+// its bound leaves out first.
+func TestLargest(t *testing.T) {
+	d := Document{Cluster: "main"}
+	if d.Largest() != -1 {
+		t.Error("no member, yet one is largest")
+	}
+	d.Members = []Member{
+		{ID: "a", Status: Status{Players: []string{"x"}}},
+		{ID: "b", Status: Status{Players: []string{"x", "y", "z"}}},
+		{ID: "c", Status: Status{Players: []string{"x", "y"}}},
+	}
+	if got := d.Largest(); got != 1 {
+		t.Errorf("largest %d, want 1", got)
 	}
 }
 

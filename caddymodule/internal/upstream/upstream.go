@@ -29,7 +29,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,6 +47,8 @@ type Backend struct {
 	path     string          // of the declaration, for messages
 	raw      json.RawMessage // the declaration as written
 	id       string
+	server   string   // id, whatever the spelling of the dials (Server)
+	dials    []string // the upstreams' addresses, as Address reads them, sorted, each once
 	describe string
 	// names are the placeholders of the parts that pick the server (names),
 	// sorted, each once; unsplit the others.
@@ -97,16 +101,29 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 			return nil, fmt.Errorf("%s: {%s} can carry the client's API key (X-API-Key, or ?key= with allow_query_key) to the backend, which must never see it: name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>}, {http.request.header.<name>})", path, name)
 		}
 	}
-	sel, err := selecting(canon)
+	sel, err := selecting(canon, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	sum := sha256.Sum256(sel)
+	dials := make([]string, 0, len(rp.Upstreams))
+	for _, u := range rp.Upstreams {
+		dials = append(dials, Address(u.Dial))
+	}
+	slices.Sort(dials)
+	dials = slices.Compact(dials)
+	server, err := selecting(canon, dials)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	serverSum := sha256.Sum256(server)
 	names := slices.DeleteFunc(placeholders(sel), func(name string) bool { return volatile(name) || decided(name) })
 	return &Backend{
 		path:     path,
 		raw:      raw,
 		id:       hex.EncodeToString(sum[:12]),
+		server:   hex.EncodeToString(serverSum[:12]),
+		dials:    dials,
 		describe: describe(&rp),
 		names:    names,
 		unsplit: slices.DeleteFunc(all, func(name string) bool {
@@ -160,12 +177,13 @@ func decided(name string) bool {
 const keyHeader = "X-API-Key"
 
 // selecting is the part of the canonical declaration canon that picks the
-// server that answers, canonical too: the upstreams' dials in their order,
+// server that answers, canonical too: the upstreams' dials in their order
+// (or, if dials is not nil, dials in their place),
 // the dynamic upstreams, the rewrite, what header_up does to Host, and the
 // transport's protocol, TLS and TLS server name. Everything else (timeouts,
 // health checks, load balancing among replicas, other headers) changes how
 // the same server is reached, never which.
-func selecting(canon []byte) ([]byte, error) {
+func selecting(canon []byte, dials []string) ([]byte, error) {
 	var v map[string]any
 	d := json.NewDecoder(bytes.NewReader(canon))
 	d.UseNumber()
@@ -174,12 +192,15 @@ func selecting(canon []byte) ([]byte, error) {
 	}
 	sel := map[string]any{}
 	if ups, ok := v["upstreams"].([]any); ok {
-		dials := make([]any, 0, len(ups))
+		written := make([]any, 0, len(ups))
 		for _, u := range ups {
 			if m, ok := u.(map[string]any); ok {
-				dials = append(dials, m["dial"])
+				written = append(written, m["dial"])
 			}
 		}
+		sel["upstreams"] = written
+	}
+	if dials != nil {
 		sel["upstreams"] = dials
 	}
 	for _, k := range []string{"dynamic_upstreams", "rewrite"} {
@@ -338,10 +359,61 @@ func describe(rp *reverseproxy.Handler) string {
 func (b *Backend) ID() string { return b.id }
 
 // Is reports whether b declares the backend other declares: the same
-// declaration, or, where b is its upstreams alone (a network's server line
-// without a block), the same upstreams.
+// server (Server: whatever the spelling of the dials), or, where b is its
+// upstreams alone (a network's server line without a block), the same
+// upstreams.
 func (b *Backend) Is(other *Backend) bool {
-	return b.id == other.id || b.bare && b.describe == other.describe
+	return b.server == other.server || b.bare && b.SameUpstreams(other)
+}
+
+// SameUpstreams reports whether b and other declare the same upstreams,
+// whatever their spelling: then what tells them apart is the rest of the
+// declaration (a Host, a rewrite, TLS).
+func (b *Backend) SameUpstreams(other *Backend) bool {
+	return b.describe == other.describe || len(b.dials) > 0 && slices.Equal(b.dials, other.dials)
+}
+
+// Server names the server the declaration reaches as ID does, but
+// whatever the spelling and the order of its upstreams' dials (Address):
+// equal for localhost:8080 and 127.0.0.1:8080, for [::ffff:10.0.0.3]:8080
+// and 10.0.0.3:8080, for two upstreams in either order. Two network members
+// of one Server are one game server.
+func (b *Backend) Server() string { return b.server }
+
+// Dials are the addresses of the declaration's upstreams, as Address reads
+// them, sorted, each once; none for dynamic upstreams.
+func (b *Backend) Dials() []string { return b.dials }
+
+// Picking names the placeholders of the parts of the declaration that pick
+// the server (its dials, its Host, a rewrite, its TLS server name): the
+// values each request gives them decide which server it reaches.
+func (b *Backend) Picking() []string { return b.names }
+
+// Address is the dial address d as the server it reaches: its network, and
+// its host and port with an IP address in its shortest form (an IPv4-mapped
+// IPv6 address as IPv4, no zone), localhost, 127.0.0.1 and ::1 as
+// "loopback", and a name in lower case without a trailing dot. A dial that
+// is no address (a placeholder, a Unix socket's path) is itself.
+func Address(d string) string {
+	na, err := caddy.ParseNetworkAddress(d)
+	if err != nil || na.IsUnixNetwork() || strings.Contains(d, "{") {
+		return d
+	}
+	host := strings.ToLower(strings.TrimSuffix(na.Host, "."))
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap().WithZone("")
+		host = ip.String()
+		if ip == netip.IPv6Loopback() || ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
+			host = "loopback" // what localhost is
+		}
+	} else if host == "localhost" {
+		host = "loopback"
+	}
+	port := strconv.FormatUint(uint64(na.StartPort), 10)
+	if na.EndPort != na.StartPort {
+		port += "-" + strconv.FormatUint(uint64(na.EndPort), 10)
+	}
+	return na.Network + "/" + net.JoinHostPort(host, port)
 }
 
 // String is the backend's upstreams, for messages and logs.

@@ -196,3 +196,33 @@ func TestParseRefusesTheKey(t *testing.T) {
 		parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Original":["{`+p+`}"]}}}}`)
 	}
 }
+
+// TestServer: a declaration's server is the same whatever the spelling and
+// order of its dials, and another when anything else that picks the server
+// differs (a panel's Host).
+func TestServer(t *testing.T) {
+	same := []string{
+		`{"upstreams":[{"dial":"127.0.0.1:8080"},{"dial":"10.0.0.3:8080"}]}`,
+		`{"upstreams":[{"dial":"10.0.0.3:8080"},{"dial":"localhost:8080"}]}`,
+		`{"upstreams":[{"dial":"[::ffff:10.0.0.3]:8080"},{"dial":"[::1]:8080"}]}`,
+		`{"upstreams":[{"dial":"tcp/10.0.0.3:8080"},{"dial":"LOCALHOST.:8080"},{"dial":"127.0.0.1:8080"}]}`,
+	}
+	first := parse(t, same[0])
+	for _, raw := range same[1:] {
+		if b := parse(t, raw); b.Server() != first.Server() {
+			t.Errorf("%s: another server than %s", raw, same[0])
+		}
+	}
+	for _, raw := range []string{
+		`{"upstreams":[{"dial":"127.0.0.1:8081"},{"dial":"10.0.0.3:8080"}]}`,
+		`{"upstreams":[{"dial":"127.0.0.2:8080"},{"dial":"10.0.0.3:8080"}]}`,
+		`{"upstreams":[{"dial":"127.0.0.1:8080"},{"dial":"10.0.0.3:8080"}],"headers":{"request":{"set":{"Host":["lobby.internal"]}}}}`,
+	} {
+		if b := parse(t, raw); b.Server() == first.Server() {
+			t.Errorf("%s: the same server as %s", raw, same[0])
+		}
+	}
+	if got := first.Dials(); strings.Join(got, " ") != "tcp/10.0.0.3:8080 tcp/loopback:8080" {
+		t.Errorf("dials %v", got)
+	}
+}
