@@ -305,7 +305,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
-		h.Proxy = proxy
+		h.ProxyRaw = proxy
 	} // else the form of 1.0: Provision warns
 	if h.Network != nil {
 		return networkAfter(h.Network, netLines, h)
@@ -969,7 +969,7 @@ func networkServer(d *caddyfile.Dispenser, c *NetworkConfig, proxies [][]byte) (
 			return s, nil, sd.Errf("server %s: %s is the server that server %s declares as %s: one server under two ids would count its players twice", s.ID, be, c.Servers[i].ID, other)
 		}
 	}
-	s.Proxy = proxy
+	s.ProxyRaw = proxy
 	return s, proxy, nil
 }
 
@@ -981,18 +981,18 @@ func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
 	if err := networkSwitchError(h.Endpoints, h.Backend); err != nil {
 		return errAt(lines.network, "network %s: %v", c.Cluster, err)
 	}
-	if c.Self == "" || h.Proxy == nil {
+	if c.Self == "" || h.ProxyRaw == nil {
 		return nil
 	}
-	if i := slices.IndexFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self }); c.Servers[i].Proxy == nil {
+	if i := slices.IndexFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self }); c.Servers[i].ProxyRaw == nil {
 		return nil // a declared server: checked when the handler is provisioned
 	}
-	own, err := upstream.Parse("proxy", h.Proxy)
+	own, err := upstream.Parse("proxy", h.ProxyRaw)
 	if err != nil {
 		return err
 	}
 	i := slices.IndexFunc(c.Servers, func(s NetworkServer) bool { return s.ID == c.Self })
-	self, err := upstream.Parse("server "+c.Self, c.Servers[i].Proxy)
+	self, err := upstream.Parse("server "+c.Self, c.Servers[i].ProxyRaw)
 	if err != nil {
 		return err
 	}

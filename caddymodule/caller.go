@@ -23,9 +23,9 @@ type caller struct {
 	// name is the accepted key's name, as the key placeholder's value: the
 	// empty string without one.
 	name any
-	// counts says the key opens this endpoint: the keyed queue class, no
+	// keyed says the key opens this endpoint: the keyed queue class, no
 	// per-client limit, the key's own cap.
-	counts bool
+	keyed bool
 	// authenticated says the endpoint treats the caller as authenticated:
 	// its key counts, or auth is off. Everyone else gets the field layer and
 	// meta.authenticated:false, or the 401/404 of a protected endpoint.
@@ -64,7 +64,7 @@ func (a *access) callerFor(key int, ep *endpoint) caller {
 	k := &a.keyInfo[key]
 	c.name = k.name
 	if k.opens(ep.name) {
-		c.counts, c.authenticated = true, true
+		c.keyed, c.authenticated = true, true
 		c.holder, c.keyCap, c.held = k.holder, k.maxInFlight, k.held
 	}
 	return c
@@ -73,7 +73,7 @@ func (a *access) callerFor(key int, ep *endpoint) caller {
 // withAddress names a caller whose key does not count by its address (an
 // IPv6 address by its prefix of prefix6 bits), for the per-client limits.
 func (c caller) withAddress(r *http.Request, prefix6 int) caller {
-	if !c.counts {
+	if !c.keyed {
 		c.holder = clientAddress(r, prefix6)
 	}
 	return c

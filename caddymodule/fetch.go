@@ -158,7 +158,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	}
 	defer give()
 	ctx := r.Context()
-	permits, err := g.admit(ctx, t.ep, who.counts)
+	permits, err := g.admit(ctx, t.ep, who.keyed)
 	if err != nil {
 		var be *admission.BusyError
 		if errors.As(err, &be) {
@@ -182,7 +182,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	streaming := false
 	defer func() {
 		if streaming {
-			g.streams.Add(-1)
+			g.bigAnswers.Add(-1)
 		}
 	}()
 	// An HTTP/1.0 client has no chunked encoding: a filtered answer that
@@ -191,9 +191,9 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	// whole, or a 502.
 	mustHold := who.filtered() && !r.ProtoAtLeast(1, 1)
 	sp.begin(who.held, mustHold, func() error {
-		if limit := g.maxStreams.Load(); !who.counts && limit > 0 {
-			if g.streams.Add(1) > limit {
-				g.streams.Add(-1)
+		if limit := g.maxBigAnswers.Load(); !who.keyed && limit > 0 {
+			if g.bigAnswers.Add(1) > limit {
+				g.bigAnswers.Add(-1)
 				return errStreamsFull
 			}
 			streaming = true
@@ -223,7 +223,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 // reload that sets one finds what is open. It returns the function that
 // gives the place back, or the caller's 429.
 func (g *guard) place(who caller) (give func(), v verdict) {
-	if !who.counts {
+	if !who.keyed {
 		if !g.quota.TakeUpTo(who.holder, g.perClient) {
 			return nil, tooMany(errQuota)
 		}

@@ -47,10 +47,11 @@ type guardState struct {
 	held    *hold.Budget
 	seats   *live.Seats // the live streams open, in all and per client (each handler's bound), and their topics
 	topics  *live.Meter // what the topics keep, charged to held
-	// streams counts anonymous callers' answers streaming with their slot
-	// (too large to hold), up to maxStreams; 0: no bound.
-	streams    atomic.Int32
-	maxStreams atomic.Int32
+	// bigAnswers counts anonymous callers' answers streaming with their
+	// slot (too large to hold: not the live streams), up to maxBigAnswers;
+	// 0: no bound.
+	bigAnswers    atomic.Int32
+	maxBigAnswers atomic.Int32
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
 
@@ -143,7 +144,7 @@ func (s *guardState) apply(l guardLimits) {
 	if l.InFlight > 0 {
 		streams = int32(max(1, l.InFlight/2))
 	}
-	s.maxStreams.Store(streams)
+	s.maxBigAnswers.Store(streams)
 	s.lim.Store(&l)
 }
 

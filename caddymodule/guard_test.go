@@ -981,7 +981,7 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
 		}
 	}
-	if n := h.guard.streams.Load(); n != 0 {
+	if n := h.guard.bigAnswers.Load(); n != 0 {
 		t.Errorf("%d stream places left taken", n)
 	}
 }

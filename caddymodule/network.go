@@ -69,7 +69,7 @@ type NetworkServer struct {
 	// meta.unreachable: letters, digits, '_' and '-', each once. Required.
 	ID string `json:"id"`
 
-	// Proxy is the server's backend, as a handler's proxy declares one: the
+	// ProxyRaw is the server's backend, as a handler's proxy declares one: the
 	// JSON of Caddy's reverse_proxy handler without "handler", at least
 	// {"upstreams": [{"dial": "10.0.0.3:8080"}]}. It names the member's
 	// guard, so that a handler that declares the same backend (statusgate
@@ -77,7 +77,7 @@ type NetworkServer struct {
 	// server: no placeholder may pick it, and it may not be the gateway's
 	// own listener. Absent: the server the statusgate app declares under
 	// ID, with its own limits.
-	Proxy json.RawMessage `json:"proxy,omitempty"`
+	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
 
 	// declared is the server the statusgate app declares under ID, when
 	// Proxy was left out for it (Handler.adopt): the member is counted with
@@ -148,7 +148,7 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 			return nil, false, fmt.Errorf("%s.id: '%s' is network.servers[%d]'s id too: each server once", path, s.ID, j)
 		}
 		ids[s.ID] = i
-		be, err := upstream.Parse(path+" '"+s.ID+"'.proxy", s.Proxy)
+		be, err := upstream.Parse(path+" '"+s.ID+"'.proxy", s.ProxyRaw)
 		if err != nil {
 			return nil, false, err
 		}
@@ -431,7 +431,7 @@ func docClass(who caller) int {
 	if who.filtered() {
 		c |= 1
 	}
-	if who.counts {
+	if who.keyed {
 		c |= 2
 	}
 	return c
@@ -552,7 +552,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 			answers[i] = memberAnswer{left: f.err} // logged when it failed
 			continue
 		}
-		mr, mt := n.memberRequest(ctx, srv, m, t.who.counts, t.next)
+		mr, mt := n.memberRequest(ctx, srv, m, t.who.keyed, t.next)
 		wg.Go(func() { answers[i] = n.ask(m, mr, mt) })
 	}
 	wg.Wait()
@@ -640,7 +640,7 @@ func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 		n.keep(class, nil)
 		return
 	}
-	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.counts}}
+	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.keyed}}
 	d.charged = int64(len(res.Body))
 	if err := n.guard.held.Take(d.share, d.charged); err != nil {
 		n.keep(class, nil)
@@ -679,7 +679,7 @@ const statusPath = "/api/v1/status"
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
 func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
-	who := caller{key: noKey, name: noValue, counts: keyed, authenticated: true,
+	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true,
 		holder: "network " + n.cluster, held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, n.status.nameValue)

@@ -61,7 +61,7 @@ func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 	}
 	repl.Set(placeholderEndpoint, endpoint)
 	repl.Set(placeholderKey, who.name)
-	if !who.counts {
+	if !who.keyed {
 		// Stored by Caddy as an interface value already: no allocation.
 		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
 		return

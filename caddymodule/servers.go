@@ -26,7 +26,7 @@ import (
 // every network that lists it, fronts it with these limits and counts it at
 // one guard.
 type Server struct {
-	// Proxy is the server's backend, as a handler's proxy declares one:
+	// ProxyRaw is the server's backend, as a handler's proxy declares one:
 	// the JSON of Caddy's reverse_proxy handler without "handler", at least
 	// {"upstreams": [{"dial": "10.0.0.3:8080"}]}. Required.
 	ProxyRaw json.RawMessage `json:"proxy"`
@@ -155,7 +155,7 @@ func (a *App) checkServers() error {
 	}
 	if d := a.Defaults; d != nil {
 		switch {
-		case d.Proxy != nil:
+		case d.ProxyRaw != nil:
 			return errors.New("defaults.proxy: a backend is a server's or a handler's: declare it under servers, or in the handler")
 		case d.Network != nil:
 			return errors.New("defaults.network: a network is a handler's: write it in the statusgate handler that answers /network")
@@ -186,25 +186,25 @@ func (h *Handler) adopt(a *App) error {
 		if err != nil {
 			return err
 		}
-		if h.Proxy != nil {
+		if h.ProxyRaw != nil {
 			return fmt.Errorf("server: %s, and upstreams or a proxy block of its own: a handler fronts a declared server or declares its backend, not both", h.Server)
 		}
 		if opt := setOption(&h.Backend, isServerOption); opt != "" {
 			return fmt.Errorf("backend.%s: server %s's limit: set it in server %s's declaration, once for every handler in front of it", opt, h.Server, h.Server)
 		}
-		h.Proxy = s.ProxyRaw
+		h.ProxyRaw = s.ProxyRaw
 		takeOptions(&h.Backend, &s.Backend, isServerOption)
 	}
 	if h.Network != nil {
 		for i, m := range h.Network.Servers {
-			if m.Proxy != nil {
+			if m.ProxyRaw != nil {
 				continue
 			}
 			s, err := a.server(m.ID, fmt.Sprintf("network.servers[%d]", i))
 			if err != nil {
 				return err
 			}
-			h.Network.Servers[i].Proxy = s.ProxyRaw
+			h.Network.Servers[i].ProxyRaw = s.ProxyRaw
 			h.Network.Servers[i].declared = s
 		}
 	}

@@ -111,7 +111,7 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(line)); err != nil {
 		return "", nil, err
 	}
-	return name.Text, &Server{ProxyRaw: h.Proxy, Backend: h.Backend}, nil
+	return name.Text, &Server{ProxyRaw: h.ProxyRaw, Backend: h.Backend}, nil
 }
 
 // globalDefaults reads the global option's lines that are not servers,

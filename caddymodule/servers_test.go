@@ -58,8 +58,8 @@ func TestAdopt(t *testing.T) {
 	if got := h.Auth.ProtectedFields; len(got["status"]) != 1 || len(got["player"]) != 0 {
 		t.Errorf("protected_fields %v: want the defaults' status and its own (empty) player", got)
 	}
-	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.Proxy == nil {
-		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.Proxy)
+	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.ProxyRaw == nil {
+		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.ProxyRaw)
 	}
 	for raw, want := range map[string]string{
 		`{"server":"lobby","backend":{"max_in_flight":8}}`: "backend.max_in_flight: server lobby's limit: set it in server lobby's declaration",

@@ -68,7 +68,7 @@ type Handler struct {
 	// micro-cache. Absent means the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 
-	// Proxy is the backend itself: the game server(s) the requests that
+	// ProxyRaw is the backend itself: the game server(s) the requests that
 	// statusgate lets through go to, and how. It is the JSON of Caddy's
 	// reverse_proxy handler without "handler" ("upstreams", "headers",
 	// "transport", "load_balancing", ...), which the Caddyfile's
@@ -77,7 +77,7 @@ type Handler struct {
 	// handler's guard: handlers that declare the same proxy share one.
 	// Absent: the form of 1.0, in which the handlers after statusgate (a
 	// reverse_proxy) reach the backend; it logs a warning.
-	Proxy json.RawMessage `json:"proxy,omitempty"`
+	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
 
 	// Server names the game server the handler fronts among those the
 	// statusgate app declares (the global statusgate option's server
@@ -282,8 +282,8 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		return err
 	}
 	var backend *upstream.Backend
-	if h.Proxy != nil {
-		if backend, err = upstream.Parse("proxy", h.Proxy); err != nil {
+	if h.ProxyRaw != nil {
+		if backend, err = upstream.Parse("proxy", h.ProxyRaw); err != nil {
 			return err
 		}
 	}

@@ -140,7 +140,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// and the topic's place, of an anonymous one when every one is taken;
 	// the seat only once its stream has passed every check of its own
 	// (settle, below): until then it is pending, and ends nobody.
-	keyed := who.counts
+	keyed := who.keyed
 	seat, err := lv.seats.TakeUpTo(who.holder, keyed, lv.limits.perClient)
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
