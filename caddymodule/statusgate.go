@@ -84,7 +84,7 @@ type Handler struct {
 	// lines): its backend and its limits are the declaration's, shared with
 	// every handler and network in front of it; the handler then declares
 	// no upstreams and sets none of the server's limits itself. Absent: the
-	// handler declares its backend itself (Proxy), or is in the form of 1.0.
+	// handler declares its backend itself (ProxyRaw), or is in the form of 1.0.
 	Server string `json:"server,omitempty"`
 
 	// Network makes the gateway answer /api/v1/network itself, from its
