@@ -227,17 +227,31 @@ func TestTimeoutChangedUnderFullGuard(t *testing.T) { forms(t, testTimeoutChange
 
 func testTimeoutChangedUnderFullGuard(t *testing.T, legacy bool) {
 	be := newGatedBackend(t)
-	lines := func(timeout string) []string {
-		return []string{"key " + keyA, "max_in_flight 2", "queue 64 60s", "timeout " + timeout}
-	}
-	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines("60s")}.start(t)
+	reloadUnderFullGuard(t, be, "the timeout", func(first bool) {
+		timeout := "59s"
+		if first {
+			timeout = "60s"
+		}
+		gateway{upstream: be.addr(), legacy: legacy, statusgate: []string{"key " + keyA, "max_in_flight 2", "queue 64 60s", "timeout " + timeout}}.start(t)
+	})
+}
+
+// reloadUnderFullGuard loads the first config (load(true)), in front of be
+// with max_in_flight 2 and a long queue; fills the guard, 2 keyed callers
+// at the backend and 4 in the queue; reloads (load(false)), which must keep
+// the guard; adds 4 callers, who wait behind the old ones; and lets them all
+// through one at a time: the backend never holds more than 2. what names
+// what the reload changed, for the message.
+func reloadUnderFullGuard(t *testing.T, be *gatedBackend, what string, load func(first bool)) {
+	t.Helper()
+	load(true)
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?old="+strconv.Itoa(i), withKey(keyA)) })
 	}
 	be.await(t, 2)
 	be.queued(t, 6)
-	gateway{upstream: be.addr(), legacy: legacy, statusgate: lines("59s")}.start(t)
+	load(false)
 	for i := range 4 {
 		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?new="+strconv.Itoa(i), withKey(keyA)) })
 	}
@@ -249,7 +263,7 @@ func testTimeoutChangedUnderFullGuard(t *testing.T, legacy bool) {
 	be.open()
 	wg.Wait()
 	if p := be.peak.Load(); p > 2 {
-		t.Errorf("backend peak %d with max_in_flight 2 through a reload that changed the timeout", p)
+		t.Errorf("backend peak %d with max_in_flight 2 through a reload that changed %s", p, what)
 	}
 }
 

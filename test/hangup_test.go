@@ -104,17 +104,7 @@ func hangUp(t *testing.T, be *gatedBackend, target string) int {
 	}
 	defer conn.Close()
 	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, gatewayAddr)
-	answered := make(chan int, 1)
-	go func() {
-		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			answered <- 0
-			return
-		}
-		res.Body.Close()
-		answered <- res.StatusCode
-	}()
-	return awaitHangUp(t, be, answered)
+	return awaitHangUp(t, be, func() (*http.Response, error) { return http.ReadResponse(bufio.NewReader(conn), nil) })
 }
 
 // resetStream is hangUp for a stream of client's HTTP/2 connection, which
@@ -127,9 +117,17 @@ func resetStream(t *testing.T, client *http.Client, be *gatedBackend, target str
 	if err != nil {
 		t.Fatal(err)
 	}
+	return awaitHangUp(t, be, func() (*http.Response, error) { return client.Do(req) })
+}
+
+// awaitHangUp waits until a request is at the backend, waits in the guard's
+// queue, or is answered (answer, run on a goroutine of its own, returns):
+// 0 for the first two, the answer's status for the last.
+func awaitHangUp(t *testing.T, be *gatedBackend, answer func() (*http.Response, error)) int {
+	t.Helper()
 	answered := make(chan int, 1)
 	go func() {
-		res, err := client.Do(req)
+		res, err := answer()
 		if err != nil {
 			answered <- 0
 			return
@@ -137,14 +135,6 @@ func resetStream(t *testing.T, client *http.Client, be *gatedBackend, target str
 		res.Body.Close()
 		answered <- res.StatusCode
 	}()
-	return awaitHangUp(t, be, answered)
-}
-
-// awaitHangUp waits until a request is at the backend, waits in the guard's
-// queue, or is answered (a status on answered): 0 for the first two, the
-// status for the last.
-func awaitHangUp(t *testing.T, be *gatedBackend, answered <-chan int) int {
-	t.Helper()
 	status := -1
 	fixture.WaitFor(t, "the request at the backend, queued or answered", func() bool {
 		select {

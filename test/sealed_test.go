@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/statusgate/statusgate/test/internal/harness"
@@ -144,31 +143,14 @@ func TestNoPlaceholderCarriesTheKey(t *testing.T) {
 // new guard beside the old one, and twice the limit).
 func TestTransportReloadKeepsTheCount(t *testing.T) {
 	be := newGatedBackend(t)
-	load := func(timeout string) {
+	reloadUnderFullGuard(t, be, "a transport timeout", func(first bool) {
+		timeout := "59s"
+		if first {
+			timeout = "60s"
+		}
 		gateway{upstream: be.addr(), statusgate: []string{"key " + keyA, "max_in_flight 2", "queue 64 60s", "timeout off"},
 			transport: []string{"response_header_timeout " + timeout}}.start(t)
-	}
-	load("60s")
-	var wg sync.WaitGroup
-	for i := range 6 {
-		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?old="+strconv.Itoa(i), withKey(keyA)) })
-	}
-	be.await(t, 2)
-	be.queued(t, 6)
-	load("59s")
-	for i := range 4 {
-		wg.Go(func() { send(t, "GET", "/api/v1/player/"+alex+"?new="+strconv.Itoa(i), withKey(keyA)) })
-	}
-	be.queued(t, 10)
-	for range 8 {
-		be.let(1)
-		be.await(t, 1)
-	}
-	be.open()
-	wg.Wait()
-	if p := be.peak.Load(); p > 2 {
-		t.Errorf("backend peak %d with max_in_flight 2 through a reload of a transport timeout", p)
-	}
+	})
 }
 
 // TestUnnamedKeysAreTheirOwn: two sites in front of one backend, each with
