@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/internal/nearest"
 )
 
 // keyArgs reads the arguments of the Caddyfile line
@@ -218,3 +220,93 @@ func emptyVariable(file string, n int) (name string, ok bool) {
 
 // envArg is a word that is one {$NAME} or {$NAME:default} and nothing else.
 var envArg = regexp.MustCompile(`^\{\$([^}:]+)(:[^}]*)?\}$`)
+
+// checkKeyHeld checks each key's max_held, held[i] as written, against the
+// block's limits b, once the block is read (max_held and max_response may
+// come after the key): keyHeldError, with the key's max_held line. Limits
+// that do not resolve are left to Provision, which names them.
+func checkKeyHeld(keys []apikey.Key, held []asWritten, b BackendConfig) error {
+	l, err := resolveLimits(b)
+	if err != nil {
+		return nil
+	}
+	for i, k := range keys {
+		if held[i].word == "" {
+			continue
+		}
+		if err := keyHeldError(k.MaxHeld, "'"+held[i].word+"'", l); err != nil {
+			return held[i].d.Errf("%v", err)
+		}
+	}
+	return nil
+}
+
+// keyBlock reads the optional block of a key line into k: its scope, its cap
+// and its share of the held bytes, whose word and line it writes to held.
+// Every error names the word and the line.
+func keyBlock(d *caddyfile.Dispenser, k *apikey.Key, held *asWritten) error {
+	seen := map[string]bool{}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		switch opt {
+		case "endpoints":
+			if !d.NextArg() {
+				return d.Errf("endpoints: name at least one endpoint (leave the line out for every endpoint)")
+			}
+			for {
+				name := d.Val()
+				if !validEndpointName(name) {
+					return d.Errf("endpoints: %v", endpointNameError(name))
+				}
+				if !slices.Contains(k.Endpoints, name) {
+					k.Endpoints = append(k.Endpoints, name)
+				}
+				if !d.NextArg() {
+					break
+				}
+			}
+
+		case "max_in_flight":
+			if seen[opt] {
+				return d.Errf("'%s' given twice", opt)
+			}
+			seen[opt] = true
+			if !d.NextArg() {
+				return argErr(d, opt, keySyntax)
+			}
+			n, err := positiveInt(d, opt, false)
+			if err != nil {
+				return err
+			}
+			if d.NextArg() {
+				return argErr(d, opt, keySyntax)
+			}
+			k.MaxInFlight = n
+
+		case "max_held":
+			if seen[opt] {
+				return d.Errf("'%s' given twice", opt)
+			}
+			seen[opt] = true
+			n, err := oneArg(d, opt, keyHeldWord)
+			if err != nil {
+				return err
+			}
+			k.MaxHeld = n
+			*held = asWritten{word: d.Val(), d: *d}
+
+		default:
+			return d.Errf("unrecognized key subdirective '%s'%s", opt, nearest.Suggest(opt, optionNames(keySyntax)))
+		}
+	}
+	return nil
+}
+
+// keyHeldWord reads the current token, the argument of a key's max_held, as
+// a size; off is no size: every key has a share.
+func keyHeldWord(d *caddyfile.Dispenser, opt string) (int64, error) {
+	if d.Val() == "off" {
+		return 0, d.Errf("%s: 'off' is not a size: a key's share of the held bytes cannot be off; write a size such as 16MiB, or leave %s out for the key's default share", opt, opt)
+	}
+	return sizeWord(d, opt)
+}

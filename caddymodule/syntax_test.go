@@ -99,13 +99,17 @@ func syntaxLines(block string) (top, key []option) {
 }
 
 // parserCases are the option names of the case clauses of the switches on
-// opt in UnmarshalCaddyfile and keyBlock, read from caddyfile.go.
+// opt in UnmarshalCaddyfile (caddyfile.go) and keyBlock (keys_caddyfile.go).
 func parserCases(t *testing.T) (top, key []string) {
-	f, err := parser.ParseFile(token.NewFileSet(), "caddyfile.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
+	var decls []ast.Decl
+	for _, file := range []string{"caddyfile.go", "keys_caddyfile.go"} {
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, f.Decls...)
 	}
-	for _, decl := range f.Decls {
+	for _, decl := range decls {
 		fn, ok := decl.(*ast.FuncDecl)
 		if !ok || fn.Name.Name != "UnmarshalCaddyfile" && fn.Name.Name != "keyBlock" {
 			continue
