@@ -4,9 +4,12 @@ package caddymodule
 // keyring built at provision time, and each key's name, scope and cap.
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -217,3 +220,63 @@ func placeholders(s string) (known, unknown bool) {
 // errPlaceholder is the error for a key with a placeholder Caddy cannot
 // expand. It quotes nothing: the "placeholder" may be part of a secret.
 var errPlaceholder = errors.New(`a placeholder in the key is unknown or empty (placeholders: {env.*}, {file.*}, {system.*}, {time.*}; a literal brace is written \{ or \})`)
+
+// keyShares gives every key of info, configured as keys, its share of the
+// held bytes under the guard's limits l: its own max_held, checked against
+// l, or keyShare; writeTimeout is the handler's. Errors name the key as
+// loadKeys does.
+func keyShares(info []keyInfo, keys []apikey.Key, l guardLimits, writeTimeout time.Duration) error {
+	for i := range info {
+		k := keys[info[i].entry]
+		if k.MaxHeld > 0 {
+			if err := keyHeldError(k.MaxHeld, strconv.FormatInt(k.MaxHeld, 10), l); err != nil {
+				return fmt.Errorf("auth.%s: %v", apikey.EntryPath(info[i].entry, fmt.Sprint(info[i].name)), err)
+			}
+		}
+		info[i].held = keyShare(k, l, writeTimeout)
+	}
+	return nil
+}
+
+// keyShare is the share of the held bytes of key k under the limits l: its
+// max_held, or by default enough for as many answers of max_response as the
+// guard admits for it at once (its max_in_flight, or the backend's), so that
+// a key that reads what it asks for is never refused for what it holds while
+// it reads; at most half of max_held, so that a key that stops reading
+// leaves the other half to everyone else, and never less than an address's
+// share. Either way it is judged by progress (hold.Share): a key is the
+// operator's client, refused for its bytes only once it has taken nothing
+// of them for half of writeTimeout (0: off, and half the default then): past
+// the bursts in which a slow reader takes its answers, and before the cut.
+func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Share {
+	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2, Keyed: true}
+	if s.Bytes > 0 {
+		return s
+	}
+	admitted := cmp.Or(k.MaxInFlight, l.InFlight) // 0: no admission control
+	s.Bytes = l.MaxHeld / 2
+	if admitted > 0 {
+		s.Bytes = min(s.Bytes, int64(admitted)*l.MaxResponse)
+	}
+	s.Bytes = max(s.Bytes, l.clientShare())
+	return s
+}
+
+// keyHeldError says why a key's max_held of held bytes, written as shown,
+// does not fit the guard's limits l, or nil: the share is part of the
+// guard's max_held, and must hold an answer of max_response. The Caddyfile's
+// rule and the JSON's.
+func keyHeldError(held int64, shown string, l guardLimits) error {
+	switch {
+	case held > l.MaxHeld && l.Instances > 1:
+		return fmt.Errorf("max_held: %s is more than this gateway's share of the guard's max_held, %s (max_held / instances %d): a key's share is part of it; write at most %s, or raise max_held",
+			shown, sizeText(l.MaxHeld), l.Instances, sizeText(l.MaxHeld))
+	case held > l.MaxHeld:
+		return fmt.Errorf("max_held: %s is more than the guard's max_held, %s: a key's share is part of it; write at most %s, or raise max_held",
+			shown, sizeText(l.MaxHeld), sizeText(l.MaxHeld))
+	case held < l.MaxResponse:
+		return fmt.Errorf("max_held: %s is less than max_response, %s: an answer that large could never be held for the key; write at least %s, or lower max_response",
+			shown, sizeText(l.MaxResponse), sizeText(l.MaxResponse))
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package caddymodule
+
+// This file is the live streams' options (LiveConfig, part of the backend
+// options), their defaults and their checks (stream.go has the streams).
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// LiveConfig bounds the live streams. It is part of BackendConfig, so its
+// options sit beside the other limits in the JSON (backend.max_streams)
+// and the Caddyfile. As there, an absent field or 0 is the default, and -1
+// (off in the Caddyfile) switches off an option that can be off.
+type LiveConfig struct {
+	// MaxStreams is the most live streams open at once on this handler's
+	// guard; past it a caller gets 503 Backend busy with Retry-After, as a
+	// plain GET would get from a full queue. Default: 10000. Off (-1): no
+	// bound.
+	MaxStreams int `json:"max_streams,omitempty"`
+
+	// MaxStreamsPerClient is the most live streams one client has open at
+	// once: an address (an IPv6 address by its client_prefix_v6 prefix), or
+	// a key by its name where the key counts; past it the caller gets 429
+	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
+	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
+
+	// MaxTopics is the most answers the live streams of this handler's
+	// guard have polled at once (a topic: an endpoint and the query it
+	// reads, a class of caller, a site), each one trip per cache or
+	// snapshot time; past it a stream that would start a new one gets 503
+	// Backend busy with Retry-After, while streams of the topics polled
+	// still join them. A caller whose key opens the endpoint is never
+	// refused while anonymous callers' topics hold places: the anonymous
+	// topic with the fewest viewers ends and the keyed one takes its place.
+	// Default: 1000. Off (-1): no bound.
+	MaxTopics int `json:"max_topics,omitempty"`
+
+	// StreamLifetime is how long a stream lasts (less up to a tenth, so
+	// that streams opened together do not end together); then it ends
+	// cleanly and the client reconnects (EventSource does so by itself), so
+	// that its key and the policy are checked again. Default: 10m. Off (-1):
+	// no end of its own (a reload still ends it).
+	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
+
+	// StreamHeartbeat is how long a stream stays silent before a comment
+	// line is written, which keeps proxies and load balancers in front from
+	// closing it as idle. Default: 15s. Cannot be off: a silent stream is
+	// closed by whatever sits in front.
+	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty"`
+}
+
+// Defaults of LiveConfig.
+const (
+	defaultMaxStreams          = 10000
+	defaultMaxStreamsPerClient = 4
+	defaultStreamLifetime      = 10 * time.Minute
+	defaultStreamHeartbeat     = 15 * time.Second
+
+	// defaultMaxTopics is far above what a site's viewers poll (a few
+	// built-in answers per class and site, and a world's each), and bounds
+	// the trips that streams of made-up answers cost.
+	defaultMaxTopics = 1000
+)
+
+// liveLimits is LiveConfig resolved: defaults applied, off as 0.
+type liveLimits struct {
+	maxStreams, perClient, maxTopics int
+	lifetime, heartbeat              time.Duration
+}
+
+func resolveLive(c LiveConfig) (liveLimits, error) {
+	var l liveLimits
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}, {"max_topics", c.MaxTopics}} {
+		if n.v < off {
+			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
+		}
+	}
+	switch {
+	case c.StreamLifetime < off:
+		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", time.Duration(c.StreamLifetime))
+	case c.StreamHeartbeat == off:
+		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
+	case c.StreamHeartbeat < 0:
+		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.StreamHeartbeat))
+	}
+	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
+	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
+	l.maxTopics = offOr(c.MaxTopics, defaultMaxTopics)
+	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
+	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
+	return l, nil
+}

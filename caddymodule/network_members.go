@@ -1,0 +1,185 @@
+package caddymodule
+
+// This file is a network's member trips: the request for a member's
+// /status, made on the network's own behalf, and what its answer says
+// (network.go builds the document of them).
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/network"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+)
+
+// statusPath is what a member is asked for.
+const statusPath = "/api/v1/status"
+
+// memberRequest is the request for m's /status on the network's own
+// behalf, and its ticket, under ctx (a build's): made of nothing of any
+// caller's request, so that every build, plain or a stream's poll, on any
+// site of the gateway, asks each member the same request under the same
+// share key. It asks for /api/v1/status without a query, with no Host
+// (the member's proxy sends its dial, or its header_up Host), for an
+// unencoded JSON body the gateway can read, as a whole answer, the one
+// every caller of the network shares. Its caller is the network ("network
+// <cluster>"), in the admission class keyed says, with no cap of its own:
+// the members' trips are never charged to one caller's per-client place,
+// so that a caller that floods cannot make a member look unreachable to
+// everyone. srv is the caller's server, next what follows statusgate (in
+// the form of 1.0, the way to self).
+func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
+	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true,
+		holder: "network " + n.cluster, held: hold.Share{Keyed: keyed}}
+	repl := caddy.NewReplacer()
+	repl.Set(placeholderEndpoint, n.status.nameValue)
+	repl.Set(placeholderKey, noValue)
+	repl.Set(placeholderClient, who.holder)
+	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	mr, _ := http.NewRequestWithContext(base, http.MethodGet, statusPath, nil)
+	mr.Host, mr.RequestURI = "", statusPath
+	if !m.own && n.guard.backend == nil {
+		// The form of 1.0: what follows statusgate is the way to the
+		// handler's backend (a reverse_proxy), not to this member's.
+		next = passOn.ServeHTTP
+	}
+	mt := m.guard.ticket(mr, n.status, who, statusPath, nil, caddyhttp.HandlerFunc(next))
+	// The build's cancellation, not its values: those are the leading
+	// caller's (its connection, its site's address), which no member's
+	// share key may depend on.
+	bctx, cancel := context.WithCancel(base)
+	context.AfterFunc(ctx, cancel)
+	bg := backgroundRequest(bctx, mr, mt)
+	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
+	bg.Header.Set(networkHeader, n.cluster)
+	return bg, mt
+}
+
+// networkHeader marks a network's member requests, so that a member that
+// leads back to a gateway's /network (its own through another site, or a
+// rewrite) is stopped there (fetch) instead of asking its members again,
+// and again.
+const networkHeader = "Statusgate-Network"
+
+// errNetworkLoop is why a request for a network that a network's member
+// request led to is refused, and why that member is left out.
+var errNetworkLoop = errors.New("a network's member request led to a network: a member must be a game server's /status, not a gateway's /network")
+
+// passOn is what follows statusgate for a member's trip in the form of
+// 1.0: nothing, so that the trip goes to the member's own proxy.
+var passOn = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// memberAnswer is what one member answered: its status, or why it is left
+// out.
+type memberAnswer struct {
+	status network.Status
+	left   error // why the member is left out; nil: status is its answer
+	// logAs is the status a member left out is logged under as a backend
+	// failure; 0: not one (the member's guard was busy), or one logged
+	// already (the same answer, read before).
+	logAs int
+	// share says the failure is the member's, to be shared for a while
+	// (failureTime): not its guard being busy, nor the build's end.
+	share bool
+}
+
+// ask fetches m's status with the request r that t describes.
+func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a memberAnswer) {
+	rec := &capture{header: http.Header{}, limit: n.bound}
+	defer func() {
+		// An answer that broke off ends in http.ErrAbortHandler, which
+		// net/http would have caught for a caller; here nobody would.
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler {
+				n.logger.Error("fetching a network member's status failed", zap.String("network_member", m.id), zap.Any("panic", p))
+			}
+			a = memberAnswer{left: errBrokeOff, logAs: http.StatusBadGateway, share: true}
+			if rec.over {
+				// Streamed past max_response: the write that went over
+				// failed, and the proxy gave up.
+				a.left = errMemberTooLarge
+			}
+		}
+	}()
+	v := m.guard.fetch(progress.New(rec, 0), r, t)
+	switch {
+	case v.status == http.StatusTooManyRequests || v.status == http.StatusServiceUnavailable && !v.failed():
+		// The member's guard has no room for the network now (its
+		// queue, its per-client place for the network): left out of this
+		// document, not a failure of the member's.
+		a.left = cmp.Or(v.cause, errMemberBusy)
+		return a
+	case v.status != 0 || v.cut:
+		a.left = cmp.Or(v.cause, errBrokeOff)
+		if v.failed() {
+			a.logAs = cmp.Or(v.status, http.StatusBadGateway)
+		}
+		a.share = true
+		return a
+	case rec.over:
+		a.left = errMemberTooLarge
+	case rec.status == http.StatusLoopDetected:
+		a.left = errNetworkLoop
+	case rec.status != http.StatusOK:
+		a.left = fmt.Errorf("the member answered %d", rec.status)
+	default:
+		read, fresh := m.read(rec.body)
+		a.status, a.left = read.status, read.err
+		if !fresh {
+			return a // a failure in it was logged when it was first read
+		}
+	}
+	a.logAs, a.share = http.StatusBadGateway, a.left != nil
+	return a
+}
+
+// errMemberBusy is why a member is left out when its guard had no room for
+// the network's trip.
+var errMemberBusy = errors.New("the member's guard has no room for the network's request now")
+
+// errMemberTooLarge is why a member's status is left out when it is larger
+// than max_response.
+var errMemberTooLarge = errors.New("the member's status is larger than max_response")
+
+// errOverLimit fails a write past a capture's limit.
+var errOverLimit = errors.New("the answer is larger than max_response")
+
+// capture is the client of a fetch whose answer the gateway keeps (a
+// network member's status, a live topic's answer): it keeps the status and
+// up to limit bytes of the answer; a write past limit fails, so that the
+// trip ends there.
+type capture struct {
+	header http.Header
+	status int
+	body   []byte
+	limit  int
+	over   bool // the answer was longer than limit
+}
+
+func (c *capture) Header() http.Header { return c.header }
+
+func (c *capture) WriteHeader(status int) {
+	if c.status == 0 && status >= http.StatusOK {
+		c.status = status
+	}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if len(c.body)+len(p) > c.limit {
+		c.over = true
+		return 0, errOverLimit
+	}
+	c.body = append(c.body, p...)
+	return len(p), nil
+}

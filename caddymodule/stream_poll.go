@@ -1,0 +1,177 @@
+package caddymodule
+
+// This file is a live topic's poll: the answer a plain GET would get, fetched
+// for the topic's viewers in turn, and when it is asked again (stream.go has
+// the streams).
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+)
+
+// charge is who a topic's poll is charged to when it is a viewer's turn
+// (live.Viewer.By): the viewer's caller, with its limits, and the values of
+// its placeholders that the handlers after statusgate read (a rate_limit's
+// key), so that the poll passes what the viewer's plain GET would.
+type charge struct {
+	who         caller
+	client, key any
+}
+
+// placeholderValue is the value statusgate set for the placeholder p on r.
+func placeholderValue(r *http.Request, p string) any {
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		return noValue
+	}
+	v, _ := repl.Get(p)
+	return v
+}
+
+// setEventAccept asks the backend for what an event carries: its JSON,
+// unencoded (a gzip body is no event, whatever the viewer's client takes).
+func setEventAccept(h http.Header) {
+	h.Set("Accept", "application/json")
+	h.Set("Accept-Encoding", "identity")
+}
+
+// poller is the Fetch of a stream's topic: the answer a plain GET of the
+// canonical request r gets, through the ticket's answer (the guard's
+// fetch: the micro-cache, coalescing with plain GETs, admission, the
+// queue), each time on behalf of one of the topic's viewers, charged to
+// that viewer's limits. It is made only if the topic is new, and its
+// request, made of r's canonical parts only, outlives r: not the first
+// viewer's headers or context, whose replacer holds the first viewer's
+// whole request, which would stay pinned for the topic's life.
+func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
+	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	repl := caddy.NewReplacer()
+	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
+	ctx := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	base := r.WithContext(ctx)
+	u := *r.URL
+	base.URL = &u
+	base.Header = http.Header{}
+	setEventAccept(base.Header)
+	base.RemoteAddr = "" // no one client's: reverse_proxy adds no X-Forwarded-For
+	base.Body = http.NoBody
+	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
+		c := by.(*charge)
+		pt := *t // a ticket of each poll's own: a refresh it starts keeps it
+		pt.who = c.who
+		rctx, cancel := context.WithCancel(base.Context())
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		pr := backgroundRequest(rctx, base, &pt)
+		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		repl.Set(placeholderKey, c.key)
+		repl.Set(placeholderClient, c.client)
+		v, answer := lv.fetch(pr, &pt)
+		return answer, liveInterval(pt.ep, answer), v.status == http.StatusTooManyRequests
+	}
+}
+
+// fetch is one answer to r for t as a stream's event: the answer a plain
+// GET would get, through t's answer; a refusal or a backend failure is the
+// gateway's envelope (a failure is an event too, the plain GET's 502, 503
+// or 504), and so is an answer that is not the backend's JSON (a proxy's
+// HTML page, a body cut short), which a keyed plain GET gets as it came
+// but an event cannot carry, and one larger than max_response: a plain GET
+// streams it to its client as it comes, but a topic keeps its answer
+// whole for as long as it lasts, so it gets the 502 of an answer that
+// cannot be held (the write past max_response fails, and the trip ends
+// there). The verdict says how it ended.
+func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
+	rec := &capture{header: http.Header{}, limit: lv.guard.maxResponse}
+	v := func() (v verdict) {
+		defer func() {
+			// An answer that broke off ends in http.ErrAbortHandler.
+			if p := recover(); p != nil {
+				if p != http.ErrAbortHandler {
+					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.ep.name), zap.Any("panic", p))
+				}
+				v = badGateway(errBrokeOff)
+			}
+		}()
+		return t.answer(progress.New(rec, 0), r, t)
+	}()
+	if v.cut {
+		v.status = http.StatusBadGateway
+	}
+	if rec.over {
+		v = badGateway(errEventTooLarge)
+	}
+	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
+		// The backend's failure, as it came: the gateway's envelope.
+		v = badGateway(errNotAnEvent)
+		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
+			v.status = rec.status
+		}
+	}
+	if v.status != 0 {
+		// Logged as conclude logs a plain GET's: a failure, not a refusal,
+		// nor the end of a wait that nobody waits for any more.
+		if v.failed() && r.Context().Err() == nil {
+			logFailure(lv.logger, v.status, t.ep, v.cause)
+		}
+		rec.body, rec.over = nil, false
+		writeError(rec, v.status, t.path)
+	}
+	return v, rec.body
+}
+
+var (
+	// errNotAnEvent is why a backend answer is not a stream's event.
+	errNotAnEvent = errors.New("backend answer is a failure or not JSON")
+	// errEventTooLarge is why an answer larger than max_response is not.
+	errEventTooLarge = errors.New("backend answer larger than max_response: a live topic keeps its answer whole")
+)
+
+// Polling: how long after an answer the poller asks again.
+const (
+	// snapshotLag is how long after a snapshot is due the poller asks for
+	// it, so that the backend has taken it.
+	snapshotLag = 100 * time.Millisecond
+	// overdueStep is how soon the poller asks again when the answer's
+	// snapshot is overdue: the micro-cache is refreshing it (a plain GET
+	// would get the stale answer now and the fresh one a moment later), so
+	// asking again costs a cache lookup, not a trip.
+	overdueStep = 100 * time.Millisecond
+)
+
+// liveInterval is how long after the answer the poller asks again: when the
+// answer's snapshot (meta.cachedAt) is replaced by the next one, for a
+// snapshot station, or after the cache time, so that the backend sees one
+// trip per snapshot whatever the number of viewers.
+func liveInterval(ep *endpoint, answer []byte) time.Duration {
+	every := cmp.Or(ep.cacheTTL, ep.snapshot)
+	if ep.snapshot <= 0 {
+		return every
+	}
+	at, ok := snapshotTime(answer)
+	if !ok {
+		return every
+	}
+	due := time.Until(at.Add(ep.snapshot)) + snapshotLag
+	switch {
+	case due > ep.snapshot+snapshotLag:
+		return every // a clock ahead of ours never makes the poller wait longer
+	case due > 0:
+		return due
+	case ep.cacheTTL > 0:
+		return overdueStep
+	}
+	return max(overdueStep, ep.snapshot/5) // each poll is a trip
+}
