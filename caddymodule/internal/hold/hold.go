@@ -123,6 +123,11 @@ type holding struct {
 type holds struct {
 	n    int
 	lent bool
+	// charged is the share the answer was charged in when it was first
+	// held: its last Release gives the bytes back there, whichever Claim
+	// it is (one client may hold one answer in two classes, as a network's
+	// builds for keyed and anonymous callers hold a member's answer).
+	charged Share
 }
 
 // New returns a Budget of max bytes in all, of which anonymous clients hold
@@ -307,7 +312,7 @@ func (b *Budget) hold(client string, s Share, answer []byte, lent bool) (*Claim,
 	if c.h.answers == nil {
 		c.h.answers = make(map[*byte]holds, 1)
 	}
-	c.h.answers[id] = holds{n: 1, lent: lent}
+	c.h.answers[id] = holds{n: 1, lent: lent, charged: s}
 	c.h.taken.Store(int64(b.now()))
 	return c, nil
 }
@@ -436,7 +441,7 @@ func (c *Claim) Release() {
 			b.lent.Add(-n)
 		}
 	} else {
-		b.Give(c.share, n)
+		b.Give(a.charged, n)
 	}
 	b.discharge(c.client, h, n)
 }

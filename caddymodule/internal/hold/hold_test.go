@@ -456,3 +456,32 @@ func TestLend(t *testing.T) {
 		t.Fatalf("after giving everything back: held %d, anonymous %d, %d clients, %d lent", b.Held(), b.Anonymous(), len(b.by), len(b.lentBy))
 	}
 }
+
+// TestHoldTwoClasses: one client that holds one answer as an anonymous
+// caller and as a keyed one (a network's builds for both classes hold a
+// member's answer under one holder) gives the bytes back to the class they
+// were charged in, whichever Claim is released last.
+func TestHoldTwoClasses(t *testing.T) {
+	for _, anonLast := range []bool{false, true} {
+		b := New(100*k, 40*k, 50*k)
+		body := answer(4)
+		anon, err := b.Hold("network main", Share{}, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyed, err := b.Hold("network main", Share{Keyed: true}, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if anonLast {
+			keyed.Release()
+			anon.Release()
+		} else {
+			anon.Release()
+			keyed.Release()
+		}
+		if b.Held() != 0 || b.Anonymous() != 0 {
+			t.Errorf("anonymous released last %v: held %d, anonymous %d, want 0 and 0", anonLast, b.Held(), b.Anonymous())
+		}
+	}
+}
