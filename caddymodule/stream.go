@@ -49,9 +49,17 @@ func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *li
 	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats, g.topics), seats: g.seats, guard: g, metrics: m, logger: logger}
 }
 
-// close ends every stream of the handler: its clients reconnect, to the
-// config that replaces this one. The load's "stopping" event
-// (succession.go) closes it, and Cleanup again, which does nothing more.
+// end ends every stream of the handler at once: its clients reconnect, to
+// the config that replaces this one. The load's "stopping" event
+// (succession.go) ends it: Caddy emits the event while a reload or a stop
+// waits, so it does not wait for the polls at the backend.
+func (lv *liveState) end() {
+	if lv != nil {
+		lv.hub.End()
+	}
+}
+
+// close is end, and waits for the topics' polls to return: Cleanup's.
 func (lv *liveState) close() {
 	if lv != nil {
 		lv.hub.Close()

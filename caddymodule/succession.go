@@ -54,7 +54,7 @@ func (s stopping) Handle(context.Context, caddy.Event) error {
 	if !caddy.Exiting() {
 		s.h.superseded.Store(true)
 	}
-	s.h.live.close()
+	s.h.live.end()
 	return nil
 }
 

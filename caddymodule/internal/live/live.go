@@ -424,17 +424,25 @@ func (h *Hub) Polling() int { return int(h.polling.Load()) }
 // Close ends every subscription (each Done is closed), stops every poller
 // and refuses new subscriptions; it returns when the pollers have returned.
 func (h *Hub) Close() {
+	h.End()
+	h.wg.Wait()
+}
+
+// End ends every topic, and with them every subscription, and refuses new
+// ones, without waiting for the polls under way: a poll at the backend runs
+// on until the backend is done with it (its trip is the backend's), and
+// whoever ends a hub in a hurry (a config that a newer one replaced) must
+// not wait for that. Close waits.
+func (h *Hub) End() {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.closed {
-		h.mu.Unlock()
 		return
 	}
 	h.closed = true
 	for _, t := range h.topics {
 		h.end(t)
 	}
-	h.mu.Unlock()
-	h.wg.Wait()
 }
 
 // ID is an answer's event ID: a digest of the answer without the value of

@@ -670,3 +670,37 @@ func TestSeatsTakeUpTo(t *testing.T) {
 		t.Errorf("without a bound: %v", err)
 	}
 }
+
+// TestEndDoesNotWaitForAPoll: a poll that goes on whatever its context says
+// (a trip at the backend runs until the backend is done) does not hold End,
+// which ends the subscription at once; Close waits for it.
+func TestEndDoesNotWaitForAPoll(t *testing.T) {
+	h := New(nil, nil, nil)
+	release := make(chan struct{})
+	polling := make(chan struct{}, 1)
+	stuck := func(context.Context, any) ([]byte, time.Duration, bool) {
+		polling <- struct{}{}
+		<-release // deaf to its context, as a trip at the backend is
+		return []byte(envelope(1, 1)), time.Hour, false
+	}
+	s, err := h.Subscribe("status", Viewer{}, func() Fetch { return stuck })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-polling
+	h.End()
+	select {
+	case <-s.Done():
+	case <-time.After(fixture.Patience):
+		t.Fatal("End left the subscription open")
+	}
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a poll was still running")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+}
