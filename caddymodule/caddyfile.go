@@ -176,9 +176,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			keyLines = append(keyLines, line)
 			auth.Keys = append(auth.Keys, key)
 		case "allow_query_key":
-			var on *bool
-			on, err = switchArg(d, opt, true)
-			auth.AllowQueryKey = on != nil && *on
+			auth.AllowQueryKey, err = switchArg(d, opt, true)
 		case "hide_protected":
 			auth.HideProtected, err = switchArg(d, opt, true)
 		case "require_key":

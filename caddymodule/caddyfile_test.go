@@ -69,9 +69,9 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"allow_query_key bare", "statusgate {\n\tallow_query_key\n}", `{"auth":{"allow_query_key":true}}`},
 		{"allow_query_key on", "statusgate {\n\tallow_query_key on\n}", `{"auth":{"allow_query_key":true}}`},
 		{"allow_query_key true", "statusgate {\n\tallow_query_key true\n}", `{"auth":{"allow_query_key":true}}`},
-		// off is the default and false is omitted from the JSON, so auth is left out.
-		{"allow_query_key off", "statusgate {\n\tallow_query_key off\n}", `{}`},
-		{"allow_query_key false", "statusgate {\n\tallow_query_key false\n}", `{}`},
+		// off is kept, so that it overrides a default of the global statusgate option.
+		{"allow_query_key off", "statusgate {\n\tallow_query_key off\n}", `{"auth":{"allow_query_key":false}}`},
+		{"allow_query_key false", "statusgate {\n\tallow_query_key false\n}", `{"auth":{"allow_query_key":false}}`},
 
 		{"hide_protected bare", "statusgate {\n\thide_protected\n}", `{"auth":{"hide_protected":true}}`},
 		{"hide_protected on", "statusgate {\n\thide_protected on\n}", `{"auth":{"hide_protected":true}}`},

@@ -233,7 +233,9 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 	if c.HideProtected == nil {
 		c.HideProtected = d.HideProtected
 	}
-	c.AllowQueryKey = c.AllowQueryKey || d.AllowQueryKey
+	if c.AllowQueryKey == nil {
+		c.AllowQueryKey = d.AllowQueryKey
+	}
 	c.Keys = append(slices.Clip(c.Keys), d.Keys...)
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
 	c.ProtectedFields = mergeEndpoints(c.ProtectedFields, d.ProtectedFields)

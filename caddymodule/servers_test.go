@@ -61,6 +61,18 @@ func TestAdopt(t *testing.T) {
 	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.ProxyRaw == nil {
 		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.ProxyRaw)
 	}
+	// A handler's own off wins over a default's on.
+	var d App
+	if err := json.Unmarshal([]byte(`{"defaults":{"auth":{"allow_query_key":true}}}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	var off Handler
+	if err := json.Unmarshal([]byte(`{"auth":{"allow_query_key":false}}`), &off); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.adopt(&d); err != nil || off.Auth.AllowQueryKey == nil || *off.Auth.AllowQueryKey {
+		t.Errorf("a handler's allow_query_key off under a default of on: %v, %v", err, off.Auth.AllowQueryKey)
+	}
 	for raw, want := range map[string]string{
 		`{"server":"lobby","backend":{"max_in_flight":8}}`: "backend.max_in_flight: server lobby's limit: set it in server lobby's declaration",
 		`{"server":"lobyy"}`: "server: lobyy is not a declared server; did you mean lobby?",

@@ -142,7 +142,7 @@ type AuthConfig struct {
 	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
 	// the X-API-Key header (auth.allow-query-key). Keys in URLs end up in
 	// browser histories and logs, so it is meant for testing. Default: false.
-	AllowQueryKey bool `json:"allow_query_key,omitempty"`
+	AllowQueryKey *bool `json:"allow_query_key,omitempty"`
 
 	// HideProtected answers an unauthorised request to a protected endpoint with
 	// the same 404 as an unknown one, and leaves protected endpoints out of the
@@ -266,7 +266,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	auth := &h.Auth
 	h.authOn = auth.Enabled == nil || *auth.Enabled
 	h.hide = auth.HideProtected == nil || *auth.HideProtected
-	h.qkey = auth.AllowQueryKey
+	h.qkey = auth.AllowQueryKey != nil && *auth.AllowQueryKey
 
 	// A config loaded while another runs is a reload (caddy reload, the
 	// admin API); the first one is Caddy's start.
