@@ -155,17 +155,19 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			return n, err
 		}
 		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
-		ml := l
+		ml, sc := l, mc
 		if s.declared != nil {
-			// A server declared once is counted with its own limits,
-			// whichever handler's network lists it.
+			// A server declared once is counted with its own limits, and
+			// at its own guard (its guard <name> too), whichever handler's
+			// network lists it: the guard its handlers join.
 			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+			sc = withServer(mc, s.declared)
 			var err error
-			if ml, _, err = resolveGuard(withServer(mc, s.declared)); err != nil {
+			if ml, _, err = resolveGuard(sc); err != nil {
 				return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 			}
 		}
-		g, err := joinGuard(app, ctx, mc, ml, backends[i], policy, logger, where)
+		g, err := joinGuard(app, ctx, sc, ml, backends[i], policy, logger, where)
 		if err != nil {
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,5 +111,67 @@ func TestNetworkWrittenOnce(t *testing.T) {
 		if st.Requests == 0 {
 			t.Errorf("%s got no request", ms[i].id)
 		}
+	}
+}
+
+// TestDeclaredServerOneGuard: a server declared once with a guard name of
+// its own, max_in_flight 1 and no queue, is one guard for its handler and
+// for the network that lists it: with its one place held by a request of
+// its own path, the network's trip to it is refused there (the member left
+// out) instead of reaching it as a second request (before, the member
+// joined a guard of its own).
+func TestDeclaredServerOneGuard(t *testing.T) {
+	lobby, survival := newGatedBackend(t), newBackend(t)
+	loadCaddyfile(t, fmt.Sprintf(`{
+	skip_install_trust
+	admin localhost:%d
+	http_port %d
+	https_port %d
+	default_bind 127.0.0.1
+	auto_https off
+	log {
+		level ERROR
+	}
+	statusgate {
+		server survival %s
+		server lobby %s {
+			max_in_flight 1
+			queue off
+			guard lobbyg
+		}
+		key %s
+		timeout 30s
+	}
+}
+:%d {
+	handle_path /lobby/* {
+		statusgate {
+			server lobby
+		}
+	}
+	handle {
+		statusgate {
+			server survival
+			enable network
+			network main {
+				server survival
+				server lobby
+				self survival
+			}
+		}
+	}
+}
+`, adminPort, httpPort, httpsPort, survival.addr(), lobby.addr(), keyA, httpPort))
+	held := make(chan response, 1)
+	go func() { held <- send(t, "GET", "/lobby/api/v1/server", withKey(keyA)) }()
+	lobby.await(t, 1)
+	doc := readNetwork(t, send(t, "GET", "/api/v1/network", withKey(keyA)))
+	if !slices.Equal(doc.Meta.Unreachable, []string{"lobby"}) {
+		t.Errorf("the network with lobby's one place held: unreachable %v, want lobby", doc.Meta.Unreachable)
+	}
+	lobby.open()
+	<-held
+	if p := lobby.peak.Load(); p > 1 {
+		t.Errorf("lobby held %d requests at once, above its max_in_flight 1: its handler and the network's member counted it at two guards", p)
 	}
 }
