@@ -237,7 +237,7 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *u
 	}
 	switch {
 	case b != nil:
-		g.scope = "backend " + b.ID()
+		g.scope = "backend " + b.Answers()
 	case c.Guard != "":
 		// The 1.0 form, but the operator named the backend: one game
 		// server, whatever the handlers after each statusgate say.

@@ -9,6 +9,7 @@ package test
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,6 +209,29 @@ func TestNetworkConflictNamesTheServer(t *testing.T) {
 		" in front of " + hub.addr(), ":" + strconv.Itoa(ports[0]), " in front of " + lobby.addr(), "guard <name> does not apply"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error lacks %q: %s", want, msg)
+		}
+	}
+}
+
+// TestHeadersKeepAnswersApart: two paths of one site in front of one dial,
+// whose proxy blocks differ only in a header the server behind the dial
+// routes by (a multiplexer's X-Server): one server's counts, but never one
+// answer for both, cached for an hour (before, the second path got the
+// first's cached answer).
+func TestHeadersKeepAnswersApart(t *testing.T) {
+	mux := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeBackend(w, http.StatusOK, envelope(fmt.Sprintf(`{"server":%q,"online":[]}`, r.Header.Get("X-Server"))))
+	}))
+	t.Cleanup(mux.Close)
+	var routes []string
+	for _, name := range []string{"a", "b"} {
+		routes = append(routes, fmt.Sprintf("handle_path /%s/* {\n\t\t%s\n\t}", name,
+			strings.ReplaceAll(statusgateLines(mux.Listener.Addr().String(), []string{"key " + keyA, "cache status 1h"}, []string{"header_up X-Server " + name}, false), "\n\t", "\n\t\t")))
+	}
+	gateway{shared: true, routes: strings.Join(routes, "\n\t")}.start(t)
+	for range 2 {
+		for _, name := range []string{"a", "b"} {
+			wantServer(t, "/"+name, send(t, "GET", "/"+name+"/api/v1/status", withKey(keyA)), name)
 		}
 	}
 }

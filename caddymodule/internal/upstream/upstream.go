@@ -47,6 +47,7 @@ type Backend struct {
 	path     string          // of the declaration, for messages
 	raw      json.RawMessage // the declaration as written
 	id       string
+	answers  string
 	server   string   // id, whatever the spelling of the dials (Server)
 	dials    []string // the upstreams' addresses, as Address reads them, sorted, each once
 	describe string
@@ -106,6 +107,7 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	sum := sha256.Sum256(sel)
+	answers := sha256.Sum256(append(append(sel, '\n'), requestHeaders(fields)...))
 	dials := make([]string, 0, len(rp.Upstreams))
 	for _, u := range rp.Upstreams {
 		dials = append(dials, Address(u.Dial))
@@ -122,6 +124,7 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 		path:     path,
 		raw:      raw,
 		id:       hex.EncodeToString(sum[:12]),
+		answers:  hex.EncodeToString(answers[:12]),
 		server:   hex.EncodeToString(serverSum[:12]),
 		dials:    dials,
 		describe: describe(&rp),
@@ -357,6 +360,30 @@ func describe(rp *reverseproxy.Handler) string {
 // of their declarations that pick the server are the same (in canonical
 // form).
 func (b *Backend) ID() string { return b.id }
+
+// Answers names what the backend's answers are: ID, and the headers the
+// proxy sends. Two declarations of one server that send other headers (a
+// header_up X-Server that a multiplexer behind the dial routes by, the
+// plugin's own key on a staff path) are counted at one guard (ID) but never
+// share an answer, a trip or a stream.
+func (b *Backend) Answers() string { return b.answers }
+
+// requestHeaders is the canonical JSON of the declaration's request header
+// operations (header_up), fields being its members: nothing when it has
+// none.
+func requestHeaders(fields map[string]json.RawMessage) []byte {
+	var h struct {
+		Request json.RawMessage `json:"request"`
+	}
+	if raw, ok := fields["headers"]; !ok || json.Unmarshal(raw, &h) != nil || isNull(h.Request) {
+		return nil
+	}
+	canon, err := canonical(h.Request)
+	if err != nil {
+		return nil
+	}
+	return canon
+}
 
 // Is reports whether b declares the backend other declares: the same
 // server (Server: whatever the spelling of the dials), or, where b is its

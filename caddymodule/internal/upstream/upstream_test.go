@@ -226,3 +226,23 @@ func TestServer(t *testing.T) {
 		t.Errorf("dials %v", got)
 	}
 }
+
+// TestAnswers checks that two declarations of one server that send other
+// headers are one server (ID: one guard, one count) whose answers are each
+// declaration's own (Answers), and that the same headers in any spelling
+// are one.
+func TestAnswers(t *testing.T) {
+	a := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Server":["a"]}}}}`)
+	b := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}],"headers":{"request":{"set":{"X-Server":["b"]}}}}`)
+	none := parse(t, `{"upstreams":[{"dial":"10.0.0.2:8080"}]}`)
+	again := parse(t, `{"headers":{"request":{"set":{"X-Server":["a"]}}},"upstreams":[{"dial":"10.0.0.2:8080"}],"transport":{"protocol":"http","read_timeout":1000000000}}`)
+	if a.ID() != b.ID() || a.ID() != none.ID() {
+		t.Error("other headers make another server")
+	}
+	if a.Answers() == b.Answers() || a.Answers() == none.Answers() {
+		t.Error("other headers share answers")
+	}
+	if a.Answers() != again.Answers() {
+		t.Error("the same headers, spelt otherwise, with another timeout, do not share answers")
+	}
+}
