@@ -38,6 +38,10 @@ type caller struct {
 	// keyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	keyCap int
+	// gateway says the caller is the gateway itself, a network asking its
+	// members on its own behalf: it takes no per-client place (its builds
+	// are one per class and snapshot already), only its admission class's.
+	gateway bool
 	// held is the caller's share of the held bytes: the key's own when the
 	// key counts (judged by progress: keyShare), the guard's share for one
 	// address otherwise.

@@ -220,9 +220,13 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 // anonymous caller's per-client place (max_per_client), or a key's under its
 // own cap, before the queue: past it only this caller is turned away, and
 // nobody waits for it. Counted whether or not a bound is in force, so that a
-// reload that sets one finds what is open. It returns the function that
-// gives the place back, or the caller's 429.
+// reload that sets one finds what is open. The gateway's own caller (a
+// network's member trips) takes none. It returns the function that gives
+// the place back, or the caller's 429.
 func (g *guard) place(who caller) (give func(), v verdict) {
+	if who.gateway {
+		return func() {}, verdict{}
+	}
 	if !who.keyed {
 		if !g.quota.TakeUpTo(who.holder, g.perClient) {
 			return nil, tooMany(errQuota)

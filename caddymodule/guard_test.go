@@ -1090,3 +1090,27 @@ func TestClientGone(t *testing.T) {
 		})
 	}
 }
+
+// TestGatewayCallerTakesNoPlace: the gateway's own caller (a network's
+// member trips) takes no per-client place, whatever the handler's bound:
+// two at once under max_per_client 1 both go on, where an address's second
+// is refused.
+func TestGatewayCallerTakesNoPlace(t *testing.T) {
+	h, _ := newTestHandler(t, "key "+testKey+"\nmax_per_client 1")
+	network := caller{key: noKey, name: noValue, gateway: true, holder: "network main"}
+	address := caller{key: noKey, name: noValue, holder: "192.0.2.1"}
+	for _, c := range []struct {
+		who     caller
+		refused bool
+	}{{network, false}, {address, true}} {
+		give1, v1 := h.guard.place(c.who)
+		give2, v2 := h.guard.place(c.who)
+		if v1.status != 0 || (v2.status != 0) != c.refused {
+			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.holder, v1.status, v2.status, c.refused)
+		}
+		give1()
+		if give2 != nil {
+			give2()
+		}
+	}
+}

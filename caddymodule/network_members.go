@@ -37,7 +37,7 @@ const statusPath = "/api/v1/status"
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
 func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
-	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true,
+	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true, gateway: true,
 		holder: "network " + n.cluster, held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, n.status.nameValue)
