@@ -223,9 +223,10 @@ func (a *App) server(name, path string) (*Server, error) {
 		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))
 }
 
-// adopt takes the defaults' auth where c leaves it out: its keys after c's,
-// and the entries of require_key and protected_fields for the endpoints c
-// leaves out.
+// adopt takes the defaults' auth where c leaves it out: its keys after c's
+// (but those c names itself), the entries of require_key and
+// protected_fields for the endpoints c leaves out, and its extra_fields
+// beside c's.
 func (c *AuthConfig) adopt(d AuthConfig) {
 	if c.Enabled == nil {
 		c.Enabled = d.Enabled
@@ -236,9 +237,30 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 	if c.AllowQueryKey == nil {
 		c.AllowQueryKey = d.AllowQueryKey
 	}
-	c.Keys = append(slices.Clip(c.Keys), d.Keys...)
+	// A key of the handler's own replaces the defaults' key of its name
+	// (a secret rotated on one handler), rather than adding a second
+	// secret to it.
+	own := map[string]bool{}
+	for _, k := range c.Keys {
+		if k.Name != "" {
+			own[k.Name] = true
+		}
+	}
+	c.Keys = slices.Clip(c.Keys)
+	for _, k := range d.Keys {
+		if k.Name == "" || !own[k.Name] {
+			c.Keys = append(c.Keys, k)
+		}
+	}
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
 	c.ProtectedFields = mergeEndpoints(c.ProtectedFields, d.ProtectedFields)
+	// The fields the defaults name are known to every handler.
+	for ep, fields := range d.ExtraFields {
+		if c.ExtraFields == nil {
+			c.ExtraFields = map[string][]string{}
+		}
+		c.ExtraFields[ep] = append(slices.Clip(c.ExtraFields[ep]), slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return slices.Contains(c.ExtraFields[ep], f) })...)
+	}
 }
 
 // mergeEndpoints is own with def's entries for the endpoints own leaves
