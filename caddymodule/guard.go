@@ -88,13 +88,26 @@ func newGuardState() *guardState {
 // event, to the held bytes (live.Budget), as a buffer no client holds yet,
 // in the pool of its viewers' class: a topic's answer is memory the gateway
 // keeps for its viewers, and max_held is what bounds that.
+//
+// An event of a small answer (smallEvent: hold.Small, kept as the wire and
+// the data) is never charged, as a small answer is never held against a
+// client: a budget that slow readers of large answers have filled must not
+// end the public /status topic and every stream of it. What such topics keep
+// is bounded by max_topics (32 KiB each: 32 MiB at the default).
 type topicBudget struct{ held *hold.Budget }
 
+// smallEvent is the most a topic's event keeps and is not charged for.
+const smallEvent = 2 * hold.Small
+
 func (b topicBudget) Keep(keyed bool, n int64) bool {
-	return b.held.Take(hold.Share{Keyed: keyed}, n) == nil
+	return n <= smallEvent || b.held.Take(hold.Share{Keyed: keyed}, n) == nil
 }
 
-func (b topicBudget) Drop(keyed bool, n int64) { b.held.Give(hold.Share{Keyed: keyed}, n) }
+func (b topicBudget) Drop(keyed bool, n int64) {
+	if n > smallEvent {
+		b.held.Give(hold.Share{Keyed: keyed}, n)
+	}
+}
 
 // use records that a handler of the given load uses the guard with limits l,
 // and puts the newest load's limits in force.

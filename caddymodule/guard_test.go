@@ -1114,3 +1114,25 @@ func TestGatewayCallerTakesNoPlace(t *testing.T) {
 		}
 	}
 }
+
+// TestTopicBudgetSmallEvents: a topic's event of a small answer is kept
+// whatever the held bytes hold (a budget slow readers filled must not end
+// the /status topic and every stream of it), and a large one only while it
+// fits.
+func TestTopicBudgetSmallEvents(t *testing.T) {
+	held := hold.New(100<<10, 100<<10, 50<<10)
+	if err := held.Take(hold.Share{}, 50<<10); err != nil {
+		t.Fatal(err)
+	}
+	b := topicBudget{held}
+	if !b.Keep(false, smallEvent) {
+		t.Error("a small event refused by a full anonymous pool")
+	}
+	if b.Keep(false, smallEvent+1) {
+		t.Error("a large event kept past the anonymous pool")
+	}
+	b.Drop(false, smallEvent)
+	if held.Held() != 50<<10 {
+		t.Errorf("held %d after the small event was dropped, want the 50 KiB taken before", held.Held())
+	}
+}
