@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/fixture"
