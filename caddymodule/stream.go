@@ -166,8 +166,18 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
 	}
+	// What the stream's request keeps while it lasts (an opening fetch,
+	// like a plain GET, starts only while the viewer holds less than half
+	// its share). Charged before anything of the stream is done, so that a
+	// stream refused for it ends nobody else's.
+	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
+		return heldRefusal(err)
+	}
+	defer g.held.Unpin(who.holder, who.held, head)
 	sub, err := lv.hub.Join(topic, viewer)
-	if sub == nil && err == nil {
+	opening := sub == nil && err == nil
+	if opening {
 		// A new topic opens with the viewer's own fetch, as its plain
 		// GET would be (the micro-cache, a shared trip, or a trip charged
 		// to its limits and a rate_limit after statusgate): over a limit
@@ -185,6 +195,21 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			return contextRefusal(err)
 		}
 		viewer.Next = liveInterval(t.ep, viewer.Answer)
+	}
+	if err == nil {
+		// Every check of the viewer's own is passed: only now may a keyed
+		// viewer take an anonymous seat over (and, below, a topic).
+		if err := seat.Settle(lv.takeoverWindow()); err != nil {
+			// Every seat keyed, or the key took over its share of seats
+			// in the window: refused as an anonymous viewer is.
+			if sub != nil {
+				sub.Leave()
+			}
+			lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
+			return busy(err, "1")
+		}
+	}
+	if opening {
 		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
 	}
 	if err != nil {
@@ -200,22 +225,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		}
 		return busy(err, "1")
 	}
-	// What the stream's request keeps while it lasts, charged once the
-	// stream is settled (an opening fetch, like a plain GET, starts only
-	// while the viewer holds less than half its share).
-	if err := g.held.Pin(who.holder, who.held, head); err != nil {
-		sub.Leave()
-		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
-	}
-	defer g.held.Unpin(who.holder, who.held, head)
 	defer sub.Leave()
-	if err := seat.Settle(lv.takeoverWindow()); err != nil {
-		// Every seat keyed, or the key took over its share of seats in
-		// the window: refused as an anonymous viewer is.
-		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return busy(err, "1")
-	}
 	t.ep.metrics.StreamOpened()
 	defer t.ep.metrics.StreamClosed()
 
