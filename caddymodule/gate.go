@@ -14,8 +14,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 // errAnsweredAfter is why a request is refused when, with a declared
@@ -30,8 +28,9 @@ var errTripAfter = errors.New("a handler after statusgate tried to send the requ
 
 // errUpstreamChanged is why a request is refused when a handler after
 // statusgate changed a placeholder of the declared backend: the request
-// would reach another backend than the one its answer is shared for.
-var errUpstreamChanged = errors.New("a handler after statusgate changed a placeholder of statusgate's upstreams: set it before statusgate (a map or vars before it)")
+// would reach another backend than the one its answer is shared for, or
+// send it other values than statusgate decided on.
+var errUpstreamChanged = errors.New("a handler after statusgate changed a placeholder of statusgate's upstreams or proxy block: set it before statusgate (a map or vars before it)")
 
 // changedAfter is why a request is refused when a handler after statusgate
 // changed what statusgate decided to send (what names the part).
@@ -78,10 +77,7 @@ var errNothingAfter = errors.New("statusgate declares no upstreams and no handle
 func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	var before upstream.Values
-	if t.upstream != nil {
-		before = g.backend.Resolve(repl)
-	}
+	before := g.backend.Sent(repl)
 	restore := keepUnhandledMark(ctx)
 	gw := gateWriter{hdr: hdr}
 	cp := r.Clone(httptrace.WithClientTrace(ctx, noTrips))
@@ -98,7 +94,7 @@ func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
 	if what := changed(r, cp); what != "" {
 		return changedAfter(what)
 	}
-	if before != nil && !g.backend.Same(repl, before) {
+	if !slices.Equal(before, g.backend.Sent(repl)) {
 		return errUpstreamChanged
 	}
 	return nil

@@ -235,3 +235,17 @@ func TestHeadersKeepAnswersApart(t *testing.T) {
 		}
 	}
 }
+
+// TestGateCannotChangeASentPlaceholder: a vars after statusgate that
+// changes what a header_up of the proxy block sends is refused like any
+// change of the decided request (before, the backend got the changed
+// header).
+func TestGateCannotChangeASentPlaceholder(t *testing.T) {
+	be := newBackend(t)
+	gateway{routes: "route {\n\t\tvars tier free\n\t\t" + strings.ReplaceAll(statusgateLines(be.addr(), []string{"key " + keyA}, []string{"header_up X-Tier {vars.tier}"}, false), "\n\t", "\n\t\t") +
+		"\n\t\tvars tier gold\n\t}"}.start(t)
+	wantError(t, send(t, "GET", "/api/v1/status"), http.StatusBadGateway, "/api/v1/status")
+	if seen := be.take(); len(seen) != 0 {
+		t.Errorf("the backend got X-Tier %q, changed after statusgate decided", seen[0].Header.Get("X-Tier"))
+	}
+}

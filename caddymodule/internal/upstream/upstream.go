@@ -495,20 +495,24 @@ func (v Values) Set(repl *caddy.Replacer) {
 	}
 }
 
-// Same reports whether repl still gives the placeholders the values v:
-// handlers that ran since v was resolved did not send the request to
-// another backend.
-func (b *Backend) Same(repl *caddy.Replacer, v Values) bool {
-	if len(v) != 2*len(b.names) {
-		return false
+// Sent is the values, in repl, of every placeholder of the declaration that
+// the trip reads (those that pick the server and the others, but for those
+// new every request): what the backend is sent besides the request. A
+// handler after statusgate that changes one (a map, vars) changes what the
+// backend gets: compared before and after it, they must be equal. nil for a
+// declaration without such placeholders.
+func (b *Backend) Sent(repl *caddy.Replacer) Values {
+	if len(b.names)+len(b.unsplit) == 0 {
+		return nil
 	}
-	for i, name := range b.names {
-		val, _ := repl.Get(name)
-		if v[2*i] != name || caddy.ToString(val) != v[2*i+1] {
-			return false
+	v := make(Values, 0, 2*(len(b.names)+len(b.unsplit)))
+	for _, names := range [][]string{b.names, b.unsplit} {
+		for _, name := range names {
+			val, _ := repl.Get(name)
+			v = append(v, name, caddy.ToString(val))
 		}
 	}
-	return true
+	return v
 }
 
 // ServeHTTP sends r to the backend and writes its answer to w.
