@@ -152,11 +152,10 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 // its outcome is the answer's.
 func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, verdict) {
 	who := t.who
-	give, v := g.place(who)
-	if v.status != 0 {
+	if v := g.place(who); v.status != 0 {
 		return nil, v
 	}
-	defer give()
+	defer g.unplace(who)
 	ctx := r.Context()
 	permits, err := g.admit(ctx, t.ep, who.keyed)
 	if err != nil {
@@ -202,7 +201,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 		return nil
 	})
 	defer sp.done()
-	v = g.proxy(sp, r, t)
+	v := g.proxy(sp, r, t)
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
 		return nil, busy(sp.err, "1")
@@ -221,23 +220,31 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 // own cap, before the queue: past it only this caller is turned away, and
 // nobody waits for it. Counted whether or not a bound is in force, so that a
 // reload that sets one finds what is open. The gateway's own caller (a
-// network's member trips) takes none. It returns the function that gives
-// the place back, or the caller's 429.
-func (g *guard) place(who caller) (give func(), v verdict) {
-	if who.gateway {
-		return func() {}, verdict{}
-	}
-	if !who.keyed {
+// network's member trips) takes none. It returns the caller's 429, or
+// nothing: then unplace gives the place back.
+func (g *guard) place(who caller) verdict {
+	switch {
+	case who.gateway:
+	case !who.keyed:
 		if !g.quota.TakeUpTo(who.holder, g.perClient) {
-			return nil, tooMany(errQuota)
+			return tooMany(errQuota)
 		}
-		return func() { g.quota.Give(who.holder) }, verdict{}
+	case !g.keys.TakeUpTo(who.holder, who.keyCap):
+		// Counted by the key's name, under its cap in this config.
+		return tooMany(errKeyQuota)
 	}
-	// Counted by the key's name, under its cap in this config.
-	if !g.keys.TakeUpTo(who.holder, who.keyCap) {
-		return nil, tooMany(errKeyQuota)
+	return verdict{}
+}
+
+// unplace gives back the place place took for who.
+func (g *guard) unplace(who caller) {
+	switch {
+	case who.gateway:
+	case !who.keyed:
+		g.quota.Give(who.holder)
+	default:
+		g.keys.Give(who.holder)
 	}
-	return func() { g.keys.Give(who.holder) }, verdict{}
 }
 
 // detached is r under a context that keeps r's values and deadline (the

@@ -262,12 +262,11 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 		// The caller leads: its request counts among its open requests
 		// while the document is made. A refusal is its own (a follower
 		// then leads in its place, each joining the one build).
-		give, refused := n.guard.place(who)
-		if refused.status != 0 {
+		if refused := n.guard.place(who); refused.status != 0 {
 			v = refused
 			return nil
 		}
-		defer give()
+		defer n.guard.unplace(who)
 		res, _ := n.builds.Do(ctx, n.shareKey(who)+" build", func(ctx context.Context) *coalesce.Result {
 			return n.build(ctx, r, t, class)
 		})
