@@ -97,7 +97,7 @@ func TestTwoGateways(t *testing.T) {
 	}
 	// One build per checkout, kept between runs: Build reuses it while it
 	// is newer than every source of the binary.
-	bin := harness.CheckoutBinary(repo, "cluster")
+	bin := harness.CheckoutBinary(repo)
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)

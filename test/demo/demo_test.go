@@ -80,7 +80,7 @@ func TestDemoReloads(t *testing.T) {
 		}
 	}
 
-	bin := harness.CheckoutBinary(repo, "demo")
+	bin := harness.CheckoutBinary(repo)
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)

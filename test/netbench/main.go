@@ -74,7 +74,7 @@ func main() {
 	fmt.Println("| checkout | scenario | wall time | peak RSS growth | answers | trips per member |")
 	fmt.Println("|---|---|---:|---:|---|---|")
 	for _, co := range checkouts {
-		bin := harness.CheckoutBinary(co, "netbench")
+		bin := harness.CheckoutBinary(co)
 		what, err := harness.Build(co, bin, false)
 		if err != nil {
 			fail(err)

@@ -52,7 +52,7 @@ func TestFileKeyReload(t *testing.T) {
 			t.Fatalf("docs/keys.md does not say %q, which this test does", step)
 		}
 	}
-	bin := harness.CheckoutBinary(repo, "keyreload")
+	bin := harness.CheckoutBinary(repo)
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func TestStopEndsStreams(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := harness.CheckoutBinary(repo, "stop")
+	bin := harness.CheckoutBinary(repo)
 	msg, err := harness.Build(repo, bin, false)
 	if err != nil {
 		t.Fatal(err)
