@@ -123,6 +123,11 @@ func startCaddy() error {
 // socket is closed; on Linux, where that moment was seen to matter (one
 // load in a few hundred on a busy machine), the kernel's list of listening
 // sockets shows when it is.
+//
+// The admin API's listener is one of them: every load starts a new admin
+// server and stops the old one in the background, and a connection the
+// kernel hands the old one meanwhile is reset (a test's next /load met
+// "connection reset by peer" on a busy machine).
 func AwaitOldListeners(t testing.TB, adapted []byte) {
 	t.Helper()
 	var cfg struct {
@@ -138,7 +143,8 @@ func AwaitOldListeners(t testing.TB, adapted []byte) {
 		t.Fatalf("reading the adapted config's listeners: %v", err)
 	}
 	var keys [][2]string
-	sockets := map[uint]int{} // port: the config's listening sockets on it
+	// port: the config's listening sockets on it
+	sockets := map[uint]int{uint(AdminPort): 1}
 	for _, srv := range cfg.Apps.HTTP.Servers {
 		for _, l := range srv.Listen {
 			na, err := caddy.ParseNetworkAddress(l)
@@ -153,6 +159,14 @@ func AwaitOldListeners(t testing.TB, adapted []byte) {
 			}
 		}
 	}
+	awaitListeners(t, keys, sockets)
+}
+
+// awaitListeners returns once no listener address of keys (network,
+// host:port) is used by two configs and the kernel lists no more listening
+// sockets on each port of sockets than its count.
+func awaitListeners(t testing.TB, keys [][2]string, sockets map[uint]int) {
+	t.Helper()
 	for deadline := time.Now().Add(Patience); ; time.Sleep(2 * time.Millisecond) {
 		open := ""
 		for _, k := range keys {
@@ -180,5 +194,25 @@ func AwaitOldListeners(t testing.TB, adapted []byte) {
 // AdminClient talks to Caddy's admin API (and to metrics) on a new
 // connection each time: a config load replaces the admin server, which
 // closes the connections the last one kept alive, and a request sent on
-// one of those meets EOF.
-var AdminClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+// one of those meets EOF. And it connects only once the old admin server's
+// socket is closed: every load starts a new admin server, a refused one too
+// (Caddy loads the running config again), and stops the old one in the
+// background; a connection the kernel hands the old socket meanwhile is
+// reset (a test's /load after a refused one met "connection reset by peer"
+// on a busy machine).
+var AdminClient = &http.Client{Transport: adminTransport{&http.Transport{DisableKeepAlives: true}}}
+
+type adminTransport struct{ *http.Transport }
+
+// RoundTrip waits until the kernel lists one listening socket on AdminPort
+// (for at most Patience; the request then meets what it meets) and sends r.
+func (a adminTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Port() == strconv.Itoa(AdminPort) {
+		for deadline := time.Now().Add(Patience); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			if listening, known := harness.ListeningTCP(); !known || listening[uint(AdminPort)] <= 1 {
+				break
+			}
+		}
+	}
+	return a.Transport.RoundTrip(r)
+}
