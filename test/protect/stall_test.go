@@ -174,13 +174,14 @@ func TestStalledH2Streams(t *testing.T) {
 	for _, writeTimeout := range []string{"off", "1s"} {
 		Gateway{
 			Upstream: be.Addr(),
-			// A queue that waits as long as the test would, and a share of
+			// A queue that waits longer than the test would (WaitSeen
+			// waits as long as requests keep arriving), and a share of
 			// the held bytes (a sixteenth of max_held) that holds every
 			// stream's answer: every stream reaches the backend, however
 			// slowly a busy machine spools them (with the default, 4 MiB,
 			// a request that came after eight answers were held was
 			// refused before it reached the backend).
-			Statusgate: []string{"key " + KeyA, "write_timeout " + writeTimeout, "queue 64 1m", "timeout off", "max_held 1GiB"},
+			Statusgate: []string{"key " + KeyA, "write_timeout " + writeTimeout, "queue 64 10m", "timeout off", "max_held 1GiB"},
 			Global:     []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\tprotocols h1 h2c\n\t}"},
 		}.Start(t)
 		be.Misbehave(SendBig)
