@@ -14,6 +14,8 @@
 # Everything listens on loopback ports the tests choose free; the module
 # proxy is used only if the module cache lacks something. Bounded in time: each run is stopped after
 # -run-timeout (default 20m), and no run starts after -budget (default 8h).
+# After each run that passed it lists the -slowest (default 5) packages with
+# go test's time for each.
 # The whole script holds the repository's port lock, like scripts/flood.sh,
 # so that it never runs beside the harnesses (it would skew their figures,
 # and they its); set STRESS_LOCK to use another lock file.
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 args=("$@")
-runs=20 hogs=2 clones=0 run_timeout=20m budget=8h
+runs=20 hogs=2 clones=0 run_timeout=20m budget=8h slowest=5
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-runs) runs=$2; shift ;;
@@ -32,7 +34,8 @@ while [ $# -gt 0 ]; do
 	-two-clones) clones=1 ;;
 	-run-timeout) run_timeout=$2; shift ;;
 	-budget) budget=$2; shift ;;
-	-h | -help | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-slowest) slowest=$2; shift ;;
+	-h | -help | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "unknown flag $1 (-h for help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -82,9 +85,16 @@ one_run() {
 	echo "$rc $(($(date +%s) - start))"
 }
 
+# packages_by_time LOG: go test's line of each package that ran tests, the
+# slowest first (no package may come near go test's 10-minute timeout).
+packages_by_time() {
+	awk '$1 == "ok" && $3 ~ /s$/ { t = $3; sub(/s$/, "", t); printf "%8.1f s  %s\n", t, $2 }' "$1" | sort -rn
+}
+
 report() { # NAME RC SECONDS
 	if [ "$2" = 0 ]; then
-		echo "$1: ok in $3 s"
+		echo "$1: ok in $3 s; the slowest packages:"
+		packages_by_time "$logs/$1.log" | head -"$slowest" | sed 's/^/    /'
 		rm -f "$logs/$1.log"
 	else
 		echo "$1: FAILED (exit $2) after $3 s; log: $logs/$1.log"
