@@ -44,7 +44,7 @@ const (
 	SendLateError               // 1 MB of the same, then a syntax error: past the gateway's hold-back
 	SendDeep                    // 200,000 '[' deep
 	SendSlow                    // the response headers come after 1.5 s
-	sendHeld                    // the response headers come when the test calls release (holdAnswers)
+	sendHeld                    // the response headers come when the test calls Release (HoldAnswers)
 	SendBig                     // a valid player record of more than 256 KiB after filtering
 	SendMetaFirst               // the envelope with meta before data
 	SendTooMany                 // the plugin's 429 envelope with Retry-After: 7
@@ -119,14 +119,14 @@ func (be *Backend) Release() {
 	}
 }
 
-// AtBackend is how many requests reached the backend since the last take.
+// AtBackend is how many requests reached the backend since the last Take.
 func (be *Backend) AtBackend() int {
 	be.Mu.Lock()
 	defer be.Mu.Unlock()
 	return len(be.seen)
 }
 
-// Take returns the requests that reached the backend since the last take.
+// Take returns the requests that reached the backend since the last Take.
 func (be *Backend) Take() []SeenRequest {
 	be.Mu.Lock()
 	defer be.Mu.Unlock()
@@ -136,7 +136,7 @@ func (be *Backend) Take() []SeenRequest {
 }
 
 // WantSeen asserts that exactly the GET requests with these request URIs reached
-// the backend since the last take, in this order.
+// the backend since the last Take, in this order.
 func (be *Backend) WantSeen(t testing.TB, what string, uris ...string) []SeenRequest {
 	t.Helper()
 	seen := be.Take()
@@ -412,7 +412,7 @@ func BackendResponse(u *url.URL) (int, []byte) {
 	return 404, ErrorEnvelope(404, "No such endpoint: "+path, path)
 }
 
-// BigSessions is the number of sessions in bigPlayerBody.
+// BigSessions is the number of sessions in BigPlayerBody.
 const BigSessions = 7000
 
 // BigPlayerBody is a valid player record of about 520 KB, 315 KB after the

@@ -124,8 +124,8 @@ func (g Gateway) Caddyfile() string {
 		g.handlers(lines), strings.Join(g.Sites, "\n"))
 }
 
-// handlers are the site's handlers after g.site: routes, or statusgate with
-// lines in front of g.upstream.
+// handlers are the site's handlers after g.Site: Routes, or statusgate with
+// lines in front of g.Upstream.
 func (g Gateway) handlers(lines []string) string {
 	if g.Routes != "" {
 		return g.Routes
