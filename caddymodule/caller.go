@@ -23,29 +23,29 @@ type caller struct {
 	// name is the accepted key's name, as the key placeholder's value: the
 	// empty string without one.
 	name any
-	// keyed says the key opens this endpoint: the keyed queue class, no
+	// Keyed says the key opens this endpoint: the Keyed queue class, no
 	// per-client limit, the key's own cap.
-	keyed bool
-	// authenticated says the endpoint treats the caller as authenticated:
+	Keyed bool
+	// Authenticated says the endpoint treats the caller as Authenticated:
 	// its key counts, or auth is off. Everyone else gets the field layer and
-	// meta.authenticated:false, or the 401/404 of a protected endpoint.
-	authenticated bool
-	// holder names the caller for the per-client limits (max_per_client and
+	// meta.Authenticated:false, or the 401/404 of a protected endpoint.
+	Authenticated bool
+	// Holder names the caller for the per-client limits (max_per_client and
 	// the held bytes): its key's name when the key counts, its address
 	// otherwise, worked out only for a request that goes to the backend
 	// step (withAddress), so that a refusal costs the same whoever asks.
-	holder string
-	// keyCap is the key's own cap on open requests when the key counts;
+	Holder string
+	// KeyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
-	keyCap int
-	// gateway says the caller is the gateway itself, a network asking its
+	KeyCap int
+	// Gateway says the caller is the Gateway itself, a network asking its
 	// members on its own behalf: it takes no per-client place (its builds
 	// are one per class and snapshot already), only its admission class's.
-	gateway bool
-	// held is the caller's share of the held bytes: the key's own when the
+	Gateway bool
+	// Held is the caller's share of the Held bytes: the key's own when the
 	// key counts (judged by progress: keyShare), the guard's share for one
 	// address otherwise.
-	held hold.Share
+	Held hold.Share
 }
 
 // noValue is the empty placeholder value, made an interface value once:
@@ -55,21 +55,21 @@ var noValue any = ""
 // anonymous is the caller of a request decided before its endpoint is known.
 var anonymous = caller{key: noKey, name: noValue}
 
-// filtered reports whether the caller's answers go through the field layer.
-func (c caller) filtered() bool { return !c.authenticated }
+// Filtered reports whether the caller's answers go through the field layer.
+func (c caller) Filtered() bool { return !c.Authenticated }
 
 // callerFor is the caller of a request to ep that presented key (a keyring
 // position, or noKey).
 func (a *access) callerFor(key int, ep *endpoint) caller {
-	c := caller{key: key, name: noValue, authenticated: !a.authOn}
+	c := caller{key: key, name: noValue, Authenticated: !a.authOn}
 	if key == noKey {
 		return c
 	}
 	k := &a.keyInfo[key]
 	c.name = k.name
 	if k.opens(ep.name) {
-		c.keyed, c.authenticated = true, true
-		c.holder, c.keyCap, c.held = k.holder, k.maxInFlight, k.held
+		c.Keyed, c.Authenticated = true, true
+		c.Holder, c.KeyCap, c.Held = k.holder, k.maxInFlight, k.held
 	}
 	return c
 }
@@ -77,8 +77,8 @@ func (a *access) callerFor(key int, ep *endpoint) caller {
 // withAddress names a caller whose key does not count by its address (an
 // IPv6 address by its prefix of prefix6 bits), for the per-client limits.
 func (c caller) withAddress(r *http.Request, prefix6 int) caller {
-	if !c.keyed {
-		c.holder = clientAddress(r, prefix6)
+	if !c.Keyed {
+		c.Holder = clientAddress(r, prefix6)
 	}
 	return c
 }

@@ -56,14 +56,14 @@ type queryRule struct {
 // how its path is shaped. The slice order is the plugin's own endpoint order,
 // which the index keeps.
 type builtin struct {
-	name        string
+	Name        string
 	description string
 	rule        paramRule
 	kind        paramKind
 	disabled    bool          // disabled unless enabled in the config
-	mainThread  bool          // the plugin does the work on the game's main thread
-	cacheTTL    time.Duration // the micro-cache's default time to live
-	snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
+	MainThread  bool          // the plugin does the work on the game's main thread
+	CacheTTL    time.Duration // the micro-cache's default time to live
+	Snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
 	query       queryRule     // what the backend reads of the query (query.go); nothing by default
@@ -86,43 +86,43 @@ func words(s string) []string { return strings.Fields(s) }
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
 // /api/v1 with statusgate's defaults (docs/configuration.md, "Defaults").
 var builtins = []builtin{
-	{name: "index", description: "This list of endpoints", public: true,
+	{Name: "index", description: "This list of endpoints", public: true,
 		members: words("name apiVersion authEnabled versions version path current alias stations description requiresKey")},
-	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second,
+	{Name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, CacheTTL: time.Second, Snapshot: 5 * time.Second,
 		query:   queryRule{flags: []string{"history=true"}},
 		members: words("online minecraft discord history last")},
-	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
+	{Name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
 		query:   queryRule{flags: []string{"detailed=true"}},
 		members: words("uuid name nickname messagecolor nicknamecolor rank registry offline playtime afk balance addons pass discord chatplatform op banned stat detailed"),
 		open:    words("stat detailed")},
-	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"},
+	{Name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"},
 		members: words("brand maxPlayers motd version bukkitVersion minecraftVersion port ip onlineMode hardcore allowFlight allowNether allowEnd defaultGameMode viewDistance simulationDistance spawnRadius worldCount pluginCount")},
-	{name: "performance", description: "TPS, tick time, memory, JVM",
+	{Name: "performance", description: "TPS, tick time, memory, JVM",
 		members: words("tps 1m 5m 15m averageTickTimeMs memory usedBytes freeBytes totalBytes maxBytes usedMB maxMB jvm javaVersion javaVendor osName osArch availableProcessors uptimeMs threadCount")},
-	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+	{Name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
 		members: words("count worlds name uid environment seed difficulty time fullTime dayCount weather hasStorm thundering weatherDuration thunderDuration clear pvp allowAnimals allowMonsters minHeight maxHeight seaLevel viewDistance loadedChunks spawnLocation x y z worldBorder size centerX centerZ damageAmount damageBuffer warningDistance warningTimeTicks")},
-	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+	{Name: "gamerules", description: "Game rules per world", CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
 		members: words("count worlds world gameRules"), open: words("gameRules")},
-	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second,
+	{Name: "entities", description: "Entity counts per world, players excluded", CacheTTL: 5 * time.Second, Snapshot: 20 * time.Second,
 		members: words("totalEntities worlds world total byType"), open: words("byType")},
-	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
+	{Name: "spawnlimits", description: "Spawn limits and spawn intervals", CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
 		members: words("count worlds world spawnLimits ticksPerSpawns"), open: words("spawnLimits ticksPerSpawns")},
-	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
+	{Name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
 		query: queryRule{flags: []string{"view=html"}},
 		members: words("summary total bans ipBans mutes jails kicks warnings punishedPlayers activeNow cmiAvailable returned limit records type uuid name ip reason by at expires liftedAt permanent active extra " +
 			"banned ban category warningCount warningPoints mute shadow jail history cause historyCount activeCount")},
-	{name: "bans", description: "Ban list (UUIDs and IPs)",
+	{Name: "bans", description: "Ban list (UUIDs and IPs)",
 		members: words("players count entries reason source created expires permanent uuid name ips ip")},
-	{name: "operators", description: "Operator list", members: words("count operators")},
-	{name: "whitelist", description: "Whitelist state and entries", disabled: true, members: words("enabled count players")},
-	{name: "plugins", description: "Installed plugin list",
+	{Name: "operators", description: "Operator list", members: words("count operators")},
+	{Name: "whitelist", description: "Whitelist state and entries", disabled: true, members: words("enabled count players")},
+	{Name: "plugins", description: "Installed plugin list",
 		members: words("count plugins name version enabled description website apiVersion authors depend softDepend")},
-	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true,
+	{Name: "placeholders", description: "Resolved placeholder values (uuid, p)", MainThread: true,
 		query:   queryRule{params: []string{"uuid", "p", "list"}},
 		members: words("uuid online values"), open: words("values")},
-	{name: "network", description: "Cross-server aggregation", disabled: true,
+	{Name: "network", description: "Cross-server aggregation", disabled: true,
 		members: words("cluster thisServer serverCount totalOnline servers server online players discord updatedAt")},
-	{name: "constants", description: "Static enumeration reference",
+	{Name: "constants", description: "Static enumeration reference",
 		members: words("gameModes difficulties environments weatherTypes spawnCategories entityTypeCount materialCount")},
 }
 
@@ -142,13 +142,13 @@ type endpoint struct {
 	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
 	snapshot    time.Duration     // the backend's refresh interval of the station; 0: live or unknown
 	query       queryRule         // what of the client's query reaches the backend (upstreamQuery)
-	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
+	Fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
 	fieldList   []string          // the names in fields, for the metrics' labels
 	indexPath   string            // the path the index shows
 	basePath    string            // canonical upstream path without the parameter
 
 	nameValue any               // name as a placeholder value, made once
-	metrics   *metrics.Endpoint // this endpoint's counters; nil, counting nothing, while disabled
+	Metrics   *metrics.Endpoint // this endpoint's counters; nil, counting nothing, while disabled
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -159,7 +159,7 @@ func validEndpointName(name string) bool {
 		return ident.Valid(custom)
 	}
 	for i := range builtins {
-		if builtins[i].name == name {
+		if builtins[i].Name == name {
 			return true
 		}
 	}
@@ -177,7 +177,7 @@ func endpointNameError(name string) error {
 var builtinList = func() []string {
 	names := make([]string, len(builtins))
 	for i, b := range builtins {
-		names[i] = b.name
+		names[i] = b.Name
 	}
 	return names
 }()
@@ -260,42 +260,42 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
 	add := func(b builtin) {
 		ep := &endpoint{
-			name:        b.name,
+			name:        b.Name,
 			description: b.description,
 			rule:        b.rule,
 			kind:        b.kind,
 			enabled:     !b.disabled,
 			requireKey:  !b.public,
-			mainThread:  b.mainThread,
-			cacheTTL:    b.cacheTTL,
-			snapshot:    b.snapshot,
+			mainThread:  b.MainThread,
+			cacheTTL:    b.CacheTTL,
+			snapshot:    b.Snapshot,
 			query:       b.query,
-			basePath:    "/api/v1/" + b.name,
+			basePath:    "/api/v1/" + b.Name,
 		}
-		if b.name == "index" {
+		if b.Name == "index" {
 			ep.basePath = "/api/v1"
 		}
 		ep.indexPath = ep.basePath
 		if b.rule == paramRequired && b.kind == paramUUID {
 			ep.indexPath += "/{uuid}"
 		}
-		if on, ok := c.enabled[b.name]; ok {
+		if on, ok := c.enabled[b.Name]; ok {
 			ep.enabled = on
 		}
-		if need, ok := c.requireKey[b.name]; ok {
+		if need, ok := c.requireKey[b.Name]; ok {
 			ep.requireKey = need
 		}
-		if ttl, ok := c.cache[b.name]; ok {
+		if ttl, ok := c.cache[b.Name]; ok {
 			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
 		}
 		if c.noCache {
 			ep.cacheTTL = 0
 		}
-		if every, ok := c.snapshot[b.name]; ok {
+		if every, ok := c.snapshot[b.Name]; ok {
 			ep.snapshot = max(time.Duration(every), 0)
 		}
 		names := b.fields
-		if list, ok := c.fields[b.name]; ok {
+		if list, ok := c.fields[b.Name]; ok {
 			names = list
 		}
 		if !c.authOn {
@@ -303,11 +303,11 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			names = nil
 		}
 		if len(names) > 0 {
-			ep.fields = jsonfilter.NewNames(names)
+			ep.Fields = jsonfilter.NewNames(names)
 			ep.fieldList = names
 		}
 		ep.nameValue = ep.name
-		t.byName[b.name] = ep
+		t.byName[b.Name] = ep
 		t.ordered = append(t.ordered, ep)
 	}
 	for _, b := range builtins {
@@ -323,7 +323,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		// like a freshly generated custom/<name>.yml of the plugin.
 		// The gateway cannot know what it reads of the query: all but the
 		// key reaches it.
-		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
+		add(builtin{Name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
 	}
 
 	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
@@ -340,7 +340,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		return nil, nil, err
 	}
 	for _, ep := range t.ordered {
-		ep.metrics = m.Endpoint(ep.name)
+		ep.Metrics = m.Endpoint(ep.name)
 	}
 	return t, m, nil
 }

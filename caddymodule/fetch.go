@@ -33,7 +33,7 @@ import (
 // entry. It returns how the request ended; a refusal is the caller's to
 // write (conclude, or a stream's poll).
 func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
-	if err := g.held.Check(t.who.holder, t.who.held); err != nil {
+	if err := g.held.Check(t.Caller.Holder, t.Caller.Held); err != nil {
 		return heldRefusal(err)
 	}
 	if g.timeout > 0 {
@@ -46,7 +46,7 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	// of a shared trip have it (the cache keeps a copy).
 	sp := newSpool(pw, g.maxResponse, g.held)
 	defer sp.recycle()
-	if t.share == "" {
+	if t.Share == "" {
 		res, v := g.trip(sp, r, t)
 		if res == nil {
 			return v
@@ -54,14 +54,14 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		if left(r) {
 			return contextRefusal(r.Context().Err())
 		}
-		return g.deliver(pw, t.who, res, false, false, v.outcome)
+		return g.deliver(pw, t.Caller, res, false, false, v.Outcome)
 	}
 	// Only an endpoint with a time to live looks: a guard outlives a reload
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one.
-	if t.ep.cacheTTL > 0 {
-		if e, fresh, ok := g.caching().GetStale(t.share); ok {
-			v := g.deliver(pw, t.who, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
+	if t.Station.cacheTTL > 0 {
+		if e, fresh, ok := g.caching().GetStale(t.Share); ok {
+			v := g.deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
 			if !fresh {
 				g.refresh(r, t)
 			}
@@ -69,15 +69,15 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		}
 	}
 	var v verdict // of the caller's own trip
-	res, how := g.coalescing().Do(r.Context(), t.share, func(ctx context.Context) *coalesce.Result {
+	res, how := g.coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
 		var res *coalesce.Result
 		res, v = g.trip(sp, r.WithContext(ctx), t)
-		g.store(t.share, t.ep, res) // a copy: the answer's buffer stays the spool's
+		g.store(t.Share, t.Station, res) // a copy: the answer's buffer stays the spool's
 		return res
 	})
 	switch how {
 	case coalesce.Shared:
-		return g.deliver(pw, t.who, res, true, false, metrics.Coalesced)
+		return g.deliver(pw, t.Caller, res, true, false, metrics.Coalesced)
 	case coalesce.Abandoned:
 		return contextRefusal(r.Context().Err())
 	}
@@ -90,7 +90,7 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	if left(r) {
 		return contextRefusal(r.Context().Err())
 	}
-	return g.deliver(pw, t.who, res, true, false, v.outcome)
+	return g.deliver(pw, t.Caller, res, true, false, v.Outcome)
 }
 
 // left reports whether r's client left while its trip ran on without it
@@ -130,7 +130,7 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 	if cached {
 		hold = g.held.Lend
 	}
-	claim, err := hold(who.holder, who.held, res.Body)
+	claim, err := hold(who.Holder, who.Held, res.Body)
 	if err != nil {
 		return heldRefusal(err)
 	}
@@ -139,7 +139,7 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 	defer pw.Watch(nil)
 	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
 	_ = pw.Done()
-	return verdict{outcome: outcome}
+	return verdict{Outcome: outcome}
 }
 
 // trip is one request's way to the backend and back, under the caller's
@@ -151,13 +151,13 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 // budget. The verdict says how the trip ended; with an answer held whole,
 // its outcome is the answer's.
 func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, verdict) {
-	who := t.who
-	if v := g.place(who); v.status != 0 {
+	who := t.Caller
+	if v := g.place(who); v.Status != 0 {
 		return nil, v
 	}
 	defer g.unplace(who)
 	ctx := r.Context()
-	permits, err := g.admit(ctx, t.ep, who.keyed)
+	permits, err := g.admit(ctx, t.Station, who.Keyed)
 	if err != nil {
 		var be *admission.BusyError
 		if errors.As(err, &be) {
@@ -188,9 +188,9 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	// broke off mid-stream would reach it as a clean close after a 200, a
 	// truncated body it cannot tell from a whole one. It gets answers held
 	// whole, or a 502.
-	mustHold := who.filtered() && !r.ProtoAtLeast(1, 1)
-	sp.begin(who.held, mustHold, func() error {
-		if limit := g.maxBigAnswers.Load(); !who.keyed && limit > 0 {
+	mustHold := who.Filtered() && !r.ProtoAtLeast(1, 1)
+	sp.begin(who.Held, mustHold, func() error {
+		if limit := g.maxBigAnswers.Load(); !who.Keyed && limit > 0 {
 			if g.bigAnswers.Add(1) > limit {
 				g.bigAnswers.Add(-1)
 				return errStreamsFull
@@ -205,7 +205,7 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
 		return nil, busy(sp.err, "1")
-	case v.status != 0, v.cut, sp.spilled:
+	case v.Status != 0, v.Cut, sp.spilled:
 		return nil, v // refused, failed, or streamed to the client already
 	}
 	res := sp.result()
@@ -224,12 +224,12 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 // nothing: then unplace gives the place back.
 func (g *guard) place(who caller) verdict {
 	switch {
-	case who.gateway:
-	case !who.keyed:
-		if !g.quota.TakeUpTo(who.holder, g.perClient) {
+	case who.Gateway:
+	case !who.Keyed:
+		if !g.quota.TakeUpTo(who.Holder, g.perClient) {
 			return tooMany(errQuota)
 		}
-	case !g.keys.TakeUpTo(who.holder, who.keyCap):
+	case !g.keys.TakeUpTo(who.Holder, who.KeyCap):
 		// Counted by the key's name, under its cap in this config.
 		return tooMany(errKeyQuota)
 	}
@@ -239,11 +239,11 @@ func (g *guard) place(who caller) verdict {
 // unplace gives back the place place took for who.
 func (g *guard) unplace(who caller) {
 	switch {
-	case who.gateway:
-	case !who.keyed:
-		g.quota.Give(who.holder)
+	case who.Gateway:
+	case !who.Keyed:
+		g.quota.Give(who.Holder)
 	default:
-		g.keys.Give(who.holder)
+		g.keys.Give(who.Holder)
 	}
 }
 
@@ -330,13 +330,13 @@ func snapshotTime(body []byte) (time.Time, bool) {
 // request of its own (backgroundRequest) with the caller's ticket, the same
 // admission and budget, and no caller to answer: its outcome is not counted.
 func (g *guard) refresh(r *http.Request, t *ticket) {
-	if _, busy := g.refreshing.LoadOrStore(t.share, struct{}{}); busy {
+	if _, busy := g.refreshing.LoadOrStore(t.Share, struct{}{}); busy {
 		return
 	}
-	if g.caching().Fresh(t.share) {
+	if g.caching().Fresh(t.Share) {
 		// Refreshed since this caller found it stale, by a refresh that
 		// has ended since.
-		g.refreshing.Delete(t.share)
+		g.refreshing.Delete(t.Share)
 		return
 	}
 
@@ -345,19 +345,19 @@ func (g *guard) refresh(r *http.Request, t *ticket) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, staleGrace))
 	bg := backgroundRequest(ctx, r, t)
 	go func() {
-		defer g.refreshing.Delete(t.share)
+		defer g.refreshing.Delete(t.Share)
 		defer cancel()
 		defer func() {
 			// A response that broke off ends in http.ErrAbortHandler, which
 			// net/http would have caught for a caller; here nobody would.
 			if rec := recover(); rec != nil && rec != http.ErrAbortHandler {
-				g.logger.Error("cache refresh failed", zap.String("endpoint", t.ep.name), zap.Any("panic", rec))
+				g.logger.Error("cache refresh failed", zap.String("endpoint", t.Station.name), zap.Any("panic", rec))
 			}
 		}()
 		sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
 		defer sp.recycle()
 		res, _ := g.trip(sp, bg, t)
-		g.store(t.share, t.ep, res)
+		g.store(t.Share, t.Station, res)
 	}()
 }
 
@@ -381,7 +381,7 @@ func backgroundRequest(ctx context.Context, r *http.Request, t *ticket) *http.Re
 			own.Set(p, v)
 		}
 	}
-	t.upstream.Set(own)
+	t.Upstream.Set(own)
 	return caddyhttp.PrepareRequest(bg, own, nil, srv)
 }
 

@@ -49,7 +49,7 @@ func (c changedAfter) Error() string {
 // client's request picked (t.upstream).
 func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
 	if g.backend == nil {
-		if err := t.next(pw, r); err != nil || pw.headerIn {
+		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
 		return errNothingAfter
@@ -57,8 +57,8 @@ func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
 	if err := g.gate(pw.Header(), r, t); err != nil {
 		return err
 	}
-	if t.upstream != nil {
-		t.upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
+	if t.Upstream != nil {
+		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}
 	return g.backend.ServeHTTP(pw, r)
 }
@@ -81,7 +81,7 @@ func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
 	restore := keepUnhandledMark(ctx)
 	gw := gateWriter{hdr: hdr}
 	cp := r.Clone(httptrace.WithClientTrace(ctx, noTrips))
-	err := gw.run(t.next, cp)
+	err := gw.run(t.Next, cp)
 	restore()
 	switch {
 	case gw.tripped:

@@ -1098,18 +1098,18 @@ func TestClientGone(t *testing.T) {
 // is refused.
 func TestGatewayCallerTakesNoPlace(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\nmax_per_client 1")
-	network := caller{key: noKey, name: noValue, gateway: true, holder: "network main"}
-	address := caller{key: noKey, name: noValue, holder: "192.0.2.1"}
+	network := caller{key: noKey, name: noValue, Gateway: true, Holder: "network main"}
+	address := caller{key: noKey, name: noValue, Holder: "192.0.2.1"}
 	for _, c := range []struct {
 		who     caller
 		refused bool
 	}{{network, false}, {address, true}} {
 		v1, v2 := h.guard.place(c.who), h.guard.place(c.who)
-		if v1.status != 0 || (v2.status != 0) != c.refused {
-			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.holder, v1.status, v2.status, c.refused)
+		if v1.Status != 0 || (v2.Status != 0) != c.refused {
+			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.Holder, v1.Status, v2.Status, c.refused)
 		}
 		h.guard.unplace(c.who)
-		if v2.status == 0 {
+		if v2.Status == 0 {
 			h.guard.unplace(c.who)
 		}
 	}

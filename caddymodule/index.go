@@ -95,7 +95,7 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 	switch {
 	case !hide:
 		return c.all
-	case !who.authenticated:
+	case !who.Authenticated:
 		return c.public
 	case who.key != noKey && c.scoped[who.key] != nil:
 		return c.scoped[who.key]
@@ -113,11 +113,11 @@ func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		logger.Error("filtering the index", zap.Error(err))
-		return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
+		return verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
 	}
 	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
-	return verdict{outcome: metrics.Index}
+	return verdict{Outcome: metrics.Index}
 }
 
 // ownAnswer is the body of an answer the gateway makes itself (the index, a
@@ -132,16 +132,16 @@ func ownAnswer(data, extra []byte, who caller, ep *endpoint) ([]byte, error) {
 	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
 	b = append(b, extra...)
 	b = append(b, `,"authenticated":`...)
-	b = strconv.AppendBool(b, who.authenticated)
+	b = strconv.AppendBool(b, who.Authenticated)
 	b = append(b, "}}"...)
-	if !who.filtered() || ep.fields == nil {
+	if !who.Filtered() || ep.Fields == nil {
 		return b, nil
 	}
-	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
+	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.Fields, jsonfilter.Options{})
 	if err != nil {
 		return nil, err
 	}
-	ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
-	ep.metrics.FieldsRemoved(hidden)
+	ep.Metrics.FilterBytes(int64(len(b)), int64(len(out)))
+	ep.Metrics.FieldsRemoved(hidden)
 	return out, nil
 }

@@ -209,10 +209,10 @@ const docClasses = 4
 // docClass is the class of the documents who gets.
 func docClass(who caller) int {
 	c := 0
-	if who.filtered() {
+	if who.Filtered() {
 		c |= 1
 	}
-	if who.keyed {
+	if who.Keyed {
 		c |= 2
 	}
 	return c
@@ -239,13 +239,13 @@ type networkDoc struct {
 // refusal. The caller's own limits are its share of the held bytes and, if
 // it leads a build, its per-client place or key cap for that time: its 429.
 func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
-	who := t.who
+	who := t.Caller
 	if r.Header.Get(networkHeader) != "" {
 		// Refused before anything is asked: 508, which the network that
 		// sent it reads as its member's failure.
-		return verdict{outcome: metrics.BadRequest, status: http.StatusLoopDetected, cause: errNetworkLoop}
+		return verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
-	if err := n.guard.held.Check(who.holder, who.held); err != nil {
+	if err := n.guard.held.Check(who.Holder, who.Held); err != nil {
 		return heldRefusal(err)
 	}
 	class := docClass(who)
@@ -262,7 +262,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 		// The caller leads: its request counts among its open requests
 		// while the document is made. A refusal is its own (a follower
 		// then leads in its place, each joining the one build).
-		if refused := n.guard.place(who); refused.status != 0 {
+		if refused := n.guard.place(who); refused.Status != 0 {
 			v = refused
 			return nil
 		}
@@ -275,7 +275,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 		case ctx.Err() != nil:
 			v = contextRefusal(ctx.Err())
 		default:
-			v = verdict{outcome: metrics.BackendError, status: http.StatusInternalServerError}
+			v = verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
 		}
 		return res
 	})
@@ -288,7 +288,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 	outcome := metrics.Coalesced
 	if how != coalesce.Shared {
 		outcome = metrics.Served
-		if who.filtered() {
+		if who.Filtered() {
 			outcome = metrics.Filtered
 		}
 	}
@@ -311,7 +311,7 @@ func (n *networkState) rebuild(r *http.Request, t *ticket, class int) {
 	}
 	go func() {
 		defer n.rebuilding[class].Store(false)
-		n.builds.Do(context.WithoutCancel(r.Context()), n.shareKey(t.who)+" build", func(ctx context.Context) *coalesce.Result {
+		n.builds.Do(context.WithoutCancel(r.Context()), n.shareKey(t.Caller)+" build", func(ctx context.Context) *coalesce.Result {
 			return n.build(ctx, r, t, class)
 		})
 	}()
@@ -332,7 +332,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 			answers[i] = memberAnswer{left: f.err} // logged when it failed
 			continue
 		}
-		mr, mt := n.memberRequest(ctx, srv, m, t.who.keyed, t.next)
+		mr, mt := n.memberRequest(ctx, srv, m, t.Caller.Keyed, t.Next)
 		wg.Go(func() { answers[i] = n.ask(m, mr, mt) })
 	}
 	wg.Wait()
@@ -362,7 +362,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 		}
 		doc.Unreachable = append(doc.Unreachable, m.id)
 	}
-	body, err := n.render(&doc, t.who, order)
+	body, err := n.render(&doc, t.Caller, order)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		n.logger.Error("filtering the network document", zap.Error(err))
@@ -372,7 +372,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 	apijson.SetHeaders(hdr)
 	setCORS(hdr)
 	res := &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}
-	n.store(class, t.who, res)
+	n.store(class, t.Caller, res)
 	return res
 }
 
@@ -420,7 +420,7 @@ func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 		n.keep(class, nil)
 		return
 	}
-	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.keyed}}
+	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.Keyed}}
 	d.charged = int64(len(res.Body))
 	if err := n.guard.held.Take(d.share, d.charged); err != nil {
 		n.keep(class, nil)

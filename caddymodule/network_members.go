@@ -37,12 +37,12 @@ const statusPath = "/api/v1/status"
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
 func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
-	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true, gateway: true,
-		holder: "network " + n.cluster, held: hold.Share{Keyed: keyed}}
+	who := caller{key: noKey, name: noValue, Keyed: keyed, Authenticated: true, Gateway: true,
+		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, n.status.nameValue)
 	repl.Set(placeholderKey, noValue)
-	repl.Set(placeholderClient, who.holder)
+	repl.Set(placeholderClient, who.Holder)
 	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
 	mr, _ := http.NewRequestWithContext(base, http.MethodGet, statusPath, nil)
 	mr.Host, mr.RequestURI = "", statusPath
@@ -111,16 +111,16 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 	}()
 	v := m.guard.fetch(progress.New(rec, 0), r, t)
 	switch {
-	case v.status == http.StatusTooManyRequests || v.status == http.StatusServiceUnavailable && !v.failed():
+	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
 		// The member's guard has no room for the network now (its
 		// queue, its per-client place for the network): left out of this
 		// document, not a failure of the member's.
-		a.left = cmp.Or(v.cause, errMemberBusy)
+		a.left = cmp.Or(v.Cause, errMemberBusy)
 		return a
-	case v.status != 0 || v.cut:
-		a.left = cmp.Or(v.cause, errBrokeOff)
-		if v.failed() {
-			a.logAs = cmp.Or(v.status, http.StatusBadGateway)
+	case v.Status != 0 || v.Cut:
+		a.left = cmp.Or(v.Cause, errBrokeOff)
+		if v.Failed() {
+			a.logAs = cmp.Or(v.Status, http.StatusBadGateway)
 		}
 		a.share = true
 		return a

@@ -61,7 +61,7 @@ func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 	}
 	repl.Set(placeholderEndpoint, endpoint)
 	repl.Set(placeholderKey, who.name)
-	if !who.keyed {
+	if !who.Keyed {
 		// Stored by Caddy as an interface value already: no allocation.
 		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
 		return
@@ -76,7 +76,7 @@ func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 func settle(repl *caddy.Replacer, ep *endpoint, m *metrics.Metrics, o metrics.Outcome) {
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
-		ep.metrics.Count(o)
+		ep.Metrics.Count(o)
 	} else {
 		m.Other().Count(o)
 	}

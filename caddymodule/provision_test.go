@@ -97,7 +97,7 @@ func checkTable(t *testing.T, h *Handler, order []string, want map[string]epWant
 		if (h.table.lookup(name) != nil) != w.enabled {
 			t.Errorf("%s: lookup disagrees with enabled=%v", name, w.enabled)
 		}
-		if got := fieldNames(t, ep.fields, w.fields); !slices.Equal(got, w.fields) {
+		if got := fieldNames(t, ep.Fields, w.fields); !slices.Equal(got, w.fields) {
 			t.Errorf("%s: protected fields %q, want %q", name, got, w.fields)
 		}
 	}

@@ -42,8 +42,8 @@ var errBrokeOff = errors.New("backend response broke off")
 // streaming to the client, only a cut connection tells the client that the
 // rest is missing: the verdict then says so.
 func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
-	filtered := t.who.filtered()
-	pw := writers.get(sp, filtered, t.ep.fields)
+	filtered := t.Caller.Filtered()
+	pw := writers.get(sp, filtered, t.Station.Fields)
 	err := pw.run(func() error { return g.send(pw, r, t) })
 	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
 		// reverse_proxy answers a request whose context was cancelled with a
@@ -52,29 +52,29 @@ func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
 		return contextRefusal(ctxErr)
 	}
 	if filtered && err == nil {
-		t.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
-		t.ep.metrics.FieldsRemoved(pw.filter.Hidden())
+		t.Station.Metrics.FilterBytes(pw.inBytes, pw.outBytes)
+		t.Station.Metrics.FieldsRemoved(pw.filter.Hidden())
 	}
 	writers.put(pw)
 	switch {
 	case err == nil && filtered:
-		return verdict{outcome: metrics.Filtered}
+		return verdict{Outcome: metrics.Filtered}
 	case err == nil:
-		return verdict{outcome: metrics.Served}
+		return verdict{Outcome: metrics.Served}
 	case sp.spilled:
-		return verdict{outcome: metrics.BackendError, cause: err, cut: true}
+		return verdict{Outcome: metrics.BackendError, Cause: err, Cut: true}
 	}
 	v := badGateway(err)
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
 		case http.StatusGatewayTimeout:
-			v.status = http.StatusGatewayTimeout
+			v.Status = http.StatusGatewayTimeout
 		case http.StatusTooManyRequests:
 			// A rate limiter after the gateway (rate_limit) refused the
 			// caller; it left Retry-After in the header.
-			v.status, v.outcome = http.StatusTooManyRequests, metrics.RateLimited
-			v.retryAfter = sp.Header().Get("Retry-After")
+			v.Status, v.Outcome = http.StatusTooManyRequests, metrics.RateLimited
+			v.RetryAfter = sp.Header().Get("Retry-After")
 		}
 	}
 	return v

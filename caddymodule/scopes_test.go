@@ -176,11 +176,11 @@ func TestKeyShare(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
 		}
 		c := h.callerFor(0, h.table.lookup("server"))
-		if c.held != got {
-			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.held, got)
+		if c.Held != got {
+			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.Held, got)
 		}
-		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.prefix6); anon.held != (hold.Share{}) {
-			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.held)
+		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.prefix6); anon.Held != (hold.Share{}) {
+			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.Held)
 		}
 	}
 }

@@ -408,7 +408,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if r.Method == http.MethodOptions {
 		writePreflight(w)
-		x.end(verdict{outcome: metrics.Preflight})
+		x.end(verdict{Outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
@@ -432,7 +432,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Who the caller is for this endpoint: a key outside its scope makes
 	// it a caller without a key from here on, byte for byte.
 	x.ep, x.who = rt.ep, h.callerFor(key, rt.ep)
-	if rt.ep.requireKey && !x.who.authenticated {
+	if rt.ep.requireKey && !x.who.Authenticated {
 		if x.who.key != noKey {
 			h.metrics.KeyRefused(x.who.key) // an accepted key, outside its scope
 		}
@@ -466,7 +466,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.
 	picked := h.guard.resolve(x.repl)
-	prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
+	prepareUpstream(r, rt, x.who.Filtered() || h.guard.shareable(rt.ep))
 	x.who = x.who.withAddress(r, h.guard.prefix6)
 
 	// The backend step, the guard's: its answer, or its refusal, is written
@@ -477,7 +477,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if h.network.answers(rt.ep) {
 		// The network's answers are the class's document, whatever the
 		// site or the client's Host: so is a stream's topic.
-		t.answer, t.share = h.network.fetch, h.network.shareKey(x.who)
+		t.answer, t.Share = h.network.fetch, h.network.shareKey(x.who)
 	}
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()
@@ -529,21 +529,21 @@ func (h *Handler) conclude(x *exchange) {
 	v := x.verdict
 	if !x.ended {
 		// Panicking: the answer, if any, broke off.
-		v = verdict{outcome: metrics.BackendError}
+		v = verdict{Outcome: metrics.BackendError}
 	}
-	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
-		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
+	if x.forwarded && (v.Status != 0 || v.Cut || !x.ended) && x.r.Context().Err() != nil {
+		v = verdict{Outcome: metrics.ClientGone, Status: statusClientClosed, Cut: v.Cut}
 	}
-	settle(x.repl, x.ep, h.metrics, v.outcome)
+	settle(x.repl, x.ep, h.metrics, v.Outcome)
 	switch {
 	case !x.ended:
 		return // the panic goes on
-	case v.cut:
-		if v.cause != nil {
-			logFailure(h.logger, http.StatusBadGateway, x.ep, v.cause)
+	case v.Cut:
+		if v.Cause != nil {
+			logFailure(h.logger, http.StatusBadGateway, x.ep, v.Cause)
 		}
 		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
-	case v.status == 0:
+	case v.Status == 0:
 		return
 	}
 	// The header holds what the site's handlers before the gateway set (HSTS,
@@ -551,20 +551,20 @@ func (h *Handler) conclude(x *exchange) {
 	// answer: that stays in the spool's own header until the answer is
 	// written, after which nothing is refused any more, only cut.
 	hdr := x.w.Header()
-	switch v.status {
+	switch v.Status {
 	case statusClientClosed:
-		x.w.WriteHeader(v.status) // for the access log; nobody reads it
+		x.w.WriteHeader(v.Status) // for the access log; nobody reads it
 		return
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		if v.retryAfter != "" {
-			hdr.Set("Retry-After", v.retryAfter)
+		if v.RetryAfter != "" {
+			hdr.Set("Retry-After", v.RetryAfter)
 		}
 	default:
-		if v.cause != nil {
-			logFailure(h.logger, v.status, x.ep, v.cause)
+		if v.Cause != nil {
+			logFailure(h.logger, v.Status, x.ep, v.Cause)
 		}
 	}
-	writeError(x.w, v.status, x.decodedPath)
+	writeError(x.w, v.Status, x.decodedPath)
 }
 
 // Interface guards

@@ -645,7 +645,7 @@ func TestFilteredWrites(t *testing.T) {
 	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
 	for _, n := range []int{2000, 12000} { // about 100 KiB and 600 KiB of input
 		body := `{"ok":true,"data":{"list":[` + strings.Repeat(member, n) + `{}]},"meta":{"authenticated":true}}`
-		want, _, err := jsonfilter.Apply(nil, []byte(body), h.table.byName["player"].fields, jsonfilter.Options{})
+		want, _, err := jsonfilter.Apply(nil, []byte(body), h.table.byName["player"].Fields, jsonfilter.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,8 +135,8 @@ func qvalue(q string) (int, bool) {
 // viewer ends it, or the client stops taking what is written
 // (write_timeout: the stream is cut and its seat given back).
 func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head int64) verdict {
-	g, who := lv.guard, t.who
-	if err := g.held.Check(who.holder, who.held); err != nil {
+	g, who := lv.guard, t.Caller
+	if err := g.held.Check(who.Holder, who.Held); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
@@ -144,8 +144,8 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// and the topic's place, of an anonymous one when every one is taken;
 	// the seat only once its stream has passed every check of its own
 	// (settle, below): until then it is pending, and ends nobody.
-	keyed := who.keyed
-	seat, err := lv.seats.TakeUpTo(who.holder, keyed, lv.limits.perClient)
+	keyed := who.Keyed
+	seat, err := lv.seats.TakeUpTo(who.Holder, keyed, lv.limits.perClient)
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
@@ -161,7 +161,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// joins a topic polled already as it is: what it gets is the answer
 	// the topic's polls (charged to its viewers in turn) keep current, at
 	// no cost to the backend, as a cached answer is.
-	topic := cmp.Or(t.share, g.shareKey(r, who.filtered(), t.upstream)) + " " + t.path
+	topic := cmp.Or(t.Share, g.shareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
 	viewer := live.Viewer{
 		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
@@ -170,11 +170,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// like a plain GET, starts only while the viewer holds less than half
 	// its share). Charged before anything of the stream is done, so that a
 	// stream refused for it ends nobody else's.
-	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+	if err := g.held.Pin(who.Holder, who.Held, head); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 		return heldRefusal(err)
 	}
-	defer g.held.Unpin(who.holder, who.held, head)
+	defer g.held.Unpin(who.Holder, who.Held, head)
 	sub, err := lv.hub.Join(topic, viewer)
 	opening := sub == nil && err == nil
 	if opening {
@@ -186,7 +186,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		setEventAccept(r.Header)
 		var v verdict
 		v, viewer.Answer = lv.fetch(r, t)
-		if v.status == http.StatusTooManyRequests {
+		if v.Status == http.StatusTooManyRequests {
 			return v
 		}
 		if err := r.Context().Err(); err != nil {
@@ -194,7 +194,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			// answer (the wait's end, a 504) is nobody's first event.
 			return contextRefusal(err)
 		}
-		viewer.Next = liveInterval(t.ep, viewer.Answer)
+		viewer.Next = liveInterval(t.Station, viewer.Answer)
 	}
 	if err == nil {
 		// Every check of the viewer's own is passed: only now may a keyed
@@ -226,8 +226,8 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		return busy(err, "1")
 	}
 	defer sub.Leave()
-	t.ep.metrics.StreamOpened()
-	defer t.ep.metrics.StreamClosed()
+	t.Station.Metrics.StreamOpened()
+	defer t.Station.Metrics.StreamClosed()
 
 	hdr := pw.Header()
 	setCORS(hdr)
@@ -243,7 +243,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	pw.WriteHeader(http.StatusOK)
 	if err := lv.send(pw, retryLine); err != nil {
-		return lv.ended(t.ep, err)
+		return lv.ended(t.Station, err)
 	}
 
 	var lifetime <-chan time.Time
@@ -259,17 +259,17 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	for {
 		select {
 		case <-r.Context().Done():
-			return verdict{outcome: metrics.Streamed}
+			return verdict{Outcome: metrics.Streamed}
 		case <-sub.Done():
-			return verdict{outcome: metrics.Streamed}
+			return verdict{Outcome: metrics.Streamed}
 		case <-seat.Ended():
 			// A keyed caller took the seat over: the client reconnects.
-			return verdict{outcome: metrics.Streamed}
+			return verdict{Outcome: metrics.Streamed}
 		case <-lifetime:
-			return verdict{outcome: metrics.Streamed}
+			return verdict{Outcome: metrics.Streamed}
 		case <-heartbeat.C:
 			if err := lv.send(pw, heartbeatLine); err != nil {
-				return lv.ended(t.ep, err)
+				return lv.ended(t.Station, err)
 			}
 		case <-sub.Ready():
 			ev, ok := sub.Take()
@@ -283,12 +283,12 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-				return verdict{outcome: metrics.Streamed}
+				return verdict{Outcome: metrics.Streamed}
 			}
 			if err != nil {
-				return lv.ended(t.ep, err)
+				return lv.ended(t.Station, err)
 			}
-			t.ep.metrics.EventSent()
+			t.Station.Metrics.EventSent()
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
@@ -340,7 +340,7 @@ func encodeEvent(ev live.Event) []byte {
 // ended. The event's bytes are its topic's, charged already (live.Meter):
 // they are lent, as a cache hit's are.
 func (lv *liveState) sendHeld(pw *progress.Writer, who caller, p []byte) (held bool, err error) {
-	claim, err := lv.guard.held.Lend(who.holder, who.held, p)
+	claim, err := lv.guard.held.Lend(who.Holder, who.Held, p)
 	if err != nil {
 		return false, nil
 	}
@@ -381,10 +381,10 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 // left just ended its stream.
 func (lv *liveState) ended(ep *endpoint, err error) verdict {
 	if !errors.Is(err, errStalled) {
-		return verdict{outcome: metrics.Streamed}
+		return verdict{Outcome: metrics.Streamed}
 	}
-	ep.metrics.ViewerCut()
-	return verdict{outcome: metrics.StreamCut, cut: true}
+	ep.Metrics.ViewerCut()
+	return verdict{Outcome: metrics.StreamCut, Cut: true}
 }
 
 // appendEvent appends ev as a server-sent event: its id, then its data, a

@@ -69,7 +69,7 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
 		c := by.(*charge)
 		pt := *t // a ticket of each poll's own: a refresh it starts keeps it
-		pt.who = c.who
+		pt.Caller = c.who
 		rctx, cancel := context.WithCancel(base.Context())
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
@@ -79,7 +79,7 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 		repl.Set(placeholderKey, c.key)
 		repl.Set(placeholderClient, c.client)
 		v, answer := lv.fetch(pr, &pt)
-		return answer, liveInterval(pt.ep, answer), v.status == http.StatusTooManyRequests
+		return answer, liveInterval(pt.Station, answer), v.Status == http.StatusTooManyRequests
 	}
 }
 
@@ -100,34 +100,34 @@ func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 			// An answer that broke off ends in http.ErrAbortHandler.
 			if p := recover(); p != nil {
 				if p != http.ErrAbortHandler {
-					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.ep.name), zap.Any("panic", p))
+					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.Station.name), zap.Any("panic", p))
 				}
 				v = badGateway(errBrokeOff)
 			}
 		}()
 		return t.answer(progress.New(rec, 0), r, t)
 	}()
-	if v.cut {
-		v.status = http.StatusBadGateway
+	if v.Cut {
+		v.Status = http.StatusBadGateway
 	}
 	if rec.over {
 		v = badGateway(errEventTooLarge)
 	}
-	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
+	if v.Status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
 		// The backend's failure, as it came: the gateway's envelope.
 		v = badGateway(errNotAnEvent)
 		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
-			v.status = rec.status
+			v.Status = rec.status
 		}
 	}
-	if v.status != 0 {
+	if v.Status != 0 {
 		// Logged as conclude logs a plain GET's: a failure, not a refusal,
 		// nor the end of a wait that nobody waits for any more.
-		if v.failed() && r.Context().Err() == nil {
-			logFailure(lv.logger, v.status, t.ep, v.cause)
+		if v.Failed() && r.Context().Err() == nil {
+			logFailure(lv.logger, v.Status, t.Station, v.Cause)
 		}
 		rec.body, rec.over = nil, false
-		writeError(rec, v.status, t.path)
+		writeError(rec, v.Status, t.Path)
 	}
 	return v, rec.body
 }

@@ -18,16 +18,16 @@ import (
 // ticket is what the guard is told of a request it fetches an answer for:
 // what ServeHTTP decided of it, which nothing below changes.
 type ticket struct {
-	ep   *endpoint
-	who  caller
-	path string // the decoded path the client sent: the gateway's envelopes show it
-	// share names the answer for everyone who may get the same bytes
+	Station *endpoint
+	Caller  caller
+	Path    string // the decoded path the client sent: the gateway's envelopes show it
+	// Share names the answer for everyone who may get the same bytes
 	// (shareKey); "" when the endpoint's answers are each caller's own.
-	share string
-	// upstream is the declared backend's placeholders for this request:
+	Share string
+	// Upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
-	upstream upstream.Values
-	next     caddyhttp.HandlerFunc // the handlers after statusgate
+	Upstream upstream.Values
+	Next     caddyhttp.HandlerFunc // the handlers after statusgate
 	// answer answers the request, for ServeHTTP and a live stream's poll
 	// alike: the guard's fetch, from the backend, or a network's, from its
 	// members; ServeHTTP says which.
@@ -42,9 +42,9 @@ type answerFunc func(pw *progress.Writer, r *http.Request, t *ticket) verdict
 // whose client sent path and picked the backend picked (resolve); next is
 // what follows statusgate.
 func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *ticket {
-	t := &ticket{ep: ep, who: who, path: path, upstream: picked, next: next.ServeHTTP}
+	t := &ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
 	if g.shareable(ep) {
-		t.share = g.shareKey(r, who.filtered(), t.upstream)
+		t.Share = g.shareKey(r, who.Filtered(), t.Upstream)
 	}
 	return t
 }

@@ -20,14 +20,14 @@ import (
 // outcome, and, unless the step answered the client itself, what the
 // gateway answers with (conclude writes it).
 type verdict struct {
-	outcome metrics.Outcome
-	// status is the gateway's envelope to answer with; 0: the step answered.
-	status     int
-	retryAfter string // of a 429 or 503
-	cause      error  // a backend failure, logged
-	// cut says the answer was under way when it broke off: only a cut
+	Outcome metrics.Outcome
+	// Status is the gateway's envelope to answer with; 0: the step answered.
+	Status     int
+	RetryAfter string // of a 429 or 503
+	Cause      error  // a backend failure, logged
+	// Cut says the answer was under way when it broke off: only a Cut
 	// connection tells the client the rest is missing.
-	cut bool
+	Cut bool
 }
 
 // statusClientClosed is what the access log shows for a request whose client
@@ -37,23 +37,23 @@ const statusClientClosed = 499
 
 // refused is the verdict of a refusal the gateway decides before the
 // backend step.
-func refused(o metrics.Outcome, status int) verdict { return verdict{outcome: o, status: status} }
+func refused(o metrics.Outcome, status int) verdict { return verdict{Outcome: o, Status: status} }
 
 // tooMany answers a caller over a limit of its own (its share, its place, its
 // key's cap): 429, to ask again in a second.
 func tooMany(cause error) verdict {
-	return verdict{status: http.StatusTooManyRequests, outcome: metrics.RateLimited, retryAfter: "1", cause: cause}
+	return verdict{Status: http.StatusTooManyRequests, Outcome: metrics.RateLimited, RetryAfter: "1", Cause: cause}
 }
 
 // busy answers a caller the backend has no room for: 503, to ask again after
 // retryAfter seconds.
 func busy(cause error, retryAfter string) verdict {
-	return verdict{status: http.StatusServiceUnavailable, outcome: metrics.Busy, retryAfter: retryAfter, cause: cause}
+	return verdict{Status: http.StatusServiceUnavailable, Outcome: metrics.Busy, RetryAfter: retryAfter, Cause: cause}
 }
 
 // badGateway answers a caller whose backend answer failed.
 func badGateway(cause error) verdict {
-	return verdict{status: http.StatusBadGateway, outcome: metrics.BackendError, cause: cause}
+	return verdict{Status: http.StatusBadGateway, Outcome: metrics.BackendError, Cause: cause}
 }
 
 // contextRefusal answers a caller whose request context ended while it
@@ -61,7 +61,7 @@ func badGateway(cause error) verdict {
 // leaves; conclude, which knows the client's own context, makes that
 // client_gone.
 func contextRefusal(err error) verdict {
-	return verdict{status: http.StatusGatewayTimeout, outcome: metrics.BackendError, cause: err}
+	return verdict{Status: http.StatusGatewayTimeout, Outcome: metrics.BackendError, Cause: err}
 }
 
 // heldRefusal answers a caller the held-bytes budget turned away.
@@ -72,10 +72,10 @@ func heldRefusal(err error) verdict {
 	return busy(err, "1")
 }
 
-// failed reports whether the verdict is a backend failure to log: a refusal
+// Failed reports whether the verdict is a backend failure to log: a refusal
 // of the gateway's own (429, 503) is not one, nor an answer.
-func (v verdict) failed() bool {
-	return v.cause != nil && v.status != http.StatusTooManyRequests && v.status != http.StatusServiceUnavailable
+func (v verdict) Failed() bool {
+	return v.Cause != nil && v.Status != http.StatusTooManyRequests && v.Status != http.StatusServiceUnavailable
 }
 
 // errStreamsFull is why an anonymous answer too large to hold is refused
