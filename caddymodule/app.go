@@ -151,7 +151,7 @@ func (a *App) watch(c peers.Config) {
 // other than those the guard was first given here: handlers that share a
 // guard share its limits, but for the front door's choices
 // (guardLimits.server).
-func (a *App) agree(name string, l guardLimits, w string, member bool) error {
+func (a *App) agree(name string, l Limits, w string, member bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	l = l.server()
@@ -170,13 +170,13 @@ func (a *App) agree(name string, l guardLimits, w string, member bool) error {
 		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
 	}
 	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
-		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
+		w, first.where, ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
 
 // firstUse is the limits a guard was first given in a load, and by whom: a
 // handler, or a network's server (member).
 type firstUse struct {
-	limits guardLimits
+	limits Limits
 	where  string
 	member bool
 }

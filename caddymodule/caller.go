@@ -23,12 +23,12 @@ type caller struct {
 	// name is the accepted key's name, as the key placeholder's value: the
 	// empty string without one.
 	name any
-	// Keyed says the key opens this endpoint: the Keyed queue class, no
+	// Keyed says the key opens this endpoint: the keyed queue class, no
 	// per-client limit, the key's own cap.
 	Keyed bool
-	// Authenticated says the endpoint treats the caller as Authenticated:
+	// Authenticated says the endpoint treats the caller as authenticated:
 	// its key counts, or auth is off. Everyone else gets the field layer and
-	// meta.Authenticated:false, or the 401/404 of a protected endpoint.
+	// meta.authenticated:false, or the 401/404 of a protected endpoint.
 	Authenticated bool
 	// Holder names the caller for the per-client limits (max_per_client and
 	// the held bytes): its key's name when the key counts, its address
@@ -38,11 +38,11 @@ type caller struct {
 	// KeyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	KeyCap int
-	// Gateway says the caller is the Gateway itself, a network asking its
+	// Gateway says the caller is the gateway itself, a network asking its
 	// members on its own behalf: it takes no per-client place (its builds
 	// are one per class and snapshot already), only its admission class's.
 	Gateway bool
-	// Held is the caller's share of the Held bytes: the key's own when the
+	// Held is the caller's share of the held bytes: the key's own when the
 	// key counts (judged by progress: keyShare), the guard's share for one
 	// address otherwise.
 	Held hold.Share

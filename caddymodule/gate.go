@@ -47,12 +47,12 @@ func (c changedAfter) Error() string {
 // declared backend they are a gate (gate) and statusgate's own proxy sends
 // the decided request to the backend, with the placeholder values the
 // client's request picked (t.upstream).
-func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
+func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	if g.backend == nil {
 		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
-		return errNothingAfter
+		return ErrNothingAfter
 	}
 	if err := g.gate(pw.Header(), r, t); err != nil {
 		return err
@@ -63,9 +63,9 @@ func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
 	return g.backend.ServeHTTP(pw, r)
 }
 
-// errNothingAfter is why a request is refused when statusgate declares no
+// ErrNothingAfter is why a request is refused when statusgate declares no
 // backend and nothing after it answered.
-var errNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
+var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
 
 // gate runs the handlers after statusgate on a copy of the decided request
 // r: they may refuse it (a rate_limit, which then counts only the trips
@@ -74,7 +74,7 @@ var errNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // the request statusgate decided on is the one the backend gets, and a
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
-func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
+func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	before := g.backend.Sent(repl)

@@ -55,7 +55,7 @@ type guardState struct {
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
 
-	lim atomic.Pointer[guardLimits] // in force: the newest load's
+	lim atomic.Pointer[Limits] // in force: the newest load's
 
 	usersMu sync.Mutex
 	users   []guardUser // the handlers using the guard, oldest load first
@@ -64,7 +64,7 @@ type guardState struct {
 // guardUser is one handler's use of a guard: the limits its load gives it.
 type guardUser struct {
 	load   uint64
-	limits guardLimits
+	limits Limits
 }
 
 // newGuardState makes a guard's units, with no limits in force yet: use
@@ -111,7 +111,7 @@ func (b topicBudget) Drop(keyed bool, n int64) {
 
 // use records that a handler of the given load uses the guard with limits l,
 // and puts the newest load's limits in force.
-func (s *guardState) use(load uint64, l guardLimits) {
+func (s *guardState) use(load uint64, l Limits) {
 	s.usersMu.Lock()
 	defer s.usersMu.Unlock()
 	i, _ := slices.BinarySearchFunc(s.users, load, func(u guardUser, load uint64) int { return cmp.Compare(u.load, load+1) })
@@ -138,7 +138,7 @@ func (s *guardState) leave(load uint64) {
 // apply puts l in force, under usersMu: each unit takes its bounds in place,
 // for the requests to come, and keeps counting those in flight, queued and
 // held.
-func (s *guardState) apply(l guardLimits) {
+func (s *guardState) apply(l Limits) {
 	if cur := s.lim.Load(); cur != nil && *cur == l {
 		return
 	}
@@ -167,10 +167,10 @@ func (*guardState) Destruct() error { return nil }
 // guards holds every guard in the process, by guardKey.
 var guards = caddy.NewUsagePool()
 
-// guard is one handler's use of a guard: the shared state, the backend the
+// Guard is one handler's use of a guard: the shared state, the backend the
 // handler sends requests to, and what the handler decides for itself. Its
 // one entry is fetch (fetch.go).
-type guard struct {
+type Guard struct {
 	*guardState
 	name    string            // in guards
 	load    uint64            // the handler's config load (guardState.use)
@@ -194,7 +194,7 @@ type guard struct {
 	logger *zap.Logger
 }
 
-// guardName names a guard in the pool by what the handler declares: the
+// Name names a guard in the pool by what the handler declares: the
 // name it gives (guard <name>: handlers in front of one game server at two
 // addresses), or else its backend (handlers that declare the same backend
 // share one guard; any difference in the upstreams or the proxy's settings
@@ -202,7 +202,7 @@ type guard struct {
 // one guard for their counts in the whole process: merging the counts of
 // two backends is safe (it only spares them more), splitting one backend's
 // counts would double what it is sent.
-func guardName(name string, b *upstream.Backend) string {
+func Name(name string, b *upstream.Backend) string {
 	switch {
 	case name != "":
 		return "statusgate/guard/name/" + name
@@ -219,8 +219,8 @@ func guardName(name string, b *upstream.Backend) string {
 // the field lists' fingerprint (policyOf); member, when the guard is a
 // network's server's, describes it for error messages (else the handler
 // is described by its place).
-func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*guard, error) {
-	name := guardName(c.Guard, b)
+func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l Limits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*Guard, error) {
+	name := Name(c.Guard, b)
 	where := member
 	if where == "" {
 		where = handlerAt(ctx, b)
@@ -234,7 +234,7 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *u
 	}
 	s := v.(*guardState)
 	s.use(app.seq, l)
-	g := &guard{
+	g := &Guard{
 		guardState:   s,
 		name:         name,
 		load:         app.seq,
@@ -261,11 +261,11 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *u
 	return g, nil
 }
 
-// backendName is what names the guard's backend to other gateways, which
+// BackendName is what names the guard's backend to other gateways, which
 // compare it with theirs (internal/peers): the guard's name, or the
 // declared backend with its identity, or, in the form of 1.0, that no
 // backend is declared.
-func (g *guard) backendName() string {
+func (g *Guard) BackendName() string {
 	switch {
 	case strings.HasPrefix(g.name, "statusgate/guard/name/"):
 		return "guard " + strings.TrimPrefix(g.name, "statusgate/guard/name/")
@@ -275,10 +275,10 @@ func (g *guard) backendName() string {
 	return "a backend the config does not declare (statusgate without upstreams)"
 }
 
-// leave gives the handler's guard back to the pool: the last handler using
+// Leave gives the handler's guard back to the pool: the last handler using
 // it removes it, and until then the limits of the newest load still using
 // it are in force.
-func (g *guard) leave() {
+func (g *Guard) Leave() {
 	if g == nil || g.name == "" {
 		return
 	}
@@ -301,8 +301,8 @@ func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
 	return s + " without upstreams"
 }
 
-// shareReason says why two handlers share the guard name.
-func shareReason(name string) string {
+// ShareReason says why two handlers share the guard name.
+func ShareReason(name string) string {
 	switch {
 	case strings.HasPrefix(name, "statusgate/guard/name/"):
 		return "both name it guard " + strings.TrimPrefix(name, "statusgate/guard/name/")
@@ -323,9 +323,9 @@ func policyOf(authOn bool, t *endpointTable) string {
 	return strconv.FormatUint(f.Sum64(), 36)
 }
 
-// units is what the guard has on under the limits l, for its metrics:
+// Units is what the guard has on under the limits l, for its metrics:
 // name is the guard's name as the config gives it ("" unless guard <name>).
-func (g *guard) units(name string, l guardLimits) metrics.Guard {
+func (g *Guard) Units(name string, l Limits) metrics.Guard {
 	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics}
 	if l.InFlight > 0 {
 		m.All = g.all

@@ -119,21 +119,21 @@ func TestInstancesShare(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    BackendConfig
-		want guardLimits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
+		want Limits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
 	}{
-		{"alone", BackendConfig{}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"one of one", BackendConfig{Instances: 1}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"two", BackendConfig{Instances: 2}, guardLimits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
-		{"three round down", BackendConfig{Instances: 3}, guardLimits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
-		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, guardLimits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
-		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, guardLimits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
+		{"alone", BackendConfig{}, Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"one of one", BackendConfig{Instances: 1}, Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"two", BackendConfig{Instances: 2}, Limits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
+		{"three round down", BackendConfig{Instances: 3}, Limits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
+		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, Limits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
+		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, Limits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
 	} {
 		l, err := resolveLimits(tc.c)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		got := guardLimits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
+		got := Limits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -701,10 +701,10 @@ func TestSnapshotAwareCache(t *testing.T) {
 		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
 	}
 
-	if _, ok := snapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
+	if _, ok := SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
 		t.Error("a body without cachedAt has a snapshot time")
 	}
-	if at, ok := snapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
+	if at, ok := SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
 		t.Errorf("snapshotTime = %v %v", at, ok)
 	}
 }
@@ -827,7 +827,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 			t.Error("a protected member was sent")
 		}
 	}
-	if logs.FilterField(zap.Error(errTooLargeToHold)).Len() != 1 {
+	if logs.FilterField(zap.Error(ErrTooLargeToHold)).Len() != 1 {
 		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
 	}
 	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
@@ -848,7 +848,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 func TestGuardSharing(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	join := func(load *App, c BackendConfig, declared string) (*guard, error) {
+	join := func(load *App, c BackendConfig, declared string) (*Guard, error) {
 		t.Helper()
 		var b *upstream.Backend
 		if declared != "" {
@@ -863,7 +863,7 @@ func TestGuardSharing(t *testing.T) {
 		}
 		g, err := joinGuard(load, ctx, c, l, b, "policy", zap.NewNop(), "")
 		if err == nil {
-			t.Cleanup(g.leave)
+			t.Cleanup(g.Leave)
 		}
 		return g, err
 	}
@@ -1024,7 +1024,7 @@ func TestClientGone(t *testing.T) {
 			t.Fatal("the request did not end when its client left")
 		}
 		o, _ := repl.GetString(placeholderOutcome)
-		if rec.Code != statusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
+		if rec.Code != StatusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
 			t.Errorf("got %d, %d body bytes, outcome %q; want 499, nothing, client_gone", rec.Code, rec.Body.Len(), o)
 		}
 	}
@@ -1104,13 +1104,13 @@ func TestGatewayCallerTakesNoPlace(t *testing.T) {
 		who     caller
 		refused bool
 	}{{network, false}, {address, true}} {
-		v1, v2 := h.guard.place(c.who), h.guard.place(c.who)
+		v1, v2 := h.guard.Place(c.who), h.guard.Place(c.who)
 		if v1.Status != 0 || (v2.Status != 0) != c.refused {
 			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.Holder, v1.Status, v2.Status, c.refused)
 		}
-		h.guard.unplace(c.who)
+		h.guard.Unplace(c.who)
 		if v2.Status == 0 {
-			h.guard.unplace(c.who)
+			h.guard.Unplace(c.who)
 		}
 	}
 }

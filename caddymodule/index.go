@@ -108,16 +108,16 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) verdict {
+func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) Verdict {
 	b, err := ownAnswer(c.list(who, hide), nil, who, ep)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		logger.Error("filtering the index", zap.Error(err))
-		return verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
+		return Verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
 	}
 	setCORS(w.Header())
 	apijson.Write(w, http.StatusOK, b)
-	return verdict{Outcome: metrics.Index}
+	return Verdict{Outcome: metrics.Index}
 }
 
 // ownAnswer is the body of an answer the gateway makes itself (the index, a

@@ -19,10 +19,10 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 )
 
-// guardLimits is BackendConfig resolved: defaults applied, off as 0. The
+// Limits is BackendConfig resolved: defaults applied, off as 0. The
 // handlers of one config that share a guard give it the same server limits
 // (server); the newest config's are in force (guardState.use).
-type guardLimits struct {
+type Limits struct {
 	InFlight, MainThread, PerClient, Queue int
 	Wait, Timeout                          time.Duration
 	Coalesce                               bool
@@ -43,15 +43,15 @@ type guardLimits struct {
 // whether identical requests share a trip (coalesce) are each handler's
 // own: a public site and a staff dashboard in front of
 // one server may choose differently, and still count at one guard.
-func (l guardLimits) server() guardLimits {
+func (l Limits) server() Limits {
 	l.PerClient, l.Timeout, l.Coalesce, l.StreamsPerClient = 0, 0, false, 0
 	return l
 }
 
 // resolveLimits checks c and applies the defaults. Each error names the
 // option by its JSON path, and an option that cannot be off says why.
-func resolveLimits(c BackendConfig) (guardLimits, error) {
-	var l guardLimits
+func resolveLimits(c BackendConfig) (Limits, error) {
+	var l Limits
 	for _, n := range []struct {
 		name string
 		v    int
@@ -155,7 +155,7 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 // clientShare is what one client (an address, or a key without a share of
 // its own) may hold of the held bytes: a sixteenth of max_held, and never
 // less than max_response, which one answer may take.
-func (l guardLimits) clientShare() int64 {
+func (l Limits) clientShare() int64 {
 	return min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse))
 }
 
@@ -164,7 +164,7 @@ func (l guardLimits) clientShare() int64 {
 // keyed callers, whatever a flood of addresses holds (hold.Budget). An
 // anonymous answer larger than it is never held whole: it streams to its
 // client as one over max_response does.
-func (l guardLimits) anonymousHeld() int64 {
+func (l Limits) anonymousHeld() int64 {
 	return max(1, l.MaxHeld/2)
 }
 
@@ -174,7 +174,7 @@ func (l guardLimits) anonymousHeld() int64 {
 // What bounds one client or one station is left whole: the per-client
 // limits follow the client to one gateway (docs/cluster.md), and the
 // main-thread lane belongs to one gateway alone.
-func (l guardLimits) perInstance(k int) guardLimits {
+func (l Limits) perInstance(k int) Limits {
 	share := func(v int64) int64 {
 		if v <= 0 {
 			return v
@@ -189,7 +189,7 @@ func (l guardLimits) perInstance(k int) guardLimits {
 }
 
 // limitsDiff lists the limits of a that b does not share, by option name.
-func limitsDiff(a, b guardLimits) string {
+func limitsDiff(a, b Limits) string {
 	var out []string
 	add := func(name string, x, y any) {
 		if x != y {
@@ -216,7 +216,7 @@ func limitsDiff(a, b guardLimits) string {
 // logShare says at startup what this gateway, one of several, admits: the
 // operator checks there that the shares add up to the backend's capacity,
 // and that the main-thread lane is open on one gateway only.
-func logShare(logger *zap.Logger, l guardLimits, t *endpointTable, maxInFlight int) {
+func logShare(logger *zap.Logger, l Limits, t *endpointTable, maxInFlight int) {
 	if l.Instances <= 1 {
 		return
 	}
@@ -247,7 +247,7 @@ func logShare(logger *zap.Logger, l guardLimits, t *endpointTable, maxInFlight i
 // resolveLive checks c and applies the defaults.
 // resolveGuard is resolveLimits and resolveLive together: c's limits with
 // the live streams' bounds in them, and the streams' own options.
-func resolveGuard(c BackendConfig) (guardLimits, liveLimits, error) {
+func resolveGuard(c BackendConfig) (Limits, liveLimits, error) {
 	l, err := resolveLimits(c)
 	if err != nil {
 		return l, liveLimits{}, err

@@ -87,7 +87,7 @@ func TestLiveLimitsUnderLoad(t *testing.T) {
 // site matches and the port the request came in on, not by the port a client
 // writes in its Host.
 func TestShareKeySite(t *testing.T) {
-	g := &guard{policy: "p"}
+	g := &Guard{policy: "p"}
 	key := func(host string, port int) string {
 		r := httptest.NewRequest("GET", "/api/v1/worlds", nil)
 		r.Host = host

@@ -51,7 +51,7 @@ type networkState struct {
 	// guard is the handler's: the documents are delivered through it, held
 	// for their callers against their shares of its held bytes, and kept
 	// against its held bytes while they last.
-	guard *guard
+	guard *Guard
 	// bound is the largest document a caller gets (max_response, which an
 	// answer a caller is sent whole never exceeds): past it, the largest
 	// members are left out and named in meta.unreachable.
@@ -75,7 +75,7 @@ type networkState struct {
 // networkMember is one member server and its guard.
 type networkMember struct {
 	id    string
-	guard *guard
+	guard *Guard
 	own   bool // the handler's own guard (self), which the handler leaves
 	// last is the member's answer as last read (nil: none kept): the
 	// builds that get the same bytes, from the member's micro-cache or a
@@ -88,7 +88,7 @@ type networkMember struct {
 }
 
 // newMember is the member id, fetched through g (own: the handler's).
-func newMember(id string, g *guard, own bool) networkMember {
+func newMember(id string, g *Guard, own bool) networkMember {
 	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
 }
 
@@ -129,8 +129,8 @@ func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
 // table, policy its field lists' fingerprint; each member's guard is
 // exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
-func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard,
-	bc BackendConfig, l guardLimits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
+func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *Guard,
+	bc BackendConfig, l Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
 		cluster: c.Cluster,
 		self:    c.Self,
@@ -172,7 +172,7 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}
 		n.members = append(n.members, newMember(s.ID, g, false))
-		m.ExportGuard(g.units("", l))
+		m.ExportGuard(g.Units("", l))
 	}
 	return n, nil
 }
@@ -189,7 +189,7 @@ func (n *networkState) leaveGuards() {
 	}
 	for _, m := range n.members {
 		if !m.own {
-			m.guard.leave()
+			m.guard.Leave()
 		}
 	}
 }
@@ -238,15 +238,15 @@ type networkDoc struct {
 // limit is left out and named in meta.unreachable, never the caller's
 // refusal. The caller's own limits are its share of the held bytes and, if
 // it leads a build, its per-client place or key cap for that time: its 429.
-func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
+func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	who := t.Caller
 	if r.Header.Get(networkHeader) != "" {
 		// Refused before anything is asked: 508, which the network that
 		// sent it reads as its member's failure.
-		return verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
+		return Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
 	if err := n.guard.held.Check(who.Holder, who.Held); err != nil {
-		return heldRefusal(err)
+		return HeldRefusal(err)
 	}
 	class := docClass(who)
 	if d := n.docs[class].Load(); d != nil {
@@ -254,34 +254,34 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 			if !now.Before(d.expires) {
 				n.rebuild(r, t, class)
 			}
-			return n.guard.deliver(pw, who, d.res, true, true, metrics.Cached)
+			return n.guard.Deliver(pw, who, d.res, true, true, metrics.Cached)
 		}
 	}
-	var v verdict // of the caller's own lead
+	var v Verdict // of the caller's own lead
 	res, how := n.builds.Do(r.Context(), n.shareKey(who)+" answer", func(ctx context.Context) *coalesce.Result {
 		// The caller leads: its request counts among its open requests
 		// while the document is made. A refusal is its own (a follower
 		// then leads in its place, each joining the one build).
-		if refused := n.guard.place(who); refused.Status != 0 {
+		if refused := n.guard.Place(who); refused.Status != 0 {
 			v = refused
 			return nil
 		}
-		defer n.guard.unplace(who)
+		defer n.guard.Unplace(who)
 		res, _ := n.builds.Do(ctx, n.shareKey(who)+" build", func(ctx context.Context) *coalesce.Result {
 			return n.build(ctx, r, t, class)
 		})
 		switch {
 		case res != nil:
 		case ctx.Err() != nil:
-			v = contextRefusal(ctx.Err())
+			v = ContextRefusal(ctx.Err())
 		default:
-			v = verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
+			v = Verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
 		}
 		return res
 	})
 	switch {
 	case how == coalesce.Abandoned:
-		return contextRefusal(r.Context().Err())
+		return ContextRefusal(r.Context().Err())
 	case res == nil:
 		return v
 	}
@@ -292,7 +292,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 			outcome = metrics.Filtered
 		}
 	}
-	return n.guard.deliver(pw, who, res, true, true, outcome)
+	return n.guard.Deliver(pw, who, res, true, true, outcome)
 }
 
 // shareKey names the answers of the network to who for the live streams'
@@ -305,7 +305,7 @@ func (n *networkState) shareKey(who caller) string {
 // rebuild makes the document of the class anew in the background, unless
 // that is under way: its callers meanwhile get the one kept, as a stale
 // cache entry is served while it is refreshed.
-func (n *networkState) rebuild(r *http.Request, t *ticket, class int) {
+func (n *networkState) rebuild(r *http.Request, t *Ticket, class int) {
 	if !n.rebuilding[class].CompareAndSwap(false, true) {
 		return
 	}
@@ -322,7 +322,7 @@ func (n *networkState) rebuild(r *http.Request, t *ticket, class int) {
 // time; nil only on the gateway's own error. The members are asked on the
 // network's own behalf (memberRequest), within each one's budget; a member
 // whose failure is still shared is not asked again.
-func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, class int) *coalesce.Result {
+func (n *networkState) build(ctx context.Context, r *http.Request, t *Ticket, class int) *coalesce.Result {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	answers := make([]memberAnswer, len(n.members))
 	var wg sync.WaitGroup
@@ -415,8 +415,8 @@ func (n *networkState) failureTime() time.Duration {
 // max_response, and a large one must not cost its members a trip per caller.
 func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 	now := time.Now()
-	ttl := cacheTime(n.status, res.Body, now)
-	if n.status.cacheTTL <= 0 || n.guard.caching() == nil || ttl <= 0 {
+	ttl := CacheTime(n.status, res.Body, now)
+	if n.status.cacheTTL <= 0 || n.guard.Caching() == nil || ttl <= 0 {
 		n.keep(class, nil)
 		return
 	}

@@ -36,7 +36,7 @@ const statusPath = "/api/v1/status"
 // so that a caller that floods cannot make a member look unreachable to
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
-func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
+func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *Ticket) {
 	who := caller{key: noKey, name: noValue, Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
@@ -51,13 +51,13 @@ func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server,
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP
 	}
-	mt := m.guard.ticket(mr, n.status, who, statusPath, nil, caddyhttp.HandlerFunc(next))
+	mt := m.guard.Ticket(mr, n.status, who, statusPath, nil, caddyhttp.HandlerFunc(next))
 	// The build's cancellation, not its values: those are the leading
 	// caller's (its connection, its site's address), which no member's
 	// share key may depend on.
 	bctx, cancel := context.WithCancel(base)
 	context.AfterFunc(ctx, cancel)
-	bg := backgroundRequest(bctx, mr, mt)
+	bg := BackgroundRequest(bctx, mr, mt)
 	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
 	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
@@ -92,7 +92,7 @@ type memberAnswer struct {
 }
 
 // ask fetches m's status with the request r that t describes.
-func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a memberAnswer) {
+func (n *networkState) ask(m networkMember, r *http.Request, t *Ticket) (a memberAnswer) {
 	rec := &capture{header: http.Header{}, limit: n.bound}
 	defer func() {
 		// An answer that broke off ends in http.ErrAbortHandler, which
@@ -101,7 +101,7 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 			if p != http.ErrAbortHandler {
 				n.logger.Error("fetching a network member's status failed", zap.String("network_member", m.id), zap.Any("panic", p))
 			}
-			a = memberAnswer{left: errBrokeOff, logAs: http.StatusBadGateway, share: true}
+			a = memberAnswer{left: ErrBrokeOff, logAs: http.StatusBadGateway, share: true}
 			if rec.over {
 				// Streamed past max_response: the write that went over
 				// failed, and the proxy gave up.
@@ -109,7 +109,7 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 			}
 		}
 	}()
-	v := m.guard.fetch(progress.New(rec, 0), r, t)
+	v := m.guard.Fetch(progress.New(rec, 0), r, t)
 	switch {
 	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
 		// The member's guard has no room for the network now (its
@@ -118,7 +118,7 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a membe
 		a.left = cmp.Or(v.Cause, errMemberBusy)
 		return a
 	case v.Status != 0 || v.Cut:
-		a.left = cmp.Or(v.Cause, errBrokeOff)
+		a.left = cmp.Or(v.Cause, ErrBrokeOff)
 		if v.Failed() {
 			a.logAs = cmp.Or(v.Status, http.StatusBadGateway)
 		}

@@ -140,7 +140,7 @@ func TestNetworkFetch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(g.leave)
+		t.Cleanup(g.Leave)
 		h.network.members = append(h.network.members, newMember(id, g, true))
 	}
 

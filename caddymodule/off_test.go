@@ -14,49 +14,49 @@ import (
 func TestBackendOffForms(t *testing.T) {
 	tests := []struct {
 		line, json string
-		check      func(t *testing.T, l guardLimits, h *Handler)
+		check      func(t *testing.T, l Limits, h *Handler)
 	}{
-		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
+		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l Limits, h *Handler) {
 			if l.InFlight != 0 || h.guard.lim.Load().InFlight != 0 || h.guard.all.Stats().Limit != 0 {
 				t.Errorf("in flight %d, limiter's limit %d; want 0 and none", l.InFlight, h.guard.all.Stats().Limit)
 			}
 		}},
-		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
+		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l Limits, h *Handler) {
 			if l.MainThread != 0 || h.guard.main.Stats().Limit != 0 {
 				t.Errorf("main thread %d, limiter's limit %d; want 0 and none", l.MainThread, h.guard.main.Stats().Limit)
 			}
 		}},
-		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
+		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l Limits, h *Handler) {
 			if l.PerClient != 0 || h.guard.lim.Load().PerClient != 0 {
 				t.Errorf("per client %d; want 0, no bound", l.PerClient)
 			}
 		}},
-		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ guardLimits, h *Handler) {
+		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ Limits, h *Handler) {
 			if n := h.guard.lim.Load().Topics; n != 0 || h.live.limits.maxTopics != 0 {
 				t.Errorf("topics bounded at %d; want no bound", n)
 			}
 		}},
-		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
+		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l Limits, h *Handler) {
 			if l.Queue != 0 || l.Wait != 0 || h.guard.all.Stats().Limit == 0 || h.guard.main.Stats().Limit == 0 {
 				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.all.Stats().Limit, h.guard.main.Stats().Limit)
 			}
 		}},
-		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
+		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l Limits, h *Handler) {
 			if l.Timeout != 0 || h.guard.timeout != 0 {
 				t.Errorf("timeout %v, guard's %v; want none", l.Timeout, h.guard.timeout)
 			}
 		}},
-		{"write_timeout off", `{"write_timeout":-1}`, func(t *testing.T, _ guardLimits, h *Handler) {
+		{"write_timeout off", `{"write_timeout":-1}`, func(t *testing.T, _ Limits, h *Handler) {
 			if h.guard.writeTimeout != 0 {
 				t.Errorf("write timeout %v, want none", h.guard.writeTimeout)
 			}
 		}},
-		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Coalesce || h.guard.coalescing() != nil {
+		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l Limits, h *Handler) {
+			if l.Coalesce || h.guard.Coalescing() != nil {
 				t.Errorf("coalesce %v; want off", l.Coalesce)
 			}
 		}},
-		{"cache status off", `{"cache":{"status":-1}}`, func(t *testing.T, _ guardLimits, h *Handler) {
+		{"cache status off", `{"cache":{"status":-1}}`, func(t *testing.T, _ Limits, h *Handler) {
 			if ttl := h.table.lookup("status").cacheTTL; ttl != 0 {
 				t.Errorf("status cached for %v, want not cached", ttl)
 			}
@@ -64,13 +64,13 @@ func TestBackendOffForms(t *testing.T) {
 				t.Errorf("entities cached for %v, want its default 5s", ttl)
 			}
 		}},
-		{"snapshot status off", `{"snapshot":{"status":-1}}`, func(t *testing.T, _ guardLimits, h *Handler) {
+		{"snapshot status off", `{"snapshot":{"status":-1}}`, func(t *testing.T, _ Limits, h *Handler) {
 			if ep := h.table.lookup("status"); ep.snapshot != 0 || ep.cacheTTL != time.Second {
 				t.Errorf("status: snapshot %v, ttl %v; want no snapshot, the default 1s", ep.snapshot, ep.cacheTTL)
 			}
 		}},
-		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.CacheSize != 0 || h.guard.caching() != nil {
+		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l Limits, h *Handler) {
+			if l.CacheSize != 0 || h.guard.Caching() != nil {
 				t.Errorf("cache size %d; want no micro-cache", l.CacheSize)
 			}
 			for _, ep := range h.table.ordered {
@@ -81,7 +81,7 @@ func TestBackendOffForms(t *testing.T) {
 		}},
 		// Off entries may stand beside cache_size off: they say the same.
 		{"cache_size off\n\tcache status off\n\tsnapshot status 5s", `{"cache":{"status":-1},"snapshot":{"status":5000000000},"cache_size":-1}`,
-			func(t *testing.T, _ guardLimits, h *Handler) {
+			func(t *testing.T, _ Limits, h *Handler) {
 				if ep := h.table.lookup("status"); ep.cacheTTL != 0 {
 					t.Errorf("status cached for %v with the micro-cache off", ep.cacheTTL)
 				}

@@ -31,8 +31,8 @@ var (
 	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
 )
 
-// errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
-var errBrokeOff = errors.New("backend response broke off")
+// ErrBrokeOff is the cause logged when next aborts without a reason of the gateway's.
+var ErrBrokeOff = errors.New("backend response broke off")
 
 // proxy sends the request r that t describes to the backend (send), which
 // writes its answer through the field layer, where it applies, into sp. The
@@ -41,15 +41,15 @@ var errBrokeOff = errors.New("backend response broke off")
 // the 429 of a rate limiter after the gateway). When the answer was already
 // streaming to the client, only a cut connection tells the client that the
 // rest is missing: the verdict then says so.
-func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
+func (g *Guard) proxy(sp *spool, r *http.Request, t *Ticket) Verdict {
 	filtered := t.Caller.Filtered()
 	pw := writers.get(sp, filtered, t.Station.Fields)
 	err := pw.run(func() error { return g.send(pw, r, t) })
-	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
+	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == StatusClientClosed && !sp.spilled {
 		// reverse_proxy answers a request whose context was cancelled with a
 		// bare 499 and no error: no answer from the backend, but the wait's end.
 		writers.put(pw)
-		return contextRefusal(ctxErr)
+		return ContextRefusal(ctxErr)
 	}
 	if filtered && err == nil {
 		t.Station.Metrics.FilterBytes(pw.inBytes, pw.outBytes)
@@ -58,13 +58,13 @@ func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
 	writers.put(pw)
 	switch {
 	case err == nil && filtered:
-		return verdict{Outcome: metrics.Filtered}
+		return Verdict{Outcome: metrics.Filtered}
 	case err == nil:
-		return verdict{Outcome: metrics.Served}
+		return Verdict{Outcome: metrics.Served}
 	case sp.spilled:
-		return verdict{Outcome: metrics.BackendError, Cause: err, Cut: true}
+		return Verdict{Outcome: metrics.BackendError, Cause: err, Cut: true}
 	}
-	v := badGateway(err)
+	v := BadGateway(err)
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
@@ -92,7 +92,7 @@ func (pw *proxyWriter) run(send func() error) (err error) {
 			if rec != http.ErrAbortHandler || pw.sent() {
 				panic(rec)
 			}
-			err = pw.cause(errBrokeOff)
+			err = pw.cause(ErrBrokeOff)
 		}
 	}()
 	if err = send(); err == nil {

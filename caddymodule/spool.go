@@ -35,8 +35,8 @@ func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byt
 	_, _ = w.Write(body)
 }
 
-// errTooLargeToHold refuses an answer that must be held whole and does not fit.
-var errTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
+// ErrTooLargeToHold refuses an answer that must be held whole and does not fit.
+var ErrTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
 
 // spoolStart is a spool's first buffer when the backend did not say how long
 // its answer is.
@@ -115,7 +115,7 @@ func (s *spool) Write(p []byte) (int, error) {
 	}
 	if !s.spilled && !s.grow(len(s.body)+len(p)) {
 		if s.mustHold {
-			s.err = errTooLargeToHold
+			s.err = ErrTooLargeToHold
 			return 0, s.err
 		}
 		if err := s.onSpill(); err != nil {

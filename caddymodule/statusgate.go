@@ -95,7 +95,7 @@ type Handler struct {
 
 	access  // the key check (auth.go)
 	table   *endpointTable
-	guard   *guard // the backend step (fetch.go)
+	guard   *Guard // the backend step (fetch.go)
 	hide    bool
 	index   *indexCache
 	live    *liveState    // the live streams (stream.go)
@@ -247,7 +247,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 	}
 	h.app.watch(peers.Config{
 		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
-		Backend: h.guard.backendName(), Instances: l.Instances,
+		Backend: h.guard.BackendName(), Instances: l.Instances,
 		MainThreadLane: h.table.lookup("placeholders") != nil && l.MainThread > 0,
 	})
 }
@@ -336,7 +336,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
 		return err
 	}
-	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
+	h.metrics.ExportGuard(h.guard.Units(h.Backend.Guard, limits))
 	if networkOn {
 		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
 			return err
@@ -364,7 +364,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 func (h *Handler) Cleanup() error {
 	h.live.close()
 	h.network.leaveGuards()
-	h.guard.leave()
+	h.guard.Leave()
 	return nil
 }
 
@@ -408,7 +408,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if r.Method == http.MethodOptions {
 		writePreflight(w)
-		x.end(verdict{Outcome: metrics.Preflight})
+		x.end(Verdict{Outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
@@ -465,15 +465,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Which backend the client's request picks (a map of its query, its
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.
-	picked := h.guard.resolve(x.repl)
-	prepareUpstream(r, rt, x.who.Filtered() || h.guard.shareable(rt.ep))
+	picked := h.guard.Resolve(x.repl)
+	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(rt.ep))
 	x.who = x.who.withAddress(r, h.guard.prefix6)
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
-	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
-	t.answer = h.guard.fetch
+	t := h.guard.Ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
+	t.answer = h.guard.Fetch
 	if h.network.answers(rt.ep) {
 		// The network's answers are the class's document, whatever the
 		// site or the client's Host: so is a stream's topic.
@@ -482,7 +482,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	pw := progress.New(w, h.guard.writeTimeout)
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
-	var v verdict
+	var v Verdict
 	if live {
 		v = h.live.serve(pw, r, t, head)
 	} else {
@@ -505,11 +505,11 @@ type exchange struct {
 
 	forwarded bool    // the request went to the backend step
 	ended     bool    // a step said how the request ended: verdict holds it
-	verdict   verdict // how it ended
+	verdict   Verdict // how it ended
 }
 
 // end records how the request ended, for conclude.
-func (x *exchange) end(v verdict) { x.verdict, x.ended = v, true }
+func (x *exchange) end(v Verdict) { x.verdict, x.ended = v, true }
 
 // conclude ends every request, deferred by ServeHTTP: it answers a refusal in
 // the gateway's envelope, and sets the placeholders and counts the outcome
@@ -529,10 +529,10 @@ func (h *Handler) conclude(x *exchange) {
 	v := x.verdict
 	if !x.ended {
 		// Panicking: the answer, if any, broke off.
-		v = verdict{Outcome: metrics.BackendError}
+		v = Verdict{Outcome: metrics.BackendError}
 	}
 	if x.forwarded && (v.Status != 0 || v.Cut || !x.ended) && x.r.Context().Err() != nil {
-		v = verdict{Outcome: metrics.ClientGone, Status: statusClientClosed, Cut: v.Cut}
+		v = Verdict{Outcome: metrics.ClientGone, Status: StatusClientClosed, Cut: v.Cut}
 	}
 	settle(x.repl, x.ep, h.metrics, v.Outcome)
 	switch {
@@ -552,7 +552,7 @@ func (h *Handler) conclude(x *exchange) {
 	// written, after which nothing is refused any more, only cut.
 	hdr := x.w.Header()
 	switch v.Status {
-	case statusClientClosed:
+	case StatusClientClosed:
 		x.w.WriteHeader(v.Status) // for the access log; nobody reads it
 		return
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:

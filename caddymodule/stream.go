@@ -38,14 +38,14 @@ type liveState struct {
 	limits  liveLimits
 	hub     *live.Hub
 	seats   *live.Seats
-	guard   *guard
+	guard   *Guard
 	metrics *metrics.Metrics
 	logger  *zap.Logger
 }
 
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
-func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
+func newLive(l liveLimits, g *Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
 	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats, g.topics), seats: g.seats, guard: g, metrics: m, logger: logger}
 }
 
@@ -134,11 +134,11 @@ func qvalue(q string) (int, bool) {
 // lifetime is over, a reload, a keyed caller or a poll refused to the
 // viewer ends it, or the client stops taking what is written
 // (write_timeout: the stream is cut and its seat given back).
-func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head int64) verdict {
+func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head int64) Verdict {
 	g, who := lv.guard, t.Caller
 	if err := g.held.Check(who.Holder, who.Held); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
+		return HeldRefusal(err)
 	}
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
 	// and the topic's place, of an anonymous one when every one is taken;
@@ -149,10 +149,10 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
-			return tooMany(err)
+			return TooMany(err)
 		}
 		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return busy(err, "1")
+		return Busy(err, "1")
 	}
 	defer seat.Give()
 
@@ -172,7 +172,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// stream refused for it ends nobody else's.
 	if err := g.held.Pin(who.Holder, who.Held, head); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
+		return HeldRefusal(err)
 	}
 	defer g.held.Unpin(who.Holder, who.Held, head)
 	sub, err := lv.hub.Join(topic, viewer)
@@ -184,7 +184,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		// of its own, it gets that GET's 429 instead of a stream.
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
 		setEventAccept(r.Header)
-		var v verdict
+		var v Verdict
 		v, viewer.Answer = lv.fetch(r, t)
 		if v.Status == http.StatusTooManyRequests {
 			return v
@@ -192,7 +192,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		if err := r.Context().Err(); err != nil {
 			// The viewer left while its topic's first answer came: that
 			// answer (the wait's end, a 504) is nobody's first event.
-			return contextRefusal(err)
+			return ContextRefusal(err)
 		}
 		viewer.Next = liveInterval(t.Station, viewer.Answer)
 	}
@@ -206,7 +206,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 				sub.Leave()
 			}
 			lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-			return busy(err, "1")
+			return Busy(err, "1")
 		}
 	}
 	if opening {
@@ -223,7 +223,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		default:
 			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
 		}
-		return busy(err, "1")
+		return Busy(err, "1")
 	}
 	defer sub.Leave()
 	t.Station.Metrics.StreamOpened()
@@ -259,14 +259,14 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	for {
 		select {
 		case <-r.Context().Done():
-			return verdict{Outcome: metrics.Streamed}
+			return Verdict{Outcome: metrics.Streamed}
 		case <-sub.Done():
-			return verdict{Outcome: metrics.Streamed}
+			return Verdict{Outcome: metrics.Streamed}
 		case <-seat.Ended():
 			// A keyed caller took the seat over: the client reconnects.
-			return verdict{Outcome: metrics.Streamed}
+			return Verdict{Outcome: metrics.Streamed}
 		case <-lifetime:
-			return verdict{Outcome: metrics.Streamed}
+			return Verdict{Outcome: metrics.Streamed}
 		case <-heartbeat.C:
 			if err := lv.send(pw, heartbeatLine); err != nil {
 				return lv.ended(t.Station, err)
@@ -283,7 +283,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-				return verdict{Outcome: metrics.Streamed}
+				return Verdict{Outcome: metrics.Streamed}
 			}
 			if err != nil {
 				return lv.ended(t.Station, err)
@@ -379,12 +379,12 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 // ended is the end of a stream whose write failed: a stalled viewer's
 // connection (HTTP/1) or stream (HTTP/2) is cut and counted; a client that
 // left just ended its stream.
-func (lv *liveState) ended(ep *endpoint, err error) verdict {
+func (lv *liveState) ended(ep *endpoint, err error) Verdict {
 	if !errors.Is(err, errStalled) {
-		return verdict{Outcome: metrics.Streamed}
+		return Verdict{Outcome: metrics.Streamed}
 	}
 	ep.Metrics.ViewerCut()
-	return verdict{Outcome: metrics.StreamCut, Cut: true}
+	return Verdict{Outcome: metrics.StreamCut, Cut: true}
 }
 
 // appendEvent appends ev as a server-sent event: its id, then its data, a

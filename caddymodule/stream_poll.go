@@ -54,7 +54,7 @@ func setEventAccept(h http.Header) {
 // request, made of r's canonical parts only, outlives r: not the first
 // viewer's headers or context, whose replacer holds the first viewer's
 // whole request, which would stay pinned for the topic's life.
-func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
+func (lv *liveState) poller(r *http.Request, t *Ticket) live.Fetch {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
@@ -74,7 +74,7 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		pr := backgroundRequest(rctx, base, &pt)
+		pr := BackgroundRequest(rctx, base, &pt)
 		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		repl.Set(placeholderKey, c.key)
 		repl.Set(placeholderClient, c.client)
@@ -93,16 +93,16 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 // whole for as long as it lasts, so it gets the 502 of an answer that
 // cannot be held (the write past max_response fails, and the trip ends
 // there). The verdict says how it ended.
-func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
+func (lv *liveState) fetch(r *http.Request, t *Ticket) (Verdict, []byte) {
 	rec := &capture{header: http.Header{}, limit: lv.guard.maxResponse}
-	v := func() (v verdict) {
+	v := func() (v Verdict) {
 		defer func() {
 			// An answer that broke off ends in http.ErrAbortHandler.
 			if p := recover(); p != nil {
 				if p != http.ErrAbortHandler {
 					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.Station.name), zap.Any("panic", p))
 				}
-				v = badGateway(errBrokeOff)
+				v = BadGateway(ErrBrokeOff)
 			}
 		}()
 		return t.answer(progress.New(rec, 0), r, t)
@@ -111,11 +111,11 @@ func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
 		v.Status = http.StatusBadGateway
 	}
 	if rec.over {
-		v = badGateway(errEventTooLarge)
+		v = BadGateway(errEventTooLarge)
 	}
 	if v.Status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
 		// The backend's failure, as it came: the gateway's envelope.
-		v = badGateway(errNotAnEvent)
+		v = BadGateway(errNotAnEvent)
 		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
 			v.Status = rec.status
 		}
@@ -160,7 +160,7 @@ func liveInterval(ep *endpoint, answer []byte) time.Duration {
 	if ep.snapshot <= 0 {
 		return every
 	}
-	at, ok := snapshotTime(answer)
+	at, ok := SnapshotTime(answer)
 	if !ok {
 		return every
 	}

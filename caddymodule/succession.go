@@ -62,7 +62,7 @@ func (s stopping) Handle(context.Context, caddy.Event) error {
 // replaced: the 503 of a busy backend, with Retry-After, as a stream that
 // reaches a closing config gets; the client's next request reaches the new
 // config.
-func supersededRefusal() verdict { return busy(errSuperseded, "1") }
+func supersededRefusal() Verdict { return Busy(errSuperseded, "1") }
 
 // Interface guards
 var _ caddyevents.Handler = stopping{}

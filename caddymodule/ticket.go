@@ -15,9 +15,9 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
-// ticket is what the guard is told of a request it fetches an answer for:
+// Ticket is what the guard is told of a request it fetches an answer for:
 // what ServeHTTP decided of it, which nothing below changes.
-type ticket struct {
+type Ticket struct {
 	Station *endpoint
 	Caller  caller
 	Path    string // the decoded path the client sent: the gateway's envelopes show it
@@ -36,34 +36,34 @@ type ticket struct {
 
 // answerFunc answers the request r that t describes, writing the answer to
 // pw, or returns the refusal.
-type answerFunc func(pw *progress.Writer, r *http.Request, t *ticket) verdict
+type answerFunc func(pw *progress.Writer, r *http.Request, t *Ticket) Verdict
 
-// ticket is the guard's ticket for the canonical request r to ep by who,
+// Ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path and picked the backend picked (resolve); next is
 // what follows statusgate.
-func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *ticket {
-	t := &ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
-	if g.shareable(ep) {
+func (g *Guard) Ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
+	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
+	if g.Shareable(ep) {
 		t.Share = g.shareKey(r, who.Filtered(), t.Upstream)
 	}
 	return t
 }
 
-// resolve is the values of the declared backend's placeholders in repl, the
+// Resolve is the values of the declared backend's placeholders in repl, the
 // client's request's: which backend it picks (nil: the declaration picks
 // one, or none is declared). Read before statusgate rewrites the request.
-func (g *guard) resolve(repl *caddy.Replacer) upstream.Values {
+func (g *Guard) Resolve(repl *caddy.Replacer) upstream.Values {
 	if g.backend == nil || !g.backend.Placeholders() {
 		return nil
 	}
 	return g.backend.Resolve(repl)
 }
 
-// shareable reports whether the endpoint's answers may go to more than one
+// Shareable reports whether the endpoint's answers may go to more than one
 // caller (coalesced or cached): then the backend is asked for an unencoded
 // body, the same for every caller of the class, and each caller is told not
 // to store it (deliver).
-func (g *guard) shareable(ep *endpoint) bool {
+func (g *Guard) Shareable(ep *endpoint) bool {
 	return g.coalesce || ep.cacheTTL > 0
 }
 
@@ -74,7 +74,7 @@ func (g *guard) shareable(ep *endpoint) bool {
 // values of the placeholders in its declaration), the site (siteOf: the
 // client's Host reaches the backend) and the canonical upstream request.
 // Never the key itself.
-func (g *guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
+func (g *Guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
 	class := " whole "
 	if filtered {
 		class = " filtered "

@@ -16,10 +16,10 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 )
 
-// verdict is how a request ended, as the step that ended it reports it: the
+// Verdict is how a request ended, as the step that ended it reports it: the
 // outcome, and, unless the step answered the client itself, what the
 // gateway answers with (conclude writes it).
-type verdict struct {
+type Verdict struct {
 	Outcome metrics.Outcome
 	// Status is the gateway's envelope to answer with; 0: the step answered.
 	Status     int
@@ -30,51 +30,51 @@ type verdict struct {
 	Cut bool
 }
 
-// statusClientClosed is what the access log shows for a request whose client
+// StatusClientClosed is what the access log shows for a request whose client
 // left before its answer: nginx's 499, which Caddy's reverse_proxy records
 // too.
-const statusClientClosed = 499
+const StatusClientClosed = 499
 
 // refused is the verdict of a refusal the gateway decides before the
 // backend step.
-func refused(o metrics.Outcome, status int) verdict { return verdict{Outcome: o, Status: status} }
+func refused(o metrics.Outcome, status int) Verdict { return Verdict{Outcome: o, Status: status} }
 
-// tooMany answers a caller over a limit of its own (its share, its place, its
+// TooMany answers a caller over a limit of its own (its share, its place, its
 // key's cap): 429, to ask again in a second.
-func tooMany(cause error) verdict {
-	return verdict{Status: http.StatusTooManyRequests, Outcome: metrics.RateLimited, RetryAfter: "1", Cause: cause}
+func TooMany(cause error) Verdict {
+	return Verdict{Status: http.StatusTooManyRequests, Outcome: metrics.RateLimited, RetryAfter: "1", Cause: cause}
 }
 
-// busy answers a caller the backend has no room for: 503, to ask again after
+// Busy answers a caller the backend has no room for: 503, to ask again after
 // retryAfter seconds.
-func busy(cause error, retryAfter string) verdict {
-	return verdict{Status: http.StatusServiceUnavailable, Outcome: metrics.Busy, RetryAfter: retryAfter, Cause: cause}
+func Busy(cause error, retryAfter string) Verdict {
+	return Verdict{Status: http.StatusServiceUnavailable, Outcome: metrics.Busy, RetryAfter: retryAfter, Cause: cause}
 }
 
-// badGateway answers a caller whose backend answer failed.
-func badGateway(cause error) verdict {
-	return verdict{Status: http.StatusBadGateway, Outcome: metrics.BackendError, Cause: cause}
+// BadGateway answers a caller whose backend answer failed.
+func BadGateway(cause error) Verdict {
+	return Verdict{Status: http.StatusBadGateway, Outcome: metrics.BackendError, Cause: cause}
 }
 
-// contextRefusal answers a caller whose request context ended while it
+// ContextRefusal answers a caller whose request context ended while it
 // waited: its budget is spent (504). A context also ends when its client
 // leaves; conclude, which knows the client's own context, makes that
 // client_gone.
-func contextRefusal(err error) verdict {
-	return verdict{Status: http.StatusGatewayTimeout, Outcome: metrics.BackendError, Cause: err}
+func ContextRefusal(err error) Verdict {
+	return Verdict{Status: http.StatusGatewayTimeout, Outcome: metrics.BackendError, Cause: err}
 }
 
-// heldRefusal answers a caller the held-bytes budget turned away.
-func heldRefusal(err error) verdict {
+// HeldRefusal answers a caller the held-bytes budget turned away.
+func HeldRefusal(err error) Verdict {
 	if errors.Is(err, hold.ErrClientFull) {
-		return tooMany(err)
+		return TooMany(err)
 	}
-	return busy(err, "1")
+	return Busy(err, "1")
 }
 
 // Failed reports whether the verdict is a backend failure to log: a refusal
 // of the gateway's own (429, 503) is not one, nor an answer.
-func (v verdict) Failed() bool {
+func (v Verdict) Failed() bool {
 	return v.Cause != nil && v.Status != http.StatusTooManyRequests && v.Status != http.StatusServiceUnavailable
 }
 
