@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
@@ -151,10 +152,10 @@ func (a *App) watch(c peers.Config) {
 // other than those the guard was first given here: handlers that share a
 // guard share its limits, but for the front door's choices
 // (guardLimits.server).
-func (a *App) agree(name string, l Limits, w string, member bool) error {
+func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l = l.server()
+	l = l.Server()
 	first, ok := a.guards[name]
 	if !ok {
 		a.guards[name] = firstUse{l, w, member}
@@ -170,13 +171,13 @@ func (a *App) agree(name string, l Limits, w string, member bool) error {
 		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
 	}
 	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
-		w, first.where, ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
+		w, first.where, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
 
 // firstUse is the limits a guard was first given in a load, and by whom: a
 // handler, or a network's server (member).
 type firstUse struct {
-	limits Limits
+	limits guard.Limits
 	where  string
 	member bool
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/ident"
@@ -56,14 +57,14 @@ type queryRule struct {
 // how its path is shaped. The slice order is the plugin's own endpoint order,
 // which the index keeps.
 type builtin struct {
-	Name        string
+	name        string
 	description string
 	rule        paramRule
 	kind        paramKind
 	disabled    bool          // disabled unless enabled in the config
-	MainThread  bool          // the plugin does the work on the game's main thread
-	CacheTTL    time.Duration // the micro-cache's default time to live
-	Snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
+	mainThread  bool          // the plugin does the work on the game's main thread
+	cacheTTL    time.Duration // the micro-cache's default time to live
+	snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
 	query       queryRule     // what the backend reads of the query (query.go); nothing by default
@@ -86,43 +87,43 @@ func words(s string) []string { return strings.Fields(s) }
 // builtins is the endpoint table: every endpoint of the ServerAPI plugin's
 // /api/v1 with statusgate's defaults (docs/configuration.md, "Defaults").
 var builtins = []builtin{
-	{Name: "index", description: "This list of endpoints", public: true,
+	{name: "index", description: "This list of endpoints", public: true,
 		members: words("name apiVersion authEnabled versions version path current alias stations description requiresKey")},
-	{Name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, CacheTTL: time.Second, Snapshot: 5 * time.Second,
+	{name: "status", description: "Online player UUIDs and count, chat-platform member count; history=true adds the time series, newest first", public: true, cacheTTL: time.Second, snapshot: 5 * time.Second,
 		query:   queryRule{flags: []string{"history=true"}},
 		members: words("online minecraft discord history last")},
-	{Name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
+	{name: "player", description: "One player's name, rank, nickname, playtime, AFK flag, balance and statistics; detailed=true expands per-block, per-item and per-entity statistics", rule: paramRequired, kind: paramUUID, public: true, fields: []string{"op", "banned", "chatplatform", "discord"},
 		query:   queryRule{flags: []string{"detailed=true"}},
 		members: words("uuid name nickname messagecolor nicknamecolor rank registry offline playtime afk balance addons pass discord chatplatform op banned stat detailed"),
 		open:    words("stat detailed")},
-	{Name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"},
+	{name: "server", description: "Version, MOTD, maximum players, game mode", fields: []string{"motd", "ip", "port"},
 		members: words("brand maxPlayers motd version bukkitVersion minecraftVersion port ip onlineMode hardcore allowFlight allowNether allowEnd defaultGameMode viewDistance simulationDistance spawnRadius worldCount pluginCount")},
-	{Name: "performance", description: "TPS, tick time, memory, JVM",
+	{name: "performance", description: "TPS, tick time, memory, JVM",
 		members: words("tps 1m 5m 15m averageTickTimeMs memory usedBytes freeBytes totalBytes maxBytes usedMB maxMB jvm javaVersion javaVendor osName osArch availableProcessors uptimeMs threadCount")},
-	{Name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
+	{name: "worlds", description: "World list; /worlds/{name} for one world", rule: paramOptional, kind: paramName, fields: []string{"seed"}, cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
 		members: words("count worlds name uid environment seed difficulty time fullTime dayCount weather hasStorm thundering weatherDuration thunderDuration clear pvp allowAnimals allowMonsters minHeight maxHeight seaLevel viewDistance loadedChunks spawnLocation x y z worldBorder size centerX centerZ damageAmount damageBuffer warningDistance warningTimeTicks")},
-	{Name: "gamerules", description: "Game rules per world", CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
+	{name: "gamerules", description: "Game rules per world", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
 		members: words("count worlds world gameRules"), open: words("gameRules")},
-	{Name: "entities", description: "Entity counts per world, players excluded", CacheTTL: 5 * time.Second, Snapshot: 20 * time.Second,
+	{name: "entities", description: "Entity counts per world, players excluded", cacheTTL: 5 * time.Second, snapshot: 20 * time.Second,
 		members: words("totalEntities worlds world total byType"), open: words("byType")},
-	{Name: "spawnlimits", description: "Spawn limits and spawn intervals", CacheTTL: 30 * time.Second, Snapshot: 10 * time.Minute,
+	{name: "spawnlimits", description: "Spawn limits and spawn intervals", cacheTTL: 30 * time.Second, snapshot: 10 * time.Minute,
 		members: words("count worlds world spawnLimits ticksPerSpawns"), open: words("spawnLimits ticksPerSpawns")},
-	{Name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
+	{name: "punishments", description: "Punishment records and statistics; /punishments/{uuid} for one player", rule: paramOptional, kind: paramUUID,
 		query: queryRule{flags: []string{"view=html"}},
 		members: words("summary total bans ipBans mutes jails kicks warnings punishedPlayers activeNow cmiAvailable returned limit records type uuid name ip reason by at expires liftedAt permanent active extra " +
 			"banned ban category warningCount warningPoints mute shadow jail history cause historyCount activeCount")},
-	{Name: "bans", description: "Ban list (UUIDs and IPs)",
+	{name: "bans", description: "Ban list (UUIDs and IPs)",
 		members: words("players count entries reason source created expires permanent uuid name ips ip")},
-	{Name: "operators", description: "Operator list", members: words("count operators")},
-	{Name: "whitelist", description: "Whitelist state and entries", disabled: true, members: words("enabled count players")},
-	{Name: "plugins", description: "Installed plugin list",
+	{name: "operators", description: "Operator list", members: words("count operators")},
+	{name: "whitelist", description: "Whitelist state and entries", disabled: true, members: words("enabled count players")},
+	{name: "plugins", description: "Installed plugin list",
 		members: words("count plugins name version enabled description website apiVersion authors depend softDepend")},
-	{Name: "placeholders", description: "Resolved placeholder values (uuid, p)", MainThread: true,
+	{name: "placeholders", description: "Resolved placeholder values (uuid, p)", mainThread: true,
 		query:   queryRule{params: []string{"uuid", "p", "list"}},
 		members: words("uuid online values"), open: words("values")},
-	{Name: "network", description: "Cross-server aggregation", disabled: true,
+	{name: "network", description: "Cross-server aggregation", disabled: true,
 		members: words("cluster thisServer serverCount totalOnline servers server online players discord updatedAt")},
-	{Name: "constants", description: "Static enumeration reference",
+	{name: "constants", description: "Static enumeration reference",
 		members: words("gameModes difficulties environments weatherTypes spawnCategories entityTypeCount materialCount")},
 }
 
@@ -132,23 +133,21 @@ const customPrefix = "custom/"
 // endpoint is one resolved entry of the endpoint table: the defaults with the
 // config applied. It is immutable after Provision and shared by all requests.
 type endpoint struct {
-	name        string // "status", "custom/votes"
+	// Station is what the guard is told of the endpoint: its name, its
+	// main-thread lane, cache and snapshot times, protected fields and
+	// counters.
+	guard.Station
 	description string
 	rule        paramRule
 	kind        paramKind
 	enabled     bool
-	requireKey  bool              // already false for every endpoint while auth is off
-	mainThread  bool              // admitted through the main-thread limiter too
-	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
-	snapshot    time.Duration     // the backend's refresh interval of the station; 0: live or unknown
-	query       queryRule         // what of the client's query reaches the backend (upstreamQuery)
-	Fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
-	fieldList   []string          // the names in fields, for the metrics' labels
-	indexPath   string            // the path the index shows
-	basePath    string            // canonical upstream path without the parameter
+	requireKey  bool      // already false for every endpoint while auth is off
+	query       queryRule // what of the client's query reaches the backend (upstreamQuery)
+	fieldList   []string  // the names in fields, for the metrics' labels
+	indexPath   string    // the path the index shows
+	basePath    string    // canonical upstream path without the parameter
 
-	nameValue any               // name as a placeholder value, made once
-	Metrics   *metrics.Endpoint // this endpoint's counters; nil, counting nothing, while disabled
+	nameValue any // name as a placeholder value, made once
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -159,7 +158,7 @@ func validEndpointName(name string) bool {
 		return ident.Valid(custom)
 	}
 	for i := range builtins {
-		if builtins[i].Name == name {
+		if builtins[i].name == name {
 			return true
 		}
 	}
@@ -177,7 +176,7 @@ func endpointNameError(name string) error {
 var builtinList = func() []string {
 	names := make([]string, len(builtins))
 	for i, b := range builtins {
-		names[i] = b.Name
+		names[i] = b.name
 	}
 	return names
 }()
@@ -260,42 +259,39 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
 	add := func(b builtin) {
 		ep := &endpoint{
-			name:        b.Name,
+			Station:     guard.Station{Name: b.name, MainThread: b.mainThread, CacheTTL: b.cacheTTL, Snapshot: b.snapshot},
 			description: b.description,
 			rule:        b.rule,
 			kind:        b.kind,
 			enabled:     !b.disabled,
 			requireKey:  !b.public,
-			mainThread:  b.MainThread,
-			cacheTTL:    b.CacheTTL,
-			snapshot:    b.Snapshot,
 			query:       b.query,
-			basePath:    "/api/v1/" + b.Name,
+			basePath:    "/api/v1/" + b.name,
 		}
-		if b.Name == "index" {
+		if b.name == "index" {
 			ep.basePath = "/api/v1"
 		}
 		ep.indexPath = ep.basePath
 		if b.rule == paramRequired && b.kind == paramUUID {
 			ep.indexPath += "/{uuid}"
 		}
-		if on, ok := c.enabled[b.Name]; ok {
+		if on, ok := c.enabled[b.name]; ok {
 			ep.enabled = on
 		}
-		if need, ok := c.requireKey[b.Name]; ok {
+		if need, ok := c.requireKey[b.name]; ok {
 			ep.requireKey = need
 		}
-		if ttl, ok := c.cache[b.Name]; ok {
-			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
+		if ttl, ok := c.cache[b.name]; ok {
+			ep.CacheTTL = max(time.Duration(ttl), 0) // off is -1
 		}
 		if c.noCache {
-			ep.cacheTTL = 0
+			ep.CacheTTL = 0
 		}
-		if every, ok := c.snapshot[b.Name]; ok {
-			ep.snapshot = max(time.Duration(every), 0)
+		if every, ok := c.snapshot[b.name]; ok {
+			ep.Snapshot = max(time.Duration(every), 0)
 		}
 		names := b.fields
-		if list, ok := c.fields[b.Name]; ok {
+		if list, ok := c.fields[b.name]; ok {
 			names = list
 		}
 		if !c.authOn {
@@ -306,8 +302,8 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			ep.Fields = jsonfilter.NewNames(names)
 			ep.fieldList = names
 		}
-		ep.nameValue = ep.name
-		t.byName[b.Name] = ep
+		ep.nameValue = ep.Name
+		t.byName[b.name] = ep
 		t.ordered = append(t.ordered, ep)
 	}
 	for _, b := range builtins {
@@ -315,7 +311,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	}
 	if c.ownNetwork {
 		n, s := t.byName["network"], t.byName["status"]
-		n.cacheTTL, n.snapshot = s.cacheTTL, s.snapshot
+		n.CacheTTL, n.Snapshot = s.CacheTTL, s.Snapshot
 	}
 	for _, name := range custom {
 		// A custom station is a single parameterless segment below custom/,
@@ -323,15 +319,15 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		// like a freshly generated custom/<name>.yml of the plugin.
 		// The gateway cannot know what it reads of the query: all but the
 		// key reaches it.
-		add(builtin{Name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
+		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
 	}
 
 	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
 	for _, ep := range t.ordered {
 		if ep.enabled {
-			mc.Endpoints = append(mc.Endpoints, ep.name)
+			mc.Endpoints = append(mc.Endpoints, ep.Name)
 			if len(ep.fieldList) > 0 {
-				mc.Fields[ep.name] = ep.fieldList
+				mc.Fields[ep.Name] = ep.fieldList
 			}
 		}
 	}
@@ -340,7 +336,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		return nil, nil, err
 	}
 	for _, ep := range t.ordered {
-		ep.Metrics = m.Endpoint(ep.name)
+		ep.Metrics = m.Endpoint(ep.Name)
 	}
 	return t, m, nil
 }

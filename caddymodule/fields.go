@@ -23,7 +23,7 @@ import (
 // gateway does not know: the Caddyfile's extra_fields line or the JSON's
 // member.
 func fieldError(endpoint, field string, extra []string, fix string) error {
-	i := slices.IndexFunc(builtins, func(b builtin) bool { return b.Name == endpoint })
+	i := slices.IndexFunc(builtins, func(b builtin) bool { return b.name == endpoint })
 	if i < 0 || slices.Contains(builtins[i].members, field) || slices.Contains(extra, field) {
 		return nil
 	}

@@ -70,16 +70,16 @@ func TestMembersCoverTheSim(t *testing.T) {
 		targets["punishments"] = append(targets["punishments"], "/api/v1/punishments/"+u)
 	}
 	for _, b := range builtins {
-		if b.Name == "index" {
+		if b.name == "index" {
 			continue
 		}
-		if len(targets[b.Name]) == 0 {
-			t.Errorf("%s: no request of the sim's for it", b.Name)
+		if len(targets[b.name]) == 0 {
+			t.Errorf("%s: no request of the sim's for it", b.name)
 		}
-		for _, target := range targets[b.Name] {
+		for _, target := range targets[b.name] {
 			for _, name := range memberNames(t, get(target), b.open) {
 				if !slices.Contains(b.members, name) {
-					t.Errorf("%s (%s): the sim's answer has the field %q, which the endpoint table does not list", b.Name, target, name)
+					t.Errorf("%s (%s): the sim's answer has the field %q, which the endpoint table does not list", b.name, target, name)
 				}
 			}
 		}
@@ -93,7 +93,7 @@ func TestMembersCoverTheSim(t *testing.T) {
 	if err := json.Unmarshal(rep.Body.Bytes(), &env); err != nil {
 		t.Fatal(err)
 	}
-	index := builtins[slices.IndexFunc(builtins, func(b builtin) bool { return b.Name == "index" })]
+	index := builtins[slices.IndexFunc(builtins, func(b builtin) bool { return b.name == "index" })]
 	for _, name := range memberNames(t, env.Data, nil) {
 		if !slices.Contains(index.members, name) {
 			t.Errorf("index: the gateway's answer has the field %q, which the endpoint table does not list", name)

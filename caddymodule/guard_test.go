@@ -19,8 +19,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/hold"
-	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -119,21 +119,21 @@ func TestInstancesShare(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    BackendConfig
-		want Limits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
+		want guard.Limits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
 	}{
-		{"alone", BackendConfig{}, Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"one of one", BackendConfig{Instances: 1}, Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"two", BackendConfig{Instances: 2}, Limits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
-		{"three round down", BackendConfig{Instances: 3}, Limits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
-		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, Limits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
-		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, Limits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
+		{"alone", BackendConfig{}, guard.Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"one of one", BackendConfig{Instances: 1}, guard.Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"two", BackendConfig{Instances: 2}, guard.Limits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
+		{"three round down", BackendConfig{Instances: 3}, guard.Limits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
+		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, guard.Limits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
+		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, guard.Limits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
 	} {
 		l, err := resolveLimits(tc.c)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		got := Limits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
+		got := guard.Limits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -173,7 +173,7 @@ func TestInstancesAdmission(t *testing.T) {
 		}
 	}
 	// The third waits in the queue of 1; the fourth finds it full.
-	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.all.Stats().QueuedAnonymous == 1 })
+	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.Stats().All.QueuedAnonymous == 1 })
 	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
@@ -213,8 +213,8 @@ func TestInstancesAdmission(t *testing.T) {
 // max_held comes after it, and a max_held large enough after it is taken.
 func TestInstancesAboveMaxInFlight(t *testing.T) {
 	h, logs := newTestHandler(t, "max_in_flight 4\ninstances 6\ndisable placeholders")
-	if l := h.guard.lim.Load(); l.InFlight != 1 || l.Instances != 6 {
-		t.Errorf("share %+v, want 1 of instances 6", *l)
+	if l := h.guard.Limits(); l.InFlight != 1 || l.Instances != 6 {
+		t.Errorf("share %+v, want 1 of instances 6", l)
 	}
 	ws := logs.FilterMessageSnippet("instances is more than max_in_flight").All()
 	if len(ws) != 1 || ws[0].Level != zap.WarnLevel {
@@ -298,7 +298,7 @@ func TestAdmission(t *testing.T) {
 	}
 	// Two fill the backend; two anonymous callers queue, then a keyed one,
 	// each once the one before is in the queue.
-	stats := h.guard.all.Stats
+	stats := func() admission.Stats { return h.guard.Stats().All }
 	for _, who := range []string{"first0", "first1"} {
 		go call(who, nil)
 		<-g.entered
@@ -449,15 +449,13 @@ func (c *counter) n() int {
 // busy machine stalls it.
 func cacheClock(h *Handler) *fixture.Clock {
 	clk := fixture.NewClock()
-	h.guard.cache = microcache.New(microcache.Config{MaxBytes: h.guard.lim.Load().CacheSize, Grace: staleGrace, Now: clk.Now})
+	h.guard.SetClock(clk.Now)
 	return clk
 }
 
 // refreshing reports whether a background refresh of h's guard is under way.
 func refreshing(h *Handler) bool {
-	busy := false
-	h.guard.refreshing.Range(func(any, any) bool { busy = true; return false })
-	return busy
+	return h.guard.Stats().Refreshing > 0
 }
 
 // TestMicroCache checks that a cached endpoint reaches the backend once per
@@ -530,7 +528,7 @@ func TestMicroCache(t *testing.T) {
 func TestCacheOffAfterReload(t *testing.T) {
 	before, _ := newTestHandler(t, "guard cached\ncache status 1m")
 	after, _ := newTestHandler(t, "guard cached\ncache status off")
-	if before.guard.guardState != after.guard.guardState {
+	if !before.guard.Shares(after.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	be := &counter{body: `{"ok":true,"data":{"online":[]},"meta":{"authenticated":false}}`}
@@ -560,7 +558,7 @@ func TestCoalescing(t *testing.T) {
 		}
 		// Every caller is at the backend or waiting for a trip it joined.
 		fixture.WaitFor(t, "the callers to reach the backend or join a trip", func() bool {
-			return be.n()+h.guard.flights.Stats().Waiting == len(callers)
+			return be.n()+h.guard.Stats().Flights.Waiting == len(callers)
 		})
 		go func() {
 			for range be.release {
@@ -701,10 +699,10 @@ func TestSnapshotAwareCache(t *testing.T) {
 		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
 	}
 
-	if _, ok := SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
+	if _, ok := guard.SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
 		t.Error("a body without cachedAt has a snapshot time")
 	}
-	if at, ok := SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
+	if at, ok := guard.SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
 		t.Errorf("snapshotTime = %v %v", at, ok)
 	}
 }
@@ -827,7 +825,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 			t.Error("a protected member was sent")
 		}
 	}
-	if logs.FilterField(zap.Error(ErrTooLargeToHold)).Len() != 1 {
+	if logs.FilterField(zap.Error(guard.ErrTooLargeToHold)).Len() != 1 {
 		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
 	}
 	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
@@ -848,7 +846,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 func TestGuardSharing(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	join := func(load *App, c BackendConfig, declared string) (*Guard, error) {
+	join := func(load *App, c BackendConfig, declared string) (*guard.Guard, error) {
 		t.Helper()
 		var b *upstream.Backend
 		if declared != "" {
@@ -878,8 +876,8 @@ func TestGuardSharing(t *testing.T) {
 	load1 := newLoad()
 	g1, _ := join(load1, BackendConfig{}, survival)
 	g2, err := join(load1, BackendConfig{}, "{\n  \"upstreams\": [ { \"dial\": \"10.0.0.2:8080\" } ]\n}")
-	if err != nil || g2.guardState != g1.guardState || g2.scope != g1.scope {
-		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.guardState == g1.guardState)
+	if err != nil || !g2.Shares(g1) || g2.Scope() != g1.Scope() {
+		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.Shares(g1))
 	}
 	for name, other := range map[string]string{
 		"another upstream":      `{"upstreams":[{"dial":"10.0.0.3:8080"}]}`,
@@ -888,7 +886,7 @@ func TestGuardSharing(t *testing.T) {
 		"the upstreams swapped": `{"upstreams":[{"dial":"10.0.0.3:8080"},{"dial":"10.0.0.2:8080"}]}`,
 	} {
 		g, err := join(load1, BackendConfig{}, other)
-		if err != nil || g.guardState == g1.guardState || g.scope == g1.scope {
+		if err != nil || g.Shares(g1) || g.Scope() == g1.Scope() {
 			t.Errorf("%s shares the guard or its answers (%v)", name, err)
 		}
 	}
@@ -900,7 +898,7 @@ func TestGuardSharing(t *testing.T) {
 	// A reload keeps the declared backend's guard, and puts its limits in force.
 	load2 := newLoad()
 	g3, err := join(load2, BackendConfig{MaxInFlight: 4}, survival)
-	if err != nil || g3.guardState != g1.guardState || g3.scope != g1.scope || g3.lim.Load().InFlight != 4 {
+	if err != nil || !g3.Shares(g1) || g3.Scope() != g1.Scope() || g3.Limits().InFlight != 4 {
 		t.Errorf("a reload that keeps the declaration: %v", err)
 	}
 
@@ -908,14 +906,14 @@ func TestGuardSharing(t *testing.T) {
 	// answers of two declarations.
 	n1, _ := join(load1, BackendConfig{Guard: "survival"}, survival)
 	n2, _ := join(load2, BackendConfig{Guard: "survival"}, `{"upstreams":[{"dial":"10.0.0.9:8080"}]}`)
-	if n1.guardState != n2.guardState || n1.guardState == g1.guardState || n1.scope == n2.scope {
+	if !n1.Shares(n2) || n1.Shares(g1) || n1.Scope() == n2.Scope() {
 		t.Error("a named guard is not shared by name alone")
 	}
 	// A name in the 1.0 form says the handlers are one game server: the
 	// counts and the answers are the name's.
 	o1, _ := join(load1, BackendConfig{Guard: "old"}, "")
 	o2, _ := join(load2, BackendConfig{Guard: "old"}, "")
-	if o1.guardState != o2.guardState || o1.scope != o2.scope {
+	if !o1.Shares(o2) || o1.Scope() != o2.Scope() {
 		t.Error("two 1.0 handlers naming one guard do not share it")
 	}
 	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
@@ -925,14 +923,14 @@ func TestGuardSharing(t *testing.T) {
 	// The 1.0 form: one guard in the process, answers each handler's own.
 	u1, _ := join(load1, BackendConfig{}, "")
 	u2, err := join(load1, BackendConfig{}, "")
-	if err != nil || u1.guardState != u2.guardState || u1.scope == u2.scope || u1.guardState == g1.guardState {
+	if err != nil || !u1.Shares(u2) || u1.Scope() == u2.Scope() || u1.Shares(g1) {
 		t.Errorf("two handlers without upstreams: %v", err)
 	}
 	if _, err := join(load1, BackendConfig{MaxInFlight: 5}, ""); err == nil || !strings.Contains(err.Error(), "neither declares its upstreams") {
 		t.Errorf("handlers without upstreams with two sets of limits in one load: %v", err)
 	}
 	u3, err := join(load2, BackendConfig{MaxInFlight: 5}, "")
-	if err != nil || u3.guardState != u1.guardState || u3.lim.Load().InFlight != 5 {
+	if err != nil || !u3.Shares(u1) || u3.Limits().InFlight != 5 {
 		t.Errorf("a later load of the 1.0 form: %v", err)
 	}
 	// The Caddyfile finds it with its lines (TestHeldFitsCaddyfile); the
@@ -982,7 +980,7 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
 		}
 	}
-	if n := h.guard.bigAnswers.Load(); n != 0 {
+	if n := h.guard.Stats().BigAnswers; n != 0 {
 		t.Errorf("%d stream places left taken", n)
 	}
 }
@@ -1024,7 +1022,7 @@ func TestClientGone(t *testing.T) {
 			t.Fatal("the request did not end when its client left")
 		}
 		o, _ := repl.GetString(placeholderOutcome)
-		if rec.Code != StatusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
+		if rec.Code != guard.StatusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
 			t.Errorf("got %d, %d body bytes, outcome %q; want 499, nothing, client_gone", rec.Code, rec.Body.Len(), o)
 		}
 	}
@@ -1041,7 +1039,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.all.Stats().QueuedKeyed == 1 }, nil)
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.Stats().All.QueuedKeyed == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the caller at the backend got %d", r.Code)
@@ -1054,7 +1052,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.flights.Stats().Waiting == 1 }, nil)
+		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.Stats().Flights.Waiting == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the leader got %d", r.Code)
@@ -1082,7 +1080,7 @@ func TestClientGone(t *testing.T) {
 			}, func() {
 				// Still at the backend, which has not answered: the slot
 				// stays taken until it does.
-				if n := h.guard.all.Stats().InFlight; n != 1 {
+				if n := h.guard.Stats().All.InFlight; n != 1 {
 					t.Errorf("%d requests hold a slot after the client left, want the one still at the backend", n)
 				}
 				g.release <- struct{}{}
@@ -1098,10 +1096,10 @@ func TestClientGone(t *testing.T) {
 // is refused.
 func TestGatewayCallerTakesNoPlace(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\nmax_per_client 1")
-	network := caller{key: noKey, name: noValue, Gateway: true, Holder: "network main"}
-	address := caller{key: noKey, name: noValue, Holder: "192.0.2.1"}
+	network := guard.Caller{Gateway: true, Holder: "network main"}
+	address := guard.Caller{Holder: "192.0.2.1"}
 	for _, c := range []struct {
-		who     caller
+		who     guard.Caller
 		refused bool
 	}{{network, false}, {address, true}} {
 		v1, v2 := h.guard.Place(c.who), h.guard.Place(c.who)
@@ -1112,27 +1110,5 @@ func TestGatewayCallerTakesNoPlace(t *testing.T) {
 		if v2.Status == 0 {
 			h.guard.Unplace(c.who)
 		}
-	}
-}
-
-// TestTopicBudgetSmallEvents: a topic's event of a small answer is kept
-// whatever the held bytes hold (a budget slow readers filled must not end
-// the /status topic and every stream of it), and a large one only while it
-// fits.
-func TestTopicBudgetSmallEvents(t *testing.T) {
-	held := hold.New(100<<10, 100<<10, 50<<10)
-	if err := held.Take(hold.Share{}, 50<<10); err != nil {
-		t.Fatal(err)
-	}
-	b := topicBudget{held}
-	if !b.Keep(false, smallEvent) {
-		t.Error("a small event refused by a full anonymous pool")
-	}
-	if b.Keep(false, smallEvent+1) {
-		t.Error("a large event kept past the anonymous pool")
-	}
-	b.Drop(false, smallEvent)
-	if held.Held() != 50<<10 {
-		t.Errorf("held %d after the small event was dropped, want the 50 KiB taken before", held.Held())
 	}
 }

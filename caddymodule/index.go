@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/apijson"
@@ -63,11 +65,11 @@ func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 			Stations:    []indexStation{},
 		}
 		for _, ep := range t.ordered {
-			if ep.name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
+			if ep.Name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
 				continue
 			}
 			d.Stations = append(d.Stations, indexStation{
-				Name: ep.name, Path: ep.indexPath, Description: ep.description, RequiresKey: ep.requireKey,
+				Name: ep.Name, Path: ep.indexPath, Description: ep.description, RequiresKey: ep.requireKey,
 			})
 		}
 		var buf bytes.Buffer
@@ -83,7 +85,7 @@ func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 	}
 	for i, s := range keys {
 		if s.endpoints != nil {
-			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
+			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.Name) })
 		}
 	}
 	return c
@@ -108,16 +110,16 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) Verdict {
-	b, err := ownAnswer(c.list(who, hide), nil, who, ep)
+func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) guard.Verdict {
+	b, err := ownAnswer(c.list(who, hide), nil, who.Caller, ep)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		logger.Error("filtering the index", zap.Error(err))
-		return Verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
+		return guard.Verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
 	}
-	setCORS(w.Header())
+	cors.Set(w.Header())
 	apijson.Write(w, http.StatusOK, b)
-	return Verdict{Outcome: metrics.Index}
+	return guard.Verdict{Outcome: metrics.Index}
 }
 
 // ownAnswer is the body of an answer the gateway makes itself (the index, a
@@ -125,7 +127,7 @@ func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide
 // envelope, meta's members that start every envelope, then extra (members
 // of meta of the answer's own, each after a comma), then authenticated;
 // through the field layer when who gets it, as a backend's answer would go.
-func ownAnswer(data, extra []byte, who caller, ep *endpoint) ([]byte, error) {
+func ownAnswer(data, extra []byte, who guard.Caller, ep *endpoint) ([]byte, error) {
 	b := make([]byte, 0, len(data)+len(extra)+96)
 	b = append(b, apijson.DataHead...)
 	b = append(b, data...)

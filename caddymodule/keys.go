@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
@@ -225,7 +226,7 @@ var errPlaceholder = errors.New(`a placeholder in the key is unknown or empty (p
 // held bytes under the guard's limits l: its own max_held, checked against
 // l, or keyShare; writeTimeout is the handler's. Errors name the key as
 // loadKeys does.
-func keyShares(info []keyInfo, keys []apikey.Key, l Limits, writeTimeout time.Duration) error {
+func keyShares(info []keyInfo, keys []apikey.Key, l guard.Limits, writeTimeout time.Duration) error {
 	for i := range info {
 		k := keys[info[i].entry]
 		if k.MaxHeld > 0 {
@@ -248,7 +249,7 @@ func keyShares(info []keyInfo, keys []apikey.Key, l Limits, writeTimeout time.Du
 // operator's client, refused for its bytes only once it has taken nothing
 // of them for half of writeTimeout (0: off, and half the default then): past
 // the bursts in which a slow reader takes its answers, and before the cut.
-func keyShare(k apikey.Key, l Limits, writeTimeout time.Duration) hold.Share {
+func keyShare(k apikey.Key, l guard.Limits, writeTimeout time.Duration) hold.Share {
 	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2, Keyed: true}
 	if s.Bytes > 0 {
 		return s
@@ -258,7 +259,7 @@ func keyShare(k apikey.Key, l Limits, writeTimeout time.Duration) hold.Share {
 	if admitted > 0 {
 		s.Bytes = min(s.Bytes, int64(admitted)*l.MaxResponse)
 	}
-	s.Bytes = max(s.Bytes, l.clientShare())
+	s.Bytes = max(s.Bytes, l.ClientShare())
 	return s
 }
 
@@ -266,7 +267,7 @@ func keyShare(k apikey.Key, l Limits, writeTimeout time.Duration) hold.Share {
 // does not fit the guard's limits l, or nil: the share is part of the
 // guard's max_held, and must hold an answer of max_response. The Caddyfile's
 // rule and the JSON's.
-func keyHeldError(held int64, shown string, l Limits) error {
+func keyHeldError(held int64, shown string, l guard.Limits) error {
 	switch {
 	case held > l.MaxHeld && l.Instances > 1:
 		return fmt.Errorf("max_held: %s is more than this gateway's share of the guard's max_held, %s (max_held / instances %d): a key's share is part of it; write at most %s, or raise max_held",

@@ -28,6 +28,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
@@ -51,7 +53,7 @@ type networkState struct {
 	// guard is the handler's: the documents are delivered through it, held
 	// for their callers against their shares of its held bytes, and kept
 	// against its held bytes while they last.
-	guard *Guard
+	guard *guard.Guard
 	// bound is the largest document a caller gets (max_response, which an
 	// answer a caller is sent whole never exceeds): past it, the largest
 	// members are left out and named in meta.unreachable.
@@ -75,7 +77,7 @@ type networkState struct {
 // networkMember is one member server and its guard.
 type networkMember struct {
 	id    string
-	guard *Guard
+	guard *guard.Guard
 	own   bool // the handler's own guard (self), which the handler leaves
 	// last is the member's answer as last read (nil: none kept): the
 	// builds that get the same bytes, from the member's micro-cache or a
@@ -88,7 +90,7 @@ type networkMember struct {
 }
 
 // newMember is the member id, fetched through g (own: the handler's).
-func newMember(id string, g *Guard, own bool) networkMember {
+func newMember(id string, g *guard.Guard, own bool) networkMember {
 	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
 }
 
@@ -129,8 +131,8 @@ func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
 // table, policy its field lists' fingerprint; each member's guard is
 // exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
-func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *Guard,
-	bc BackendConfig, l Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
+func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard,
+	bc BackendConfig, l guard.Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
 		cluster: c.Cluster,
 		self:    c.Self,
@@ -154,13 +156,13 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 		if err := backends[i].Provision(ctx); err != nil {
 			return n, err
 		}
-		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
 		ml, sc := l, mc
 		if s.declared != nil {
 			// A server declared once is counted with its own limits, and
 			// at its own guard (its guard <name> too), whichever handler's
 			// network lists it: the guard its handlers join.
-			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
 			sc = withServer(mc, s.declared)
 			var err error
 			if ml, _, err = resolveGuard(sc); err != nil {
@@ -197,7 +199,7 @@ func (n *networkState) leaveGuards() {
 // answers reports whether the network answers requests to ep: the network
 // endpoint, while the handler has a network (nil: none).
 func (n *networkState) answers(ep *endpoint) bool {
-	return n != nil && ep.name == "network"
+	return n != nil && ep.Name == "network"
 }
 
 // A document class is what a document's bytes and its making depend on
@@ -207,7 +209,7 @@ func (n *networkState) answers(ep *endpoint) bool {
 const docClasses = 4
 
 // docClass is the class of the documents who gets.
-func docClass(who caller) int {
+func docClass(who guard.Caller) int {
 	c := 0
 	if who.Filtered() {
 		c |= 1
@@ -238,15 +240,15 @@ type networkDoc struct {
 // limit is left out and named in meta.unreachable, never the caller's
 // refusal. The caller's own limits are its share of the held bytes and, if
 // it leads a build, its per-client place or key cap for that time: its 429.
-func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
+func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict {
 	who := t.Caller
 	if r.Header.Get(networkHeader) != "" {
 		// Refused before anything is asked: 508, which the network that
 		// sent it reads as its member's failure.
-		return Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
+		return guard.Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
-	if err := n.guard.held.Check(who.Holder, who.Held); err != nil {
-		return HeldRefusal(err)
+	if refused := n.guard.Check(who); refused.Status != 0 {
+		return refused
 	}
 	class := docClass(who)
 	if d := n.docs[class].Load(); d != nil {
@@ -257,7 +259,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *Ticket) Ve
 			return n.guard.Deliver(pw, who, d.res, true, true, metrics.Cached)
 		}
 	}
-	var v Verdict // of the caller's own lead
+	var v guard.Verdict // of the caller's own lead
 	res, how := n.builds.Do(r.Context(), n.shareKey(who)+" answer", func(ctx context.Context) *coalesce.Result {
 		// The caller leads: its request counts among its open requests
 		// while the document is made. A refusal is its own (a follower
@@ -273,15 +275,15 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *Ticket) Ve
 		switch {
 		case res != nil:
 		case ctx.Err() != nil:
-			v = ContextRefusal(ctx.Err())
+			v = guard.ContextRefusal(ctx.Err())
 		default:
-			v = Verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
+			v = guard.Verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
 		}
 		return res
 	})
 	switch {
 	case how == coalesce.Abandoned:
-		return ContextRefusal(r.Context().Err())
+		return guard.ContextRefusal(r.Context().Err())
 	case res == nil:
 		return v
 	}
@@ -298,14 +300,14 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *Ticket) Ve
 // shareKey names the answers of the network to who for the live streams'
 // topics: the class's document, the same on every site and whatever the
 // client's Host.
-func (n *networkState) shareKey(who caller) string {
+func (n *networkState) shareKey(who guard.Caller) string {
 	return n.name + " class " + strconv.Itoa(docClass(who))
 }
 
 // rebuild makes the document of the class anew in the background, unless
 // that is under way: its callers meanwhile get the one kept, as a stale
 // cache entry is served while it is refreshed.
-func (n *networkState) rebuild(r *http.Request, t *Ticket, class int) {
+func (n *networkState) rebuild(r *http.Request, t *guard.Ticket, class int) {
 	if !n.rebuilding[class].CompareAndSwap(false, true) {
 		return
 	}
@@ -322,7 +324,7 @@ func (n *networkState) rebuild(r *http.Request, t *Ticket, class int) {
 // time; nil only on the gateway's own error. The members are asked on the
 // network's own behalf (memberRequest), within each one's budget; a member
 // whose failure is still shared is not asked again.
-func (n *networkState) build(ctx context.Context, r *http.Request, t *Ticket, class int) *coalesce.Result {
+func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Ticket, class int) *coalesce.Result {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	answers := make([]memberAnswer, len(n.members))
 	var wg sync.WaitGroup
@@ -355,7 +357,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *Ticket, cl
 			continue
 		}
 		if a.logAs != 0 {
-			logFailure(n.logger.With(zap.String("network_member", m.id)), a.logAs, n.status, a.left)
+			logFailure(n.logger.With(zap.String("network_member", m.id)), a.logAs, n.status.Name, a.left)
 		}
 		if a.share && ctx.Err() == nil {
 			m.failed.Store(&memberFailure{err: a.left, until: now.Add(n.failureTime())})
@@ -370,7 +372,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *Ticket, cl
 	}
 	hdr := http.Header{}
 	apijson.SetHeaders(hdr)
-	setCORS(hdr)
+	cors.Set(hdr)
 	res := &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}
 	n.store(class, t.Caller, res)
 	return res
@@ -380,7 +382,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *Ticket, cl
 // larger, the member whose part is largest is left out, named in
 // meta.unreachable (in the block's order, by order) and logged, so that a
 // network too large for its callers still answers with the others.
-func (n *networkState) render(doc *network.Document, who caller, order map[string]int) ([]byte, error) {
+func (n *networkState) render(doc *network.Document, who guard.Caller, order map[string]int) ([]byte, error) {
 	for {
 		body, err := ownAnswer(doc.AppendData(nil), doc.AppendMeta(nil), who, n.ep)
 		if err != nil || len(body) <= n.bound || len(doc.Members) == 0 {
@@ -401,7 +403,7 @@ func (n *networkState) render(doc *network.Document, who caller, order map[strin
 // many builds and streams ask; at least a second, and at most the stale
 // grace (the default budget), so that a member that is back is back soon.
 func (n *networkState) failureTime() time.Duration {
-	return min(max(n.status.cacheTTL, time.Second), staleGrace)
+	return min(max(n.status.CacheTTL, time.Second), staleGrace)
 }
 
 // store keeps res, the document of the class, for its callers: for the
@@ -413,16 +415,16 @@ func (n *networkState) failureTime() time.Duration {
 // ran. It is kept apart from the micro-cache, whose entries are at most an
 // eighth of cache_size: a network's document is one per class, bounded by
 // max_response, and a large one must not cost its members a trip per caller.
-func (n *networkState) store(class int, who caller, res *coalesce.Result) {
+func (n *networkState) store(class int, who guard.Caller, res *coalesce.Result) {
 	now := time.Now()
-	ttl := CacheTime(n.status, res.Body, now)
-	if n.status.cacheTTL <= 0 || n.guard.Caching() == nil || ttl <= 0 {
+	ttl := guard.CacheTime(&n.status.Station, res.Body, now)
+	if n.status.CacheTTL <= 0 || n.guard.Caching() == nil || ttl <= 0 {
 		n.keep(class, nil)
 		return
 	}
 	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.Keyed}}
 	d.charged = int64(len(res.Body))
-	if err := n.guard.held.Take(d.share, d.charged); err != nil {
+	if err := n.guard.Keep(d.share, d.charged); err != nil {
 		n.keep(class, nil)
 		return
 	}
@@ -435,7 +437,7 @@ func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 // outlive the handler.
 func (n *networkState) keep(class int, d *networkDoc) {
 	if old := n.docs[class].Swap(d); old != nil && old.charged > 0 {
-		n.guard.held.Give(old.share, old.charged)
+		n.guard.Drop(old.share, old.charged)
 	}
 	if d != nil && n.gone.Load() {
 		n.keep(class, nil)

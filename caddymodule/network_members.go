@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -36,8 +37,8 @@ const statusPath = "/api/v1/status"
 // so that a caller that floods cannot make a member look unreachable to
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
-func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *Ticket) {
-	who := caller{key: noKey, name: noValue, Keyed: keyed, Authenticated: true, Gateway: true,
+func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
+	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, n.status.nameValue)
@@ -46,18 +47,18 @@ func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server,
 	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
 	mr, _ := http.NewRequestWithContext(base, http.MethodGet, statusPath, nil)
 	mr.Host, mr.RequestURI = "", statusPath
-	if !m.own && n.guard.backend == nil {
+	if !m.own && n.guard.Backend() == nil {
 		// The form of 1.0: what follows statusgate is the way to the
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP
 	}
-	mt := m.guard.Ticket(mr, n.status, who, statusPath, nil, caddyhttp.HandlerFunc(next))
+	mt := m.guard.Ticket(mr, &n.status.Station, who, statusPath, nil, caddyhttp.HandlerFunc(next))
 	// The build's cancellation, not its values: those are the leading
 	// caller's (its connection, its site's address), which no member's
 	// share key may depend on.
 	bctx, cancel := context.WithCancel(base)
 	context.AfterFunc(ctx, cancel)
-	bg := BackgroundRequest(bctx, mr, mt)
+	bg := m.guard.BackgroundRequest(bctx, mr, mt)
 	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
 	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
@@ -92,25 +93,18 @@ type memberAnswer struct {
 }
 
 // ask fetches m's status with the request r that t describes.
-func (n *networkState) ask(m networkMember, r *http.Request, t *Ticket) (a memberAnswer) {
-	rec := &capture{header: http.Header{}, limit: n.bound}
-	defer func() {
-		// An answer that broke off ends in http.ErrAbortHandler, which
-		// net/http would have caught for a caller; here nobody would.
-		if p := recover(); p != nil {
-			if p != http.ErrAbortHandler {
-				n.logger.Error("fetching a network member's status failed", zap.String("network_member", m.id), zap.Any("panic", p))
-			}
-			a = memberAnswer{left: ErrBrokeOff, logAs: http.StatusBadGateway, share: true}
-			if rec.over {
-				// Streamed past max_response: the write that went over
-				// failed, and the proxy gave up.
-				a.left = errMemberTooLarge
-			}
-		}
-	}()
-	v := m.guard.Fetch(progress.New(rec, 0), r, t)
+func (n *networkState) ask(m networkMember, r *http.Request, t *guard.Ticket) (a memberAnswer) {
+	rec := guard.NewCapture(n.bound)
+	logger := n.logger.With(zap.String("network_member", m.id))
+	v := guard.Background(logger, "fetching a network member's status", t.Station, func() guard.Verdict {
+		return m.guard.Fetch(progress.New(rec, 0), r, t)
+	})
 	switch {
+	case rec.Over && errors.Is(v.Cause, guard.ErrBrokeOff):
+		// Streamed past max_response: the write that went over failed,
+		// and the proxy gave up.
+		a = memberAnswer{left: errMemberTooLarge, logAs: http.StatusBadGateway, share: true}
+		return a
 	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
 		// The member's guard has no room for the network now (its
 		// queue, its per-client place for the network): left out of this
@@ -118,20 +112,20 @@ func (n *networkState) ask(m networkMember, r *http.Request, t *Ticket) (a membe
 		a.left = cmp.Or(v.Cause, errMemberBusy)
 		return a
 	case v.Status != 0 || v.Cut:
-		a.left = cmp.Or(v.Cause, ErrBrokeOff)
+		a.left = cmp.Or(v.Cause, guard.ErrBrokeOff)
 		if v.Failed() {
 			a.logAs = cmp.Or(v.Status, http.StatusBadGateway)
 		}
 		a.share = true
 		return a
-	case rec.over:
+	case rec.Over:
 		a.left = errMemberTooLarge
-	case rec.status == http.StatusLoopDetected:
+	case rec.Status == http.StatusLoopDetected:
 		a.left = errNetworkLoop
-	case rec.status != http.StatusOK:
-		a.left = fmt.Errorf("the member answered %d", rec.status)
+	case rec.Status != http.StatusOK:
+		a.left = fmt.Errorf("the member answered %d", rec.Status)
 	default:
-		read, fresh := m.read(rec.body)
+		read, fresh := m.read(rec.Body)
 		a.status, a.left = read.status, read.err
 		if !fresh {
 			return a // a failure in it was logged when it was first read
@@ -148,38 +142,3 @@ var errMemberBusy = errors.New("the member's guard has no room for the network's
 // errMemberTooLarge is why a member's status is left out when it is larger
 // than max_response.
 var errMemberTooLarge = errors.New("the member's status is larger than max_response")
-
-// errOverLimit fails a write past a capture's limit.
-var errOverLimit = errors.New("the answer is larger than max_response")
-
-// capture is the client of a fetch whose answer the gateway keeps (a
-// network member's status, a live topic's answer): it keeps the status and
-// up to limit bytes of the answer; a write past limit fails, so that the
-// trip ends there.
-type capture struct {
-	header http.Header
-	status int
-	body   []byte
-	limit  int
-	over   bool // the answer was longer than limit
-}
-
-func (c *capture) Header() http.Header { return c.header }
-
-func (c *capture) WriteHeader(status int) {
-	if c.status == 0 && status >= http.StatusOK {
-		c.status = status
-	}
-}
-
-func (c *capture) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
-	}
-	if len(c.body)+len(p) > c.limit {
-		c.over = true
-		return 0, errOverLimit
-	}
-	c.body = append(c.body, p...)
-	return len(p), nil
-}

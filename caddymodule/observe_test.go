@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/internal/scrape"
 )
@@ -245,7 +246,7 @@ func TestRequestPathAllocations(t *testing.T) {
 	w := httptest.NewRecorder()
 	served := func(key int) {
 		x := &exchange{w: w, r: r, repl: repl, ep: ep, who: h.callerFor(key, ep)}
-		x.end(Verdict{Outcome: metrics.Served})
+		x.end(guard.Verdict{Outcome: metrics.Served})
 		h.conclude(x)
 	}
 	// Warm the replacer's map so that only steady-state costs are measured.

@@ -76,7 +76,7 @@ func checkTable(t *testing.T, h *Handler, order []string, want map[string]epWant
 	t.Helper()
 	var got []string
 	for _, ep := range h.table.ordered {
-		got = append(got, ep.name)
+		got = append(got, ep.Name)
 	}
 	if !slices.Equal(got, order) {
 		t.Errorf("endpoints in table order:\n got %v\nwant %v", got, order)

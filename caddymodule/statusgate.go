@@ -24,6 +24,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -95,7 +96,7 @@ type Handler struct {
 
 	access  // the key check (auth.go)
 	table   *endpointTable
-	guard   *Guard // the backend step (fetch.go)
+	guard   *guard.Guard // the backend step (fetch.go)
 	hide    bool
 	index   *indexCache
 	live    *liveState    // the live streams (stream.go)
@@ -232,7 +233,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 		return // provisioned outside a server, by a test: no config, no storage
 	}
 	h.app.logRedis(ctx.Storage(), h.logger)
-	l := h.guard.lim.Load()
+	l := h.guard.Limits()
 	if l.Instances <= 1 && ctx.Storage() == caddy.DefaultStorage {
 		// Nothing another gateway shares with this one: a gateway alone
 		// in front of its backend, with Caddy's own data directory, which
@@ -408,7 +409,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	if r.Method == http.MethodOptions {
 		writePreflight(w)
-		x.end(Verdict{Outcome: metrics.Preflight})
+		x.end(guard.Verdict{Outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
@@ -452,7 +453,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// From here on the caller may see the endpoint. A caller who is not
 	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
-	if rt.ep.name == "index" {
+	if rt.ep.Name == "index" {
 		x.end(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
 		return nil
 	}
@@ -466,31 +467,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.
 	picked := h.guard.Resolve(x.repl)
-	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(rt.ep))
-	x.who = x.who.withAddress(r, h.guard.prefix6)
+	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(&rt.ep.Station))
+	x.who = x.who.withAddress(r, h.guard.Prefix6())
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
-	t := h.guard.Ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
-	t.answer = h.guard.Fetch
+	t := h.guard.Ticket(r, &rt.ep.Station, x.who.Caller, x.decodedPath, picked, next)
+	answer := answerFunc(h.guard.Fetch)
 	if h.network.answers(rt.ep) {
 		// The network's answers are the class's document, whatever the
 		// site or the client's Host: so is a stream's topic.
-		t.answer, t.Share = h.network.fetch, h.network.shareKey(x.who)
+		answer, t.Share = h.network.fetch, h.network.shareKey(x.who.Caller)
 	}
-	pw := progress.New(w, h.guard.writeTimeout)
+	pw := progress.New(w, h.guard.WriteTimeout())
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
-	var v Verdict
+	var v guard.Verdict
 	if live {
-		v = h.live.serve(pw, r, t, head)
+		v = h.live.serve(pw, r, t, answer, head)
 	} else {
-		v = t.answer(pw, r, t)
+		v = answer(pw, r, t)
 	}
 	x.end(v)
 	return nil
 }
+
+// answerFunc answers the request r that t describes, writing the answer to
+// pw, or returns the refusal: the guard's Fetch, from the backend, or a
+// network's, from its members; ServeHTTP says which, for a plain GET and a
+// live stream's polls alike.
+type answerFunc func(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict
 
 // exchange is one request on its way through ServeHTTP: what the steps up
 // to the backend step and conclude need to know about it. The steps below
@@ -503,13 +510,13 @@ type exchange struct {
 	who         caller              // who the caller is for ep
 	decodedPath string              // what the gateway's error envelopes show
 
-	forwarded bool    // the request went to the backend step
-	ended     bool    // a step said how the request ended: verdict holds it
-	verdict   Verdict // how it ended
+	forwarded bool          // the request went to the backend step
+	ended     bool          // a step said how the request ended: verdict holds it
+	verdict   guard.Verdict // how it ended
 }
 
 // end records how the request ended, for conclude.
-func (x *exchange) end(v Verdict) { x.verdict, x.ended = v, true }
+func (x *exchange) end(v guard.Verdict) { x.verdict, x.ended = v, true }
 
 // conclude ends every request, deferred by ServeHTTP: it answers a refusal in
 // the gateway's envelope, and sets the placeholders and counts the outcome
@@ -529,10 +536,10 @@ func (h *Handler) conclude(x *exchange) {
 	v := x.verdict
 	if !x.ended {
 		// Panicking: the answer, if any, broke off.
-		v = Verdict{Outcome: metrics.BackendError}
+		v = guard.Verdict{Outcome: metrics.BackendError}
 	}
 	if x.forwarded && (v.Status != 0 || v.Cut || !x.ended) && x.r.Context().Err() != nil {
-		v = Verdict{Outcome: metrics.ClientGone, Status: StatusClientClosed, Cut: v.Cut}
+		v = guard.Verdict{Outcome: metrics.ClientGone, Status: guard.StatusClientClosed, Cut: v.Cut}
 	}
 	settle(x.repl, x.ep, h.metrics, v.Outcome)
 	switch {
@@ -540,7 +547,7 @@ func (h *Handler) conclude(x *exchange) {
 		return // the panic goes on
 	case v.Cut:
 		if v.Cause != nil {
-			logFailure(h.logger, http.StatusBadGateway, x.ep, v.Cause)
+			logFailure(h.logger, http.StatusBadGateway, x.ep.Name, v.Cause)
 		}
 		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
 	case v.Status == 0:
@@ -552,7 +559,7 @@ func (h *Handler) conclude(x *exchange) {
 	// written, after which nothing is refused any more, only cut.
 	hdr := x.w.Header()
 	switch v.Status {
-	case StatusClientClosed:
+	case guard.StatusClientClosed:
 		x.w.WriteHeader(v.Status) // for the access log; nobody reads it
 		return
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
@@ -561,7 +568,7 @@ func (h *Handler) conclude(x *exchange) {
 		}
 	default:
 		if v.Cause != nil {
-			logFailure(h.logger, v.Status, x.ep, v.Cause)
+			logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
 		}
 	}
 	writeError(x.w, v.Status, x.decodedPath)

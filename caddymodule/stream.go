@@ -20,6 +20,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -38,15 +40,15 @@ type liveState struct {
 	limits  liveLimits
 	hub     *live.Hub
 	seats   *live.Seats
-	guard   *Guard
+	guard   *guard.Guard
 	metrics *metrics.Metrics
 	logger  *zap.Logger
 }
 
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
-func newLive(l liveLimits, g *Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats, g.topics), seats: g.seats, guard: g, metrics: m, logger: logger}
+func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
+	return &liveState{limits: l, hub: live.New(encodeEvent, g.Seats(), g.Topics()), seats: g.Seats(), guard: g, metrics: m, logger: logger}
 }
 
 // end ends every stream of the handler at once: its clients reconnect, to
@@ -71,7 +73,7 @@ func (lv *liveState) close() {
 // a cache or snapshot time. Any other request is answered as a plain GET,
 // whatever its Accept.
 func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
-	if r.Method != http.MethodGet || lv == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
+	if r.Method != http.MethodGet || lv == nil || (ep.CacheTTL <= 0 && ep.Snapshot <= 0) {
 		return false
 	}
 	for _, v := range r.Header.Values("Accept") {
@@ -134,11 +136,11 @@ func qvalue(q string) (int, bool) {
 // lifetime is over, a reload, a keyed caller or a poll refused to the
 // viewer ends it, or the client stops taking what is written
 // (write_timeout: the stream is cut and its seat given back).
-func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head int64) Verdict {
+func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket, answer answerFunc, head int64) guard.Verdict {
 	g, who := lv.guard, t.Caller
-	if err := g.held.Check(who.Holder, who.Held); err != nil {
+	if refused := g.Check(who); refused.Status != 0 {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return HeldRefusal(err)
+		return refused
 	}
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
 	// and the topic's place, of an anonymous one when every one is taken;
@@ -149,10 +151,10 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
-			return TooMany(err)
+			return guard.TooMany(err)
 		}
 		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return Busy(err, "1")
+		return guard.Busy(err, "1")
 	}
 	defer seat.Give()
 
@@ -161,7 +163,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 	// joins a topic polled already as it is: what it gets is the answer
 	// the topic's polls (charged to its viewers in turn) keep current, at
 	// no cost to the backend, as a cached answer is.
-	topic := cmp.Or(t.Share, g.shareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
+	topic := cmp.Or(t.Share, g.ShareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
 	viewer := live.Viewer{
 		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
@@ -170,11 +172,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 	// like a plain GET, starts only while the viewer holds less than half
 	// its share). Charged before anything of the stream is done, so that a
 	// stream refused for it ends nobody else's.
-	if err := g.held.Pin(who.Holder, who.Held, head); err != nil {
+	if err := g.Pin(who, head); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return HeldRefusal(err)
+		return guard.HeldRefusal(err)
 	}
-	defer g.held.Unpin(who.Holder, who.Held, head)
+	defer g.Unpin(who, head)
 	sub, err := lv.hub.Join(topic, viewer)
 	opening := sub == nil && err == nil
 	if opening {
@@ -184,15 +186,15 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 		// of its own, it gets that GET's 429 instead of a stream.
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
 		setEventAccept(r.Header)
-		var v Verdict
-		v, viewer.Answer = lv.fetch(r, t)
+		var v guard.Verdict
+		v, viewer.Answer = lv.fetch(r, t, answer)
 		if v.Status == http.StatusTooManyRequests {
 			return v
 		}
 		if err := r.Context().Err(); err != nil {
 			// The viewer left while its topic's first answer came: that
 			// answer (the wait's end, a 504) is nobody's first event.
-			return ContextRefusal(err)
+			return guard.ContextRefusal(err)
 		}
 		viewer.Next = liveInterval(t.Station, viewer.Answer)
 	}
@@ -206,11 +208,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 				sub.Leave()
 			}
 			lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-			return Busy(err, "1")
+			return guard.Busy(err, "1")
 		}
 	}
 	if opening {
-		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
+		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t, answer) })
 	}
 	if err != nil {
 		switch {
@@ -223,14 +225,14 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 		default:
 			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
 		}
-		return Busy(err, "1")
+		return guard.Busy(err, "1")
 	}
 	defer sub.Leave()
 	t.Station.Metrics.StreamOpened()
 	defer t.Station.Metrics.StreamClosed()
 
 	hdr := pw.Header()
-	setCORS(hdr)
+	cors.Set(hdr)
 	hdr.Set("Content-Type", "text/event-stream")
 	// no-transform: Caddy's encode leaves the stream as it is (it honours
 	// the response's no-transform). Compressed, a stream would hold a
@@ -259,14 +261,14 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 	for {
 		select {
 		case <-r.Context().Done():
-			return Verdict{Outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-sub.Done():
-			return Verdict{Outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-seat.Ended():
 			// A keyed caller took the seat over: the client reconnects.
-			return Verdict{Outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-lifetime:
-			return Verdict{Outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-heartbeat.C:
 			if err := lv.send(pw, heartbeatLine); err != nil {
 				return lv.ended(t.Station, err)
@@ -283,7 +285,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *Ticket, head
 			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-				return Verdict{Outcome: metrics.Streamed}
+				return guard.Verdict{Outcome: metrics.Streamed}
 			}
 			if err != nil {
 				return lv.ended(t.Station, err)
@@ -339,8 +341,8 @@ func encodeEvent(ev live.Event) []byte {
 // held says whether it fit (if not, nothing was sent), err how the send
 // ended. The event's bytes are its topic's, charged already (live.Meter):
 // they are lent, as a cache hit's are.
-func (lv *liveState) sendHeld(pw *progress.Writer, who caller, p []byte) (held bool, err error) {
-	claim, err := lv.guard.held.Lend(who.Holder, who.Held, p)
+func (lv *liveState) sendHeld(pw *progress.Writer, who guard.Caller, p []byte) (held bool, err error) {
+	claim, err := lv.guard.Lend(who, p)
 	if err != nil {
 		return false, nil
 	}
@@ -370,7 +372,7 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 		pw.Disarm()
 		return nil
 	}
-	if lv.guard.writeTimeout > 0 && time.Since(start) >= lv.guard.writeTimeout {
+	if lv.guard.WriteTimeout() > 0 && time.Since(start) >= lv.guard.WriteTimeout() {
 		return errStalled
 	}
 	return err
@@ -379,12 +381,12 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 // ended is the end of a stream whose write failed: a stalled viewer's
 // connection (HTTP/1) or stream (HTTP/2) is cut and counted; a client that
 // left just ended its stream.
-func (lv *liveState) ended(ep *endpoint, err error) Verdict {
+func (lv *liveState) ended(ep *guard.Station, err error) guard.Verdict {
 	if !errors.Is(err, errStalled) {
-		return Verdict{Outcome: metrics.Streamed}
+		return guard.Verdict{Outcome: metrics.Streamed}
 	}
 	ep.Metrics.ViewerCut()
-	return Verdict{Outcome: metrics.StreamCut, Cut: true}
+	return guard.Verdict{Outcome: metrics.StreamCut, Cut: true}
 }
 
 // appendEvent appends ev as a server-sent event: its id, then its data, a

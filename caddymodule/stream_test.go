@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -329,7 +330,7 @@ func TestStalledViewerIsCut(t *testing.T) {
 	fixture.WaitFor(t, "the stream", func() bool { return h.live.seats.Open() == 1 })
 	// It reads nothing: each new answer is a megabyte, and the writes block.
 	fixture.WaitFor(t, "the stalled viewer's cut", func() bool {
-		return h.live.seats.Open() == 0 && h.guard.held.Held() == 0
+		return h.live.seats.Open() == 0 && h.guard.Stats().Held == 0
 	})
 	// The others go on: a reader gets its events.
 	s := openStream(t, srv.URL+"/api/v1/status", nil)
@@ -358,7 +359,7 @@ func TestAppendEvent(t *testing.T) {
 }
 
 func TestLiveInterval(t *testing.T) {
-	status := &endpoint{cacheTTL: time.Second, snapshot: 5 * time.Second}
+	status := &guard.Station{CacheTTL: time.Second, Snapshot: 5 * time.Second}
 	at := func(d time.Duration) []byte {
 		return fmt.Appendf(nil, `{"ok":true,"meta":{"cachedAt":%d}}`, time.Now().Add(d).UnixMilli())
 	}
@@ -374,7 +375,7 @@ func TestLiveInterval(t *testing.T) {
 	if d := liveInterval(status, []byte(`{"ok":false}`)); d != time.Second {
 		t.Errorf("no snapshot time: %v", d)
 	}
-	uncached := &endpoint{snapshot: 20 * time.Second}
+	uncached := &guard.Station{Snapshot: 20 * time.Second}
 	if d := liveInterval(uncached, at(-time.Minute)); d != 4*time.Second {
 		t.Errorf("overdue without a cache: %v, want a fifth of the interval", d)
 	}
@@ -414,7 +415,7 @@ func TestWantsStream(t *testing.T) {
 		r := httptest.NewRequest(c.method, "/", nil)
 		r.Header.Set("Accept", c.accept)
 		if got := h.live.wants(r, c.ep); got != c.want {
-			t.Errorf("%s %q %s: %v", c.method, c.accept, c.ep.name, got)
+			t.Errorf("%s %q %s: %v", c.method, c.accept, c.ep.Name, got)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // errSuperseded is why a request that reached a config a newer one has
@@ -62,7 +63,7 @@ func (s stopping) Handle(context.Context, caddy.Event) error {
 // replaced: the 503 of a busy backend, with Retry-After, as a stream that
 // reaches a closing config gets; the client's next request reaches the new
 // config.
-func supersededRefusal() Verdict { return Busy(errSuperseded, "1") }
+func supersededRefusal() guard.Verdict { return guard.Busy(errSuperseded, "1") }
 
 // Interface guards
 var _ caddyevents.Handler = stopping{}

@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is the gate: the handlers after a declared statusgate (a
 // rate_limit), run on a copy of the request statusgate decided, which they

@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is the guard's one entry, fetch: the answer to one request that
 // the gateway let through, for ServeHTTP, for the micro-cache's refresh and
@@ -17,10 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
@@ -59,7 +56,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	// Only an endpoint with a time to live looks: a guard outlives a reload
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one.
-	if t.Station.cacheTTL > 0 {
+	if t.Station.CacheTTL > 0 {
 		if e, fresh, ok := g.Caching().GetStale(t.Share); ok {
 			v := g.Deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
 			if !fresh {
@@ -125,7 +122,7 @@ func (g *Guard) Coalescing() *coalesce.Group {
 // says the bytes are the micro-cache's, which keeps them anyway: they are
 // lent (hold.Budget.Lend), charged to the caller's share alone, so that a
 // cache hit is never refused because the held bytes are spent.
-func (g *Guard) Deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
+func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
 	hold := g.held.Hold
 	if cached {
 		hold = g.held.Lend
@@ -222,7 +219,7 @@ func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket) (*coalesce.Result, V
 // reload that sets one finds what is open. The gateway's own caller (a
 // network's member trips) takes none. It returns the caller's 429, or
 // nothing: then Unplace gives the place back.
-func (g *Guard) Place(who caller) Verdict {
+func (g *Guard) Place(who Caller) Verdict {
 	switch {
 	case who.Gateway:
 	case !who.Keyed:
@@ -237,7 +234,7 @@ func (g *Guard) Place(who caller) Verdict {
 }
 
 // Unplace gives back the place Place took for who.
-func (g *Guard) Unplace(who caller) {
+func (g *Guard) Unplace(who Caller) {
 	switch {
 	case who.Gateway:
 	case !who.Keyed:
@@ -263,12 +260,12 @@ func detached(r *http.Request) (*http.Request, context.CancelFunc) {
 // admit waits for the backend's capacity: the main-thread limiter first for
 // the stations that need it, then the global one. Release the Permits when the
 // backend is done with the request.
-func (g *Guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admission.Permits, error) {
+func (g *Guard) admit(ctx context.Context, ep *Station, withKey bool) (admission.Permits, error) {
 	class := admission.Anonymous
 	if withKey {
 		class = admission.Keyed
 	}
-	if ep.mainThread && g.lim.Load().MainThread > 0 {
+	if ep.MainThread && g.lim.Load().MainThread > 0 {
 		return admission.AcquireAll(ctx, class, g.main, g.all)
 	}
 	return admission.AcquireAll(ctx, class, g.all)
@@ -278,8 +275,8 @@ func (g *Guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admissio
 // micro-cache: for its time to live, or, for a snapshot station, until the
 // backend's next snapshot is due if that is later (see
 // BackendConfig.Snapshot).
-func (g *Guard) store(key string, ep *endpoint, res *coalesce.Result) {
-	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
+func (g *Guard) store(key string, ep *Station, res *coalesce.Result) {
+	if res == nil || ep.CacheTTL <= 0 || res.Status != http.StatusOK {
 		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
 	cache := g.Caching()
@@ -292,12 +289,12 @@ func (g *Guard) store(key string, ep *endpoint, res *coalesce.Result) {
 // CacheTime is how long an answer body of ep, made at now, is kept: ep's
 // time to live, or, for a snapshot station, until the backend's next
 // snapshot is due if that is later.
-func CacheTime(ep *endpoint, body []byte, now time.Time) time.Duration {
-	ttl := ep.cacheTTL
-	if ep.snapshot > 0 {
+func CacheTime(ep *Station, body []byte, now time.Time) time.Duration {
+	ttl := ep.CacheTTL
+	if ep.Snapshot > 0 {
 		if at, ok := SnapshotTime(body); ok {
-			if due := at.Add(ep.snapshot).Sub(now); due > ttl {
-				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
+			if due := at.Add(ep.Snapshot).Sub(now); due > ttl {
+				ttl = min(due, ep.Snapshot) // a clock ahead of ours never keeps it longer
 			}
 		}
 	}
@@ -327,7 +324,7 @@ func SnapshotTime(body []byte) (time.Time, bool) {
 // refresh fetches a stale cache entry anew in the background, unless a refresh
 // of it is under way: the callers meanwhile get the stale entry, so that no
 // caller of a cached endpoint waits in the backend's queue. The refresh is a
-// request of its own (backgroundRequest) with the caller's ticket, the same
+// request of its own (BackgroundRequest) with the caller's ticket, the same
 // admission and budget, and no caller to answer: its outcome is not counted.
 func (g *Guard) refresh(r *http.Request, t *Ticket) {
 	if _, busy := g.refreshing.LoadOrStore(t.Share, struct{}{}); busy {
@@ -342,52 +339,23 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 
 	// The budget of its own: the caller's ends with the caller, and without
 	// one a hung backend would hold this key's refreshes for ever.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, staleGrace))
-	bg := BackgroundRequest(ctx, r, t)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, StaleGrace))
+	bg := g.BackgroundRequest(ctx, r, t)
 	go func() {
 		defer g.refreshing.Delete(t.Share)
 		defer cancel()
-		defer func() {
-			// A response that broke off ends in http.ErrAbortHandler, which
-			// net/http would have caught for a caller; here nobody would.
-			if rec := recover(); rec != nil && rec != http.ErrAbortHandler {
-				g.logger.Error("cache refresh failed", zap.String("endpoint", t.Station.name), zap.Any("panic", rec))
-			}
-		}()
-		sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
-		defer sp.recycle()
-		res, _ := g.trip(sp, bg, t)
-		g.store(t.Share, t.Station, res)
+		Background(g.logger, "cache refresh", t.Station, func() Verdict {
+			sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
+			defer sp.recycle()
+			res, v := g.trip(sp, bg, t)
+			g.store(t.Share, t.Station, res)
+			return v
+		})
 	}()
 }
 
-// BackgroundRequest is a copy of the canonical upstream request r for a trip
-// of its own, under ctx: one nobody waits for (a refresh, a live stream's
-// poll), or one of a network's members' (network.go), asked at once. It has
-// its own replacer and variables, because Caddy's are the caller's, which
-// the caller's handlers and log still use. The replacer carries the endpoint,
-// key and client placeholders of the caller's, and the values t resolved
-// for the declared backend's placeholders, so that the trip reaches the
-// backend the caller's would.
-func BackgroundRequest(ctx context.Context, r *http.Request, t *Ticket) *http.Request {
-	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	bg := r.Clone(ctx)
-	bg.Body = http.NoBody
-	own := caddy.NewReplacer()
-	if repl != nil {
-		for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
-			v, _ := repl.Get(p)
-			own.Set(p, v)
-		}
-	}
-	t.Upstream.Set(own)
-	return caddyhttp.PrepareRequest(bg, own, nil, srv)
-}
-
-// discardWriter is the client of a background refresh: nobody.
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return http.Header{} }
-func (discardWriter) WriteHeader(int)             {}
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+// StaleGrace is how long past its time to live a cache entry is still
+// served while one request refreshes it: as long as the default request
+// budget, so that a refresh that fails or times out is retried before
+// callers are made to wait.
+const StaleGrace = 5 * time.Second

@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is how a request ends, as a value: the verdict each step that
 // ends a request returns, the refusals the gateway answers with its own
@@ -7,10 +7,6 @@ package caddymodule
 import (
 	"errors"
 	"net/http"
-	"net/url"
-
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
@@ -34,10 +30,6 @@ type Verdict struct {
 // left before its answer: nginx's 499, which Caddy's reverse_proxy records
 // too.
 const StatusClientClosed = 499
-
-// refused is the verdict of a refusal the gateway decides before the
-// backend step.
-func refused(o metrics.Outcome, status int) Verdict { return Verdict{Outcome: o, Status: status} }
 
 // TooMany answers a caller over a limit of its own (its share, its place, its
 // key's cap): 429, to ask again in a second.
@@ -87,19 +79,3 @@ var errQuota = errors.New("too many requests open for this client")
 
 // errKeyQuota is why a key over its own max_in_flight is refused.
 var errKeyQuota = errors.New("too many requests open for this key")
-
-// logFailure logs a backend failure without the request: its headers and query
-// may carry a key. A *url.Error would print the upstream URL with its query, so
-// only its cause is kept.
-func logFailure(logger *zap.Logger, status int, ep *endpoint, cause error) {
-	var he caddyhttp.HandlerError
-	if errors.As(cause, &he) && he.Err != nil {
-		cause = he.Err
-	}
-	var ue *url.Error
-	if errors.As(cause, &ue) {
-		cause = ue.Err
-	}
-	logger.Error("backend response refused",
-		zap.String("endpoint", ep.name), zap.Int("status", status), zap.Error(cause))
-}

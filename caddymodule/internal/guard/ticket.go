@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is the ticket: what the guard is told of a request it fetches an
 // answer for, and what the answer is shared under.
@@ -11,40 +11,31 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 // Ticket is what the guard is told of a request it fetches an answer for:
 // what ServeHTTP decided of it, which nothing below changes.
 type Ticket struct {
-	Station *endpoint
-	Caller  caller
+	Station *Station
+	Caller  Caller
 	Path    string // the decoded path the client sent: the gateway's envelopes show it
 	// Share names the answer for everyone who may get the same bytes
-	// (shareKey); "" when the endpoint's answers are each caller's own.
+	// (ShareKey); "" when the endpoint's answers are each caller's own.
 	Share string
 	// Upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
 	Upstream upstream.Values
 	Next     caddyhttp.HandlerFunc // the handlers after statusgate
-	// answer answers the request, for ServeHTTP and a live stream's poll
-	// alike: the guard's fetch, from the backend, or a network's, from its
-	// members; ServeHTTP says which.
-	answer answerFunc
 }
-
-// answerFunc answers the request r that t describes, writing the answer to
-// pw, or returns the refusal.
-type answerFunc func(pw *progress.Writer, r *http.Request, t *Ticket) Verdict
 
 // Ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path and picked the backend picked (resolve); next is
 // what follows statusgate.
-func (g *Guard) Ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
+func (g *Guard) Ticket(r *http.Request, ep *Station, who Caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
 	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
 	if g.Shareable(ep) {
-		t.Share = g.shareKey(r, who.Filtered(), t.Upstream)
+		t.Share = g.ShareKey(r, who.Filtered(), t.Upstream)
 	}
 	return t
 }
@@ -63,18 +54,18 @@ func (g *Guard) Resolve(repl *caddy.Replacer) upstream.Values {
 // caller (coalesced or cached): then the backend is asked for an unencoded
 // body, the same for every caller of the class, and each caller is told not
 // to store it (deliver).
-func (g *Guard) Shareable(ep *endpoint) bool {
-	return g.coalesce || ep.cacheTTL > 0
+func (g *Guard) Shareable(ep *Station) bool {
+	return g.coalesce || ep.CacheTTL > 0
 }
 
-// shareKey names what a response depends on: the field lists in force
+// ShareKey names what a response depends on: the field lists in force
 // (policy), whether it goes through the field layer, which alone decides the
 // bytes a caller gets (filtered for a caller without a key while auth is on,
 // the backend's for everyone else), the backend (the guard's scope, and the
 // values of the placeholders in its declaration), the site (siteOf: the
 // client's Host reaches the backend) and the canonical upstream request.
 // Never the key itself.
-func (g *Guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
+func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values) string {
 	class := " whole "
 	if filtered {
 		class = " filtered "

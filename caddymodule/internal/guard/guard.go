@@ -1,19 +1,15 @@
-package caddymodule
+package guard
 
 import (
 	"cmp"
 	"crypto/rand"
-	"fmt"
-	"hash/fnv"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
@@ -67,17 +63,17 @@ type guardUser struct {
 	limits Limits
 }
 
-// newGuardState makes a guard's units, with no limits in force yet: use
-// gives it its first.
-func newGuardState() *guardState {
-	held := hold.New(defaultMaxHeld, defaultMaxHeld, defaultMaxHeld)
+// newGuardState makes a guard's units, sized for l, with no limits in
+// force yet: use gives it its first.
+func newGuardState(l Limits) *guardState {
+	held := hold.New(l.MaxHeld, l.ClientShare(), l.AnonymousHeld())
 	return &guardState{
 		all:     admission.New(admission.Config{}),
 		main:    admission.New(admission.Config{}),
 		quota:   admission.NewQuota(0),
 		keys:    admission.NewQuota(0),
 		flights: coalesce.New(coalesce.Config{}),
-		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
+		cache:   microcache.New(microcache.Config{Grace: StaleGrace}),
 		held:    held,
 		seats:   live.NewSeats(0, 0, 0),
 		topics:  live.NewMeter(topicBudget{held}),
@@ -151,7 +147,7 @@ func (s *guardState) apply(l Limits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, l.clientShare(), l.anonymousHeld())
+	s.held.SetSizes(l.MaxHeld, l.ClientShare(), l.AnonymousHeld())
 	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (liveLimits.perClient)
 	streams := int32(0)
 	if l.InFlight > 0 {
@@ -191,6 +187,7 @@ type Guard struct {
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
 	policy string
+	carry  []string // Config.Carry
 	logger *zap.Logger
 }
 
@@ -212,51 +209,64 @@ func Name(name string, b *upstream.Backend) string {
 	return "statusgate/guard/undeclared"
 }
 
-// joinGuard takes the guard the handler's config names from the pool,
-// making it if it is new, and puts the limits l in force on it, for the
-// handler of the config load app. c is the
-// handler's backend options, b its declared backend (nil: none), policy
-// the field lists' fingerprint (policyOf); member, when the guard is a
-// network's server's, describes it for error messages (else the handler
-// is described by its place).
-func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l Limits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*Guard, error) {
-	name := Name(c.Guard, b)
-	where := member
-	if where == "" {
-		where = handlerAt(ctx, b)
-	}
-	if err := app.agree(name, l, where, member != ""); err != nil {
-		return nil, err
-	}
-	v, _, err := guards.LoadOrNew(name, func() (caddy.Destructor, error) { return newGuardState(), nil })
+// Config is what a handler joins a guard with: the limits its load puts
+// in force, and what it decides for itself.
+type Config struct {
+	// Name is the guard's name in the process's pool (Name): handlers
+	// that give one name share one guard.
+	Name string
+	// Load is the handler's config load: the newest load's limits are in
+	// force, and a load that stops gives its limits back (Leave).
+	Load uint64
+	// Limits are the handler's limits, resolved; the handlers of one load
+	// that share a guard agree on their Server part.
+	Limits Limits
+	// Backend is the declared backend; nil: the handlers after statusgate
+	// reach it (the 1.0 form).
+	Backend *upstream.Backend
+	// Scope names what the guard's answers may be shared within: the
+	// declared backend's answers, the guard the operator named, or this
+	// handler alone (Join makes it so when it is "").
+	Scope string
+	// WriteTimeout is the progress deadline of client writes; 0: none.
+	WriteTimeout time.Duration
+	// Prefix6 is how many bits of an IPv6 address name a client.
+	Prefix6 int
+	// Policy names what a shared answer's bytes depend on beyond the class
+	// and the request: the field lists. A reload that changes them never
+	// serves what the old ones produced.
+	Policy string
+	// Carry are the placeholders of a client's request that a trip of its
+	// own (BackgroundRequest) keeps: the endpoint, key and client ones.
+	Carry  []string
+	Logger *zap.Logger
+}
+
+// Join takes the guard c names from the pool, making it if it is new, and
+// puts c's limits in force on it: the handler's use of the guard, until
+// Leave.
+func Join(c Config) (*Guard, error) {
+	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) { return newGuardState(c.Limits), nil })
 	if err != nil {
 		return nil, err
 	}
 	s := v.(*guardState)
-	s.use(app.seq, l)
+	s.use(c.Load, c.Limits)
 	g := &Guard{
 		guardState:   s,
-		name:         name,
-		load:         app.seq,
-		backend:      b,
-		timeout:      l.Timeout,
-		perClient:    l.PerClient,
-		coalesce:     l.Coalesce,
-		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
-		maxResponse:  int(l.MaxResponse),
-		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
-		policy:       policy,
-		logger:       logger,
-	}
-	switch {
-	case b != nil:
-		g.scope = "backend " + b.Answers()
-	case c.Guard != "":
-		// The 1.0 form, but the operator named the backend: one game
-		// server, whatever the handlers after each statusgate say.
-		g.scope = "guard " + c.Guard
-	default:
-		g.scope = "handler " + rand.Text()
+		name:         c.Name,
+		load:         c.Load,
+		backend:      c.Backend,
+		scope:        cmp.Or(c.Scope, "handler "+rand.Text()),
+		timeout:      c.Limits.Timeout,
+		perClient:    c.Limits.PerClient,
+		coalesce:     c.Limits.Coalesce,
+		writeTimeout: c.WriteTimeout,
+		maxResponse:  int(c.Limits.MaxResponse),
+		prefix6:      c.Prefix6,
+		policy:       c.Policy,
+		carry:        c.Carry,
+		logger:       c.Logger,
 	}
 	return g, nil
 }
@@ -287,20 +297,6 @@ func (g *Guard) Leave() {
 	g.name = "" // once: the pool counts each handler once
 }
 
-// handlerAt describes a handler for an error message: its server's addresses,
-// the only thing of its place that Caddy tells a handler, and the backend
-// it declares.
-func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
-	s := "a statusgate handler"
-	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.Listen) > 0 {
-		s += " on " + strings.Join(slices.Sorted(slices.Values(srv.Listen)), " ")
-	}
-	if b != nil {
-		return s + " in front of " + b.String()
-	}
-	return s + " without upstreams"
-}
-
 // ShareReason says why two handlers share the guard name.
 func ShareReason(name string) string {
 	switch {
@@ -310,17 +306,6 @@ func ShareReason(name string) string {
 		return "they declare the same backend"
 	}
 	return "neither declares its upstreams, and such handlers share one guard"
-}
-
-// policyOf fingerprints the field lists: what a filtered answer's bytes
-// depend on besides the request.
-func policyOf(authOn bool, t *endpointTable) string {
-	f := fnv.New64a()
-	fmt.Fprintf(f, "auth=%v\n", authOn)
-	for _, ep := range t.ordered {
-		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
-	}
-	return strconv.FormatUint(f.Sum64(), 36)
 }
 
 // Units is what the guard has on under the limits l, for its metrics:
