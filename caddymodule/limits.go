@@ -1,7 +1,7 @@
 package caddymodule
 
 // This file is the backend options resolved into the limits a guard puts in
-// force (guardLimits): defaults applied, each checked with its path, the
+// force (guard.Limits): defaults applied, each checked with its path, the
 // server's limits told from the front door's, and a gateway's share of them.
 
 import (

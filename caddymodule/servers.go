@@ -47,7 +47,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 }
 
 // serverOptions are the backend options that count a server's work, shared
-// by every handler in front of it (guardLimits.server); every other backend
+// by every handler in front of it (guard.Limits.Server); every other backend
 // option is the front door's.
 var serverOptions = map[string]bool{
 	"max_in_flight": true, "max_main_thread": true, "queue_length": true, "queue_wait": true,

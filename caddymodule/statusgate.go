@@ -96,7 +96,7 @@ type Handler struct {
 
 	access  // the key check (auth.go)
 	table   *endpointTable
-	guard   *guard.Guard // the backend step (fetch.go)
+	guard   *guard.Guard // the backend step (guard.Fetch)
 	hide    bool
 	index   *indexCache
 	live    *liveState    // the live streams (stream.go)
@@ -374,7 +374,7 @@ func (h *Handler) Cleanup() error {
 // endpoint, key (which counts only within its scope: callerFor), method;
 // then answers the index itself, or hands the canonical request to its
 // guard, which answers it from the backend through the field layer
-// (fetch.go), or as a live stream (stream.go). Each step that ends the
+// (guard.Fetch), or as a live stream (stream.go). Each step that ends the
 // request says how (exchange.end); conclude, deferred, writes the refusal
 // and counts the outcome, once, for every way a request can end.
 //
@@ -501,7 +501,7 @@ type answerFunc func(pw *progress.Writer, r *http.Request, t *guard.Ticket) guar
 
 // exchange is one request on its way through ServeHTTP: what the steps up
 // to the backend step and conclude need to know about it. The steps below
-// take the ticket ServeHTTP makes of it (fetch.go).
+// take the ticket ServeHTTP makes of it (guard.Ticket).
 type exchange struct {
 	w           http.ResponseWriter // the client's writer; under the progress deadline once forwarded
 	r           *http.Request       // the client's, rewritten for the backend once routed

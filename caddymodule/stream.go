@@ -34,7 +34,7 @@ const retryHint = "3000"
 
 // liveState is one handler's live streams: its hub, closed with the handler
 // (a reload), and the guard whose answers they carry. The seats are the
-// guard's (guardState.seats), bounded by the newest load's limits and kept,
+// guard's (guard.Guard.Seats), bounded by the newest load's limits and kept,
 // with the streams they count, across reloads.
 type liveState struct {
 	limits  liveLimits

@@ -74,7 +74,7 @@ func (c *Capture) Write(p []byte) (int, error) {
 
 // BackgroundRequest is a copy of the canonical upstream request r for a trip
 // of its own, under ctx: one nobody waits for (a refresh, a live stream's
-// poll), or one of a network's members' (network.go), asked at once. It has
+// poll), or one of a network's members', asked at once. It has
 // its own replacer and variables, because Caddy's are the caller's, which
 // the caller's handlers and log still use. The replacer carries the endpoint,
 // key and client placeholders of the caller's, and the values t resolved

@@ -1,6 +1,6 @@
 package guard
 
-// This file is the guard's one entry, fetch: the answer to one request that
+// This file is the guard's one entry, Fetch: the answer to one request that
 // the gateway let through, for ServeHTTP, for the micro-cache's refresh and
 // for a live stream's poll alike. The backend's time and the client's are
 // kept apart: within the request's budget the answer comes from the
@@ -28,7 +28,7 @@ import (
 
 // Fetch answers the request r that t describes, to pw: the guard's one
 // entry. It returns how the request ended; a refusal is the caller's to
-// write (conclude, or a stream's poll).
+// write (the handler's conclude, or a stream's poll).
 func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	if err := g.held.Check(t.Caller.Holder, t.Caller.Held); err != nil {
 		return HeldRefusal(err)

@@ -25,18 +25,18 @@ import (
 // backend (the admission limits, the per-client and per-key counts, the held
 // bytes, coalescing, the micro-cache and the stream seats), how it is named,
 // and how a handler joins it. A guard is named by what the handler declares
-// and by nothing else (guardName); the handler's own use of it, with the
-// backend it sends requests to, is a guard value (fetch.go has its one entry).
+// and by nothing else (Name); the handler's own use of it, with the
+// backend it sends requests to, is a Guard (fetch.go has its one entry).
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
-// lives in the guards pool under its name (guardName), and goes when the last
+// lives in the guards pool under its name (Name), and goes when the last
 // handler using it is cleaned up. Its units are always there; the limits in
 // force (lim) say which of them act, and a reload changes them in place
 // (use), so that what is in flight, queued, held and cached stays counted.
 type guardState struct {
 	all     *admission.Limiter // the backend's slots; limit 0: no admission control
 	main    *admission.Limiter // the main-thread stations'; limit 0: they share all
-	quota   *admission.Quota   // per anonymous client, each handler's bound (guard.perClient)
+	quota   *admission.Quota   // per anonymous client, each handler's bound (Guard.perClient)
 	keys    *admission.Quota   // per key, by name, each up to the key's own cap
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
@@ -165,7 +165,7 @@ var guards = caddy.NewUsagePool()
 
 // Guard is one handler's use of a guard: the shared state, the backend the
 // handler sends requests to, and what the handler decides for itself. Its
-// one entry is fetch (fetch.go).
+// one entry is Fetch (fetch.go).
 type Guard struct {
 	*guardState
 	name    string            // in guards
@@ -176,7 +176,7 @@ type Guard struct {
 	// else this handler of this load alone (it cannot know where the
 	// handlers after it send requests).
 	scope string
-	// The front door's choices (guardLimits.server): this handler's.
+	// The front door's choices (Limits.Server): this handler's.
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	perClient    int           // an anonymous client's places; 0: no bound
 	coalesce     bool          // identical requests share a trip

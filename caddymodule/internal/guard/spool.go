@@ -50,7 +50,7 @@ const spoolStart = 4 << 10
 // followers of a shared trip), what was kept goes to the client, the rest
 // streams through, and nothing is shared.
 //
-// Its life follows a fetch: made there (newSpool), filled by one trip
+// Its life follows a Fetch: made there (newSpool), filled by one trip
 // (begin, then done when the backend is done: the held-bytes charge goes
 // back), and recycled there once the answer is written: the buffer goes back
 // to the pool then, unless keep said that the followers of a shared trip
@@ -195,13 +195,13 @@ func (s *spool) spill() error {
 }
 
 // done gives back the held bytes the buffer took, when the backend is done:
-// from then on whoever writes the answer holds it (deliver).
+// from then on whoever writes the answer holds it (Deliver).
 func (s *spool) done() {
 	s.held.Give(s.share, s.charged)
 	s.charged = 0
 }
 
-// keep says the body lives on past the fetch, with the followers of a shared
+// keep says the body lives on past the Fetch, with the followers of a shared
 // trip: recycle leaves it to the garbage collector.
 func (s *spool) keep() { s.kept = true }
 

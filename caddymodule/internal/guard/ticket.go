@@ -15,7 +15,7 @@ import (
 )
 
 // Ticket is what the guard is told of a request it fetches an answer for:
-// what ServeHTTP decided of it, which nothing below changes.
+// what the handler decided of it, which nothing in the guard changes.
 type Ticket struct {
 	Station *Station
 	Caller  Caller
@@ -53,7 +53,7 @@ func (g *Guard) Resolve(repl *caddy.Replacer) upstream.Values {
 // Shareable reports whether the endpoint's answers may go to more than one
 // caller (coalesced or cached): then the backend is asked for an unencoded
 // body, the same for every caller of the class, and each caller is told not
-// to store it (deliver).
+// to store it (Deliver).
 func (g *Guard) Shareable(ep *Station) bool {
 	return g.coalesce || ep.CacheTTL > 0
 }

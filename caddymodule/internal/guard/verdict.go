@@ -14,7 +14,7 @@ import (
 
 // Verdict is how a request ended, as the step that ended it reports it: the
 // outcome, and, unless the step answered the client itself, what the
-// gateway answers with (conclude writes it).
+// gateway answers with (the handler's conclude writes it).
 type Verdict struct {
 	Outcome metrics.Outcome
 	// Status is the gateway's envelope to answer with; 0: the step answered.
@@ -50,7 +50,7 @@ func BadGateway(cause error) Verdict {
 
 // ContextRefusal answers a caller whose request context ended while it
 // waited: its budget is spent (504). A context also ends when its client
-// leaves; conclude, which knows the client's own context, makes that
+// leaves; the handler's conclude, which knows the client's own context, makes that
 // client_gone.
 func ContextRefusal(err error) Verdict {
 	return Verdict{Status: http.StatusGatewayTimeout, Outcome: metrics.BackendError, Cause: err}
