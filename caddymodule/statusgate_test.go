@@ -58,15 +58,72 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
-// newTestHandler provisions a handler from the body of a statusgate Caddyfile block.
+// newTestHandler provisions a handler from the body of a statusgate Caddyfile
+// block, in the form of 1.0: what follows it, the next a test passes to
+// ServeHTTP, is its backend.
 func newTestHandler(t testing.TB, block string) (*Handler, *observer.ObservedLogs) {
 	t.Helper()
+	return provisionTest(t, "statusgate {\n"+block+"\n}", caddy.Context{Context: context.Background()})
+}
+
+// newDeclaredHandler is newTestHandler in the form the docs recommend: be
+// answers as a game server of its own on a loopback port, and the handler
+// declares it (statusgate <address> { block }), so that what reaches be is
+// what statusgate's own proxy sent. Nothing follows the handler: tests pass
+// nothingAfter as next.
+func newDeclaredHandler(t testing.TB, block string, be caddyhttp.Handler) (*Handler, *observer.ObservedLogs) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = be.ServeHTTP(exactLength{w}, r)
+	}))
+	t.Cleanup(srv.Close)
+	// Caddy's reverse_proxy provisions only within a running config (it
+	// asks it for its TLS app), as a declared backend does in a gateway:
+	// one with nothing in it, for this test alone (a running config makes
+	// every handler provisioned meanwhile one of a reload).
+	if err := caddy.Load([]byte(`{"admin":{"disabled":true}}`), true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	return provisionTest(t, "statusgate "+strings.TrimPrefix(srv.URL, "http://")+" {\n"+block+"\n}", caddy.ActiveContext())
+}
+
+// nothingAfter is what follows a declared statusgate in a test: nothing.
+var nothingAfter = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// exactLength lets a test's backend answer over a real connection: a
+// Content-Length the backend states (the stand-in says 1, for the
+// gateway to mend) is left for net/http to work out.
+type exactLength struct{ http.ResponseWriter }
+
+func (w exactLength) WriteHeader(status int) {
+	w.Header().Del("Content-Length")
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// withBothForms runs test in the form of 1.0 and the declared form: each
+// time with a handler of block in front of be, and what follows it.
+func withBothForms(t *testing.T, block string, be caddyhttp.Handler, test func(t *testing.T, h *Handler, next caddyhttp.Handler)) {
+	t.Run("1.0", func(t *testing.T) {
+		h, _ := newTestHandler(t, block)
+		test(t, h, be)
+	})
+	t.Run("declared", func(t *testing.T) {
+		h, _ := newDeclaredHandler(t, block, be)
+		test(t, h, nothingAfter)
+	})
+}
+
+// provisionTest provisions a handler from a statusgate Caddyfile segment,
+// under a context of parent's.
+func provisionTest(t testing.TB, segment string, parent caddy.Context) (*Handler, *observer.ObservedLogs) {
+	t.Helper()
 	h := new(Handler)
-	d := caddyfile.NewTestDispenser("statusgate {\n" + block + "\n}")
+	d := caddyfile.NewTestDispenser(segment)
 	if err := h.UnmarshalCaddyfile(d); err != nil {
 		t.Fatalf("parse: %v", err)
 	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	ctx, cancel := caddy.NewContext(parent)
 	t.Cleanup(cancel)
 	core, logs := observer.New(zap.DebugLevel)
 	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
@@ -175,34 +232,36 @@ func TestDecisions(t *testing.T) {
 		{name: "post to unknown is 404", method: "POST", target: "/api/v1/nothing", wantStatus: 404, wantMessage: "Not found"},
 	}
 	for _, tc := range tests {
+		be := &backend{body: `{"ok":true,"data":{},"meta":{"authenticated":true}}`}
 		t.Run(tc.name, func(t *testing.T) {
-			h, _ := newTestHandler(t, "key "+testKey+"\n"+tc.block)
-			be := &backend{body: `{"ok":true,"data":{},"meta":{"authenticated":true}}`}
-			got := serve(t, h, be, tc.method, tc.target, tc.header)
-			if got.Code != tc.wantStatus {
-				t.Fatalf("status %d, want %d; body %s", got.Code, tc.wantStatus, got.Body)
-			}
-			if tc.wantMessage != "" && got.envelope.Error.Message != tc.wantMessage {
-				t.Errorf("message %q, want %q", got.envelope.Error.Message, tc.wantMessage)
-			}
-			if tc.wantStatus == 405 && got.Header().Get("Allow") != "GET, HEAD, OPTIONS" {
-				t.Errorf("Allow = %q", got.Header().Get("Allow"))
-			}
-			switch {
-			case tc.wantURI == "" && len(be.calls) > 0:
-				t.Fatalf("backend got %s %s; want nothing", be.calls[0].Method, be.calls[0].RequestURI)
-			case tc.wantURI != "":
-				if len(be.calls) != 1 {
-					t.Fatalf("backend got %d calls, want 1", len(be.calls))
+			withBothForms(t, "key "+testKey+"\n"+tc.block, be, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+				be.calls = nil
+				got := serve(t, h, next, tc.method, tc.target, tc.header)
+				if got.Code != tc.wantStatus {
+					t.Fatalf("status %d, want %d; body %s", got.Code, tc.wantStatus, got.Body)
 				}
-				up := be.calls[0]
-				if up.RequestURI != tc.wantURI || up.URL.RequestURI() != tc.wantURI {
-					t.Errorf("upstream RequestURI %q, URL %q; want %q", up.RequestURI, up.URL.RequestURI(), tc.wantURI)
+				if tc.wantMessage != "" && got.envelope.Error.Message != tc.wantMessage {
+					t.Errorf("message %q, want %q", got.envelope.Error.Message, tc.wantMessage)
 				}
-				if up.Header.Get("X-Api-Key") != "" {
-					t.Error("key header reached the backend")
+				if tc.wantStatus == 405 && got.Header().Get("Allow") != "GET, HEAD, OPTIONS" {
+					t.Errorf("Allow = %q", got.Header().Get("Allow"))
 				}
-			}
+				switch {
+				case tc.wantURI == "" && len(be.calls) > 0:
+					t.Fatalf("backend got %s %s; want nothing", be.calls[0].Method, be.calls[0].RequestURI)
+				case tc.wantURI != "":
+					if len(be.calls) != 1 {
+						t.Fatalf("backend got %d calls, want 1", len(be.calls))
+					}
+					up := be.calls[0]
+					if up.RequestURI != tc.wantURI || up.URL.RequestURI() != tc.wantURI {
+						t.Errorf("upstream RequestURI %q, URL %q; want %q", up.RequestURI, up.URL.RequestURI(), tc.wantURI)
+					}
+					if up.Header.Get("X-Api-Key") != "" {
+						t.Error("key header reached the backend")
+					}
+				}
+			})
 		})
 	}
 }
@@ -300,39 +359,44 @@ func TestPreflightIsUniform(t *testing.T) {
 }
 
 func TestHeadIsGetWithoutBody(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey)
 	be := &backend{body: playerBody}
-	got := serve(t, h, be, "HEAD", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
-	if got.Code != 200 || got.Body.Len() != 0 {
-		t.Fatalf("HEAD: %d, body %q", got.Code, got.Body)
-	}
-	if len(be.calls) != 1 || be.calls[0].Method != "GET" {
-		t.Fatalf("upstream method %v", be.calls)
-	}
-	miss := serve(t, h, &backend{}, "HEAD", "/api/v1/nothing", nil)
-	if miss.Code != 404 || miss.Body.Len() != 0 {
-		t.Fatalf("HEAD unknown: %d %q", miss.Code, miss.Body)
-	}
+	withBothForms(t, "key "+testKey, be, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+		be.calls = nil
+		got := serve(t, h, next, "HEAD", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
+		if got.Code != 200 || got.Body.Len() != 0 {
+			t.Fatalf("HEAD: %d, body %q", got.Code, got.Body)
+		}
+		if len(be.calls) != 1 || be.calls[0].Method != "GET" {
+			t.Fatalf("upstream method %v", be.calls)
+		}
+		miss := serve(t, h, next, "HEAD", "/api/v1/nothing", nil)
+		if miss.Code != 404 || miss.Body.Len() != 0 || len(be.calls) != 1 {
+			t.Fatalf("HEAD unknown: %d %q, %d trips", miss.Code, miss.Body, len(be.calls))
+		}
+	})
 }
 
 func TestForwardedHeaders(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey)
-	be := &backend{body: `{"ok":true,"meta":{}}`}
 	hdr := http.Header{
 		"Cf-Connecting-Ip": {"1.2.3.4"}, "True-Client-Ip": {"1.2.3.4"}, "X-Real-Ip": {"1.2.3.4"},
 		"X-Api-Key": {testKey}, "Upgrade": {"websocket"}, "Accept-Encoding": {"gzip"}, "X-Other": {"kept"},
 	}
-	serve(t, h, be, "GET", "/api/v1/server", hdr)
-	up := be.calls[0].Header
-	for _, k := range []string{"Cf-Connecting-Ip", "True-Client-Ip", "X-Real-Ip", "X-Api-Key", "Upgrade"} {
-		if _, ok := up[k]; ok {
-			t.Errorf("%s reached the backend", k)
+	be := &backend{body: `{"ok":true,"meta":{}}`}
+	withBothForms(t, "key "+testKey, be, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+		be.calls = nil
+		serve(t, h, next, "GET", "/api/v1/server", hdr)
+		up := be.calls[0].Header
+		for _, k := range []string{"Cf-Connecting-Ip", "True-Client-Ip", "X-Real-Ip", "X-Api-Key", "Upgrade"} {
+			if _, ok := up[k]; ok {
+				t.Errorf("%s reached the backend", k)
+			}
 		}
-	}
-	// Keyed responses are shared by default (coalescing): one encoding for all.
-	if up.Get("X-Other") != "kept" || up.Get("Accept-Encoding") != "identity" {
-		t.Errorf("keyed request headers changed: %v", up)
-	}
+		// Keyed responses are shared by default (coalescing): one encoding for all.
+		if up.Get("X-Other") != "kept" || up.Get("Accept-Encoding") != "identity" {
+			t.Errorf("keyed request headers changed: %v", up)
+		}
+	})
+	h, _ := newTestHandler(t, "key "+testKey)
 	// Without coalescing a keyed caller's Accept-Encoding goes through.
 	solo, _ := newTestHandler(t, "key "+testKey+"\ncoalesce off")
 	be = &backend{body: `{"ok":true,"meta":{}}`}
@@ -350,48 +414,53 @@ func TestForwardedHeaders(t *testing.T) {
 func TestFieldLayer(t *testing.T) {
 	const uuid = "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df"
 	t.Run("anonymous", func(t *testing.T) {
-		h, _ := newTestHandler(t, "key "+testKey)
-		got := serve(t, h, &backend{body: playerBody, header: http.Header{"Etag": {`"x"`}}}, "GET", uuid, nil)
-		want := `{"ok":true,"data":{"uuid":"u","name":"Alex","stat":{"jump":1},"detailed":{"list":[{"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"authenticated":false,"hiddenFields":["op","banned","discord"]}}`
-		if got.Code != 200 || got.Body.String() != want {
-			t.Fatalf("%d\n got %s\nwant %s", got.Code, got.Body, want)
-		}
-		if cl := got.Header().Get("Content-Length"); cl != strconv.Itoa(len(want)) {
-			t.Errorf("Content-Length %s, body %d", cl, len(want))
-		}
-		if got.Header().Get("Etag") != "" {
-			t.Error("ETag of the unfiltered body kept")
-		}
+		withBothForms(t, "key "+testKey, &backend{body: playerBody, header: http.Header{"Etag": {`"x"`}}}, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+			got := serve(t, h, next, "GET", uuid, nil)
+			want := `{"ok":true,"data":{"uuid":"u","name":"Alex","stat":{"jump":1},"detailed":{"list":[{"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"authenticated":false,"hiddenFields":["op","banned","discord"]}}`
+			if got.Code != 200 || got.Body.String() != want {
+				t.Fatalf("%d\n got %s\nwant %s", got.Code, got.Body, want)
+			}
+			if cl := got.Header().Get("Content-Length"); cl != strconv.Itoa(len(want)) {
+				t.Errorf("Content-Length %s, body %d", cl, len(want))
+			}
+			if got.Header().Get("Etag") != "" {
+				t.Error("ETag of the unfiltered body kept")
+			}
+		})
 	})
 	t.Run("keyed gets the backend's bytes", func(t *testing.T) {
-		h, _ := newTestHandler(t, "key "+testKey)
-		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, keyHeader(testKey))
-		if got.Body.String() != playerBody {
-			t.Fatalf("keyed body changed:\n%s", got.Body)
-		}
+		withBothForms(t, "key "+testKey, &backend{body: playerBody}, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+			got := serve(t, h, next, "GET", uuid, keyHeader(testKey))
+			if got.Body.String() != playerBody {
+				t.Fatalf("keyed body changed:\n%s", got.Body)
+			}
+		})
 	})
 	t.Run("auth off passes everything", func(t *testing.T) {
-		h, _ := newTestHandler(t, "auth off")
-		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, nil)
-		if got.Body.String() != playerBody {
-			t.Fatalf("auth off body changed:\n%s", got.Body)
-		}
+		withBothForms(t, "auth off", &backend{body: playerBody}, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+			got := serve(t, h, next, "GET", uuid, nil)
+			if got.Body.String() != playerBody {
+				t.Fatalf("auth off body changed:\n%s", got.Body)
+			}
+		})
 	})
 	t.Run("empty list hides nothing but tells the truth", func(t *testing.T) {
-		h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields player")
-		got := serve(t, h, &backend{body: playerBody}, "GET", uuid, nil)
-		if !strings.Contains(got.Body.String(), `"op":true`) || !strings.HasSuffix(got.Body.String(), `"authenticated":false}}`) ||
-			strings.Contains(got.Body.String(), "hiddenFields") {
-			t.Fatalf("got %s", got.Body)
-		}
+		withBothForms(t, "key "+testKey+"\nprotected_fields player", &backend{body: playerBody}, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+			got := serve(t, h, next, "GET", uuid, nil)
+			if !strings.Contains(got.Body.String(), `"op":true`) || !strings.HasSuffix(got.Body.String(), `"authenticated":false}}`) ||
+				strings.Contains(got.Body.String(), "hiddenFields") {
+				t.Fatalf("got %s", got.Body)
+			}
+		})
 	})
 	t.Run("error envelopes of the backend are filtered too", func(t *testing.T) {
-		h, _ := newTestHandler(t, "key "+testKey)
 		body := `{"ok":false,"error":{"status":404,"message":"World not found: x","path":"/api/v1/worlds/x"},"meta":{"version":"v1"}}`
-		got := serve(t, h, &backend{status: 404, body: body}, "GET", "/api/v1/status", nil)
-		if got.Code != 404 || !strings.HasSuffix(got.Body.String(), `"meta":{"version":"v1","authenticated":false}}`) {
-			t.Fatalf("%d %s", got.Code, got.Body)
-		}
+		withBothForms(t, "key "+testKey, &backend{status: 404, body: body}, func(t *testing.T, h *Handler, next caddyhttp.Handler) {
+			got := serve(t, h, next, "GET", "/api/v1/status", nil)
+			if got.Code != 404 || !strings.HasSuffix(got.Body.String(), `"meta":{"version":"v1","authenticated":false}}`) {
+				t.Fatalf("%d %s", got.Code, got.Body)
+			}
+		})
 	})
 }
 
