@@ -55,7 +55,7 @@ type indexStation struct {
 // may read every endpoint, for those who may read only the public ones, and
 // for each key with a scope (keys, by keyring position).
 func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
-	render := func(opens func(*endpoint) bool) []byte {
+	encode := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
 			APIVersion:  apiVersion,
@@ -79,21 +79,21 @@ func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	c := &indexCache{
-		all:    render(func(*endpoint) bool { return true }),
-		public: render(func(*endpoint) bool { return false }),
+		all:    encode(func(*endpoint) bool { return true }),
+		public: encode(func(*endpoint) bool { return false }),
 		scoped: make([][]byte, len(keys)),
 	}
 	for i, s := range keys {
 		if s.endpoints != nil {
-			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.Name) })
+			c.scoped[i] = encode(func(ep *endpoint) bool { return s.opens(ep.Name) })
 		}
 	}
 	return c
 }
 
-// list is the index's data part for who: every enabled endpoint, unless
+// data is the index's data part for who: every enabled endpoint, unless
 // hide_protected is on and who may not read them all.
-func (c *indexCache) list(who caller, hide bool) []byte {
+func (c *indexCache) data(who caller, hide bool) []byte {
 	switch {
 	case !hide:
 		return c.all
@@ -111,7 +111,7 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
 func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) guard.Verdict {
-	b, err := ownAnswer(c.list(who, hide), nil, who.Caller, ep)
+	b, err := ownAnswer(c.data(who, hide), nil, who.Caller, ep)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		logger.Error("filtering the index", zap.Error(err))

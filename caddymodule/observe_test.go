@@ -246,7 +246,7 @@ func TestRequestPathAllocations(t *testing.T) {
 	w := httptest.NewRecorder()
 	served := func(key int) {
 		x := &exchange{w: w, r: r, repl: repl, ep: ep, who: h.callerFor(key, ep)}
-		x.end(guard.Verdict{Outcome: metrics.Served})
+		x.finish(guard.Verdict{Outcome: metrics.Served})
 		h.conclude(x)
 	}
 	// Warm the replacer's map so that only steady-state costs are measured.

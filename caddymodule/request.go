@@ -2,6 +2,9 @@ package caddymodule
 
 import (
 	"net/http"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
 // prepareUpstream rewrites r into the request the backend gets: the canonical
@@ -58,3 +61,9 @@ type headWriter struct{ http.ResponseWriter }
 
 func (hw headWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (hw headWriter) Unwrap() http.ResponseWriter { return hw.ResponseWriter }
+
+// answerFunc answers the request r that t describes, writing the answer to
+// pw, or returns the refusal: the guard's Fetch, from the backend, or a
+// network's, from its members; ServeHTTP says which, for a plain GET and a
+// live stream's polls alike.
+type answerFunc func(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict

@@ -216,7 +216,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.watchPeers(ctx)
-	return h.watchSuccession(ctx)
+	return watchSuccession(ctx, stopping{h.superseded, h.live})
 }
 
 // watchPeers puts this handler's backend in the process's heartbeat, in the
@@ -398,25 +398,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
-		x.end(refused(metrics.NotFound, http.StatusNotFound))
+		x.finish(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 	if h.superseded.Load() {
 		// A newer config has taken over; this one's policy (a key it has
 		// since removed) must not answer what its server still accepts.
-		x.end(supersededRefusal())
+		x.finish(supersededRefusal())
 		return nil
 	}
 	if r.Method == http.MethodOptions {
 		writePreflight(w)
-		x.end(guard.Verdict{Outcome: metrics.Preflight})
+		x.finish(guard.Verdict{Outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
 		// The access log would write the target as it came, key and all: the
 		// gateway cannot change what Caddy logs, only leave the entry out.
 		caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
-		x.end(refused(metrics.BadRequest, http.StatusBadRequest))
+		x.finish(refused(metrics.BadRequest, http.StatusBadRequest))
 		return nil
 	}
 	// The key is read before the route decides, for every path, and at a
@@ -426,7 +426,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	key := h.authenticate(r)
 	rt, ok := h.table.route(rest)
 	if !ok {
-		x.end(refused(metrics.NotFound, http.StatusNotFound))
+		x.finish(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 
@@ -441,12 +441,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if h.hide {
 			status = http.StatusNotFound
 		}
-		x.end(refused(metrics.Refused, status))
+		x.finish(refused(metrics.Refused, status))
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", allowedMethods)
-		x.end(refused(metrics.Method, http.StatusMethodNotAllowed))
+		x.finish(refused(metrics.Method, http.StatusMethodNotAllowed))
 		return nil
 	}
 
@@ -454,7 +454,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
 	if rt.ep.Name == "index" {
-		x.end(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
+		x.finish(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
 		return nil
 	}
 	identify(x.repl, r, rt.ep, x.who)
@@ -489,15 +489,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	} else {
 		v = answer(pw, r, t)
 	}
-	x.end(v)
+	x.finish(v)
 	return nil
 }
-
-// answerFunc answers the request r that t describes, writing the answer to
-// pw, or returns the refusal: the guard's Fetch, from the backend, or a
-// network's, from its members; ServeHTTP says which, for a plain GET and a
-// live stream's polls alike.
-type answerFunc func(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict
 
 // exchange is one request on its way through ServeHTTP: what the steps up
 // to the backend step and conclude need to know about it. The steps below
@@ -515,8 +509,8 @@ type exchange struct {
 	verdict   guard.Verdict // how it ended
 }
 
-// end records how the request ended, for conclude.
-func (x *exchange) end(v guard.Verdict) { x.verdict, x.ended = v, true }
+// finish records how the request ended, for conclude.
+func (x *exchange) finish(v guard.Verdict) { x.verdict, x.ended = v, true }
 
 // conclude ends every request, deferred by ServeHTTP: it answers a refusal in
 // the gateway's envelope, and sets the placeholders and counts the outcome

@@ -18,38 +18,18 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/statusgate/statusgate/caddymodule/internal/cors"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"go.uber.org/zap"
 )
 
 // retryHint is the reconnection delay a stream asks of EventSource, in
 // milliseconds: after a reload every viewer reconnects, and a spread of a
 // few seconds is kinder to the new config than all at once.
 const retryHint = "3000"
-
-// liveState is one handler's live streams: its hub, closed with the handler
-// (a reload), and the guard whose answers they carry. The seats are the
-// guard's (guard.Guard.Seats), bounded by the newest load's limits and kept,
-// with the streams they count, across reloads.
-type liveState struct {
-	limits  liveLimits
-	hub     *live.Hub
-	seats   *live.Seats
-	guard   *guard.Guard
-	metrics *metrics.Metrics
-	logger  *zap.Logger
-}
-
-// newLive sets up the live streams of a handler whose guard is g, bounded
-// by l.
-func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent, g.Seats(), g.Topics()), seats: g.Seats(), guard: g, metrics: m, logger: logger}
-}
 
 // end ends every stream of the handler at once: its clients reconnect, to
 // the config that replaces this one. The load's "stopping" event
@@ -414,4 +394,10 @@ func appendEvent(b []byte, ev live.Event) []byte {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	return append(b, '\n', '\n')
+}
+
+// newLive sets up the live streams of a handler whose guard is g, bounded
+// by l.
+func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
+	return &liveState{limits: l, hub: live.New(encodeEvent, g.Seats(), g.Topics()), seats: g.Seats(), guard: g, metrics: m, logger: logger}
 }

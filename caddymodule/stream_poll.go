@@ -1,8 +1,9 @@
 package caddymodule
 
-// This file is a live topic's poll: the answer a plain GET would get, fetched
-// for the topic's viewers in turn, and when it is asked again (stream.go has
-// the streams).
+// This file is a handler's live state (what its streams share: the hub of
+// their topics, the guard's seats) and a topic's poll: the answer a plain
+// GET would get, fetched for the topic's viewers in turn, and when it is
+// asked again (stream.go has the streams).
 
 import (
 	"cmp"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
@@ -165,4 +168,17 @@ func liveInterval(ep *guard.Station, answer []byte) time.Duration {
 		return overdueStep
 	}
 	return max(overdueStep, ep.Snapshot/5) // each poll is a trip
+}
+
+// liveState is one handler's live streams: its hub, closed with the handler
+// (a reload), and the guard whose answers they carry. The seats are the
+// guard's (guard.Guard.Seats), bounded by the newest load's limits and kept,
+// with the streams they count, across reloads.
+type liveState struct {
+	limits  liveLimits
+	hub     *live.Hub
+	seats   *live.Seats
+	guard   *guard.Guard
+	metrics *metrics.Metrics
+	logger  *zap.Logger
 }
