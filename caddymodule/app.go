@@ -4,7 +4,11 @@ package caddymodule
 // and what lives and ends with that load.
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,6 +18,9 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
+	"github.com/statusgate/statusgate/internal/ident"
+	"github.com/statusgate/statusgate/internal/nearest"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
@@ -188,3 +195,56 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// checkServers checks the app's servers and defaults: each server's name
+// and declaration, limits of a server's own only, and defaults that are
+// the front door's only. Errors name the JSON path under the app.
+func (a *App) checkServers() error {
+	for _, name := range slices.Sorted(maps.Keys(a.Servers)) {
+		s, path := a.Servers[name], "servers."+name
+		if !ident.Valid(name) {
+			return fmt.Errorf("servers: '%s' is not a name of letters, digits, '_' and '-'", name)
+		}
+		if s == nil {
+			return fmt.Errorf("%s: null: declare the server, at least {\"proxy\": {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}}", path)
+		}
+		if len(s.ProxyRaw) == 0 {
+			return fmt.Errorf("%s.proxy: missing: no upstreams: declare the server's backend, at least {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}", path)
+		}
+		if _, err := upstream.Parse(path+".proxy", s.ProxyRaw); err != nil {
+			return err
+		}
+		if opt := setOption(&s.Backend, isDoorOption); opt != "" {
+			return fmt.Errorf("%s.backend.%s: the front door's choice, not the server's: set it in the statusgate handlers in front of it (or in the defaults)", path, opt)
+		}
+		if _, err := resolveLimits(s.Backend); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+	}
+	if d := a.Defaults; d != nil {
+		switch {
+		case d.ProxyRaw != nil:
+			return errors.New("defaults.proxy: a backend is a server's or a handler's: declare it under servers, or in the handler")
+		case d.Network != nil:
+			return errors.New("defaults.network: a network is a handler's: write it in the statusgate handler that answers /network")
+		case d.Server != "":
+			return errors.New("defaults.server: which server a handler fronts is the handler's to say")
+		}
+		if opt := setOption(&d.Backend, isServerOption); opt != "" {
+			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.<name>.backend.%s)", opt, opt)
+		}
+	}
+	return nil
+}
+
+// server is the server the app declares as name, for the option at path.
+func (a *App) server(name, path string) (*Server, error) {
+	if s := a.Servers[name]; s != nil {
+		return s, nil
+	}
+	if len(a.Servers) == 0 {
+		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s <upstream>...), or give its upstreams here", path, name, name)
+	}
+	return nil, fmt.Errorf("%s: %s is not a declared server%s (declared: %s)", path, name,
+		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))
+}

@@ -10,20 +10,15 @@
 package caddymodule
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
@@ -109,96 +104,6 @@ type Handler struct {
 	// handler's (succession.go): from then on it refuses. A pointer, made
 	// in provisionWith: CaddyModule copies the Handler.
 	superseded *atomic.Bool
-}
-
-// AuthConfig is the access control of the gateway.
-type AuthConfig struct {
-	// Enabled is the global switch (auth.enabled). Off makes every endpoint and
-	// field public and ignores require_key and protected_fields. Default: true.
-	Enabled *bool `json:"enabled,omitempty"`
-
-	// Keys are the accepted API keys; any number. Each is a string, the
-	// secret or its digest "sha256:<64 hex digits>", or an object
-	// {"name": "discord-bot", "key": "<secret or digest>", "endpoints":
-	// ["status", "bans"], "max_in_flight": 2, "max_held": 16777216}; a key
-	// without a name is called key-<n> by its position, counting from 1.
-	// endpoints is the key's scope (default: every endpoint; the index is in
-	// every scope): for any other endpoint its caller is a caller without a
-	// key. max_in_flight caps the key's open requests, at the backend or
-	// queued; past it its caller gets 429 at once (default: no cap of its
-	// own). max_held is the key's share of the held bytes, in bytes, from
-	// max_response to backend.max_held (default: max_response for each
-	// request the guard admits for the key at once, at most half of
-	// max_held and never less than an address's share). The name is
-	// what logs, placeholders and metrics show; names and secrets must be
-	// distinct. Placeholders such as {env.NAME} and {file./path} are
-	// expanded at provision time; surrounding white space is trimmed, and a
-	// key that ends up empty is an error. A key that is one {file.*} or
-	// {env.*} placeholder may carry "revision", a fingerprint of its value
-	// that the Caddyfile adapter writes so that caddy reload applies a
-	// changed file (revision.go). Default: none, so that no caller has a
-	// key.
-	Keys []apikey.Key `json:"keys,omitempty"`
-
-	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
-	// the X-API-Key header (auth.allow-query-key). Keys in URLs end up in
-	// browser histories and logs, so it is meant for testing. Default: false.
-	AllowQueryKey *bool `json:"allow_query_key,omitempty"`
-
-	// HideProtected answers an unauthorised request to a protected endpoint with
-	// the same 404 as an unknown one, and leaves protected endpoints out of the
-	// index for callers without a key (auth.hide-protected). Default: true.
-	HideProtected *bool `json:"hide_protected,omitempty"`
-
-	// RequireKey says per endpoint whether a key is required
-	// (auth.require-key.<endpoint>). Default: index, status and player are
-	// public; every other endpoint requires a key.
-	RequireKey map[string]bool `json:"require_key,omitempty"`
-
-	// ProtectedFields lists per endpoint the member names removed, at any
-	// depth, from responses to callers without a key
-	// (auth.protected-fields.<endpoint>). An entry replaces that endpoint's
-	// default list; an empty list hides nothing. Default: player: op, banned,
-	// chatplatform, discord; server: motd, ip, port; worlds: seed.
-	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
-
-	// ExtraFields names per endpoint fields of its answers that statusgate
-	// does not know, so that protected_fields may name them: a field of a
-	// newer plugin, or a name inside a map of the game's own names (a
-	// statistic, a game rule). protected_fields of a built-in endpoint may
-	// name only the fields docs/field-layer.md lists for it, and these; a
-	// custom station's any. Default: none.
-	ExtraFields map[string][]string `json:"extra_fields,omitempty"`
-}
-
-// UnmarshalJSON reads the auth object, refusing null where it would read as
-// an absence that opens more than the author meant: a require_key entry of
-// null would make the endpoint public, and a protected_fields entry of null
-// would hide nothing. Config generators write null for an empty value; the
-// error names the path, as the handler's other config errors do.
-func (a *AuthConfig) UnmarshalJSON(b []byte) error {
-	type plain AuthConfig // without this method
-	var raw struct {
-		RequireKey      map[string]json.RawMessage `json:"require_key"`
-		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
-	}
-	if err := json.Unmarshal(b, &raw); err == nil {
-		for _, section := range []struct {
-			name, why string
-			m         map[string]json.RawMessage
-		}{
-			{"require_key", "write true or false", raw.RequireKey},
-			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
-		} {
-			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
-				if string(bytes.TrimSpace(section.m[ep])) == "null" {
-					return fmt.Errorf("auth.%s.%s: null is not a value: %s, or leave %s out for its default", section.name, ep, section.why, ep)
-				}
-			}
-		}
-	}
-	_, err := confjson.Object(b, "auth", (*plain)(a), nil) // every member by its path, unknown ones refused
-	return err
 }
 
 // CaddyModule returns the Caddy module information.
@@ -574,3 +479,45 @@ var (
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )
+
+// adopt takes what the config load's app says for this handler before
+// anything else is read: the defaults it leaves out (its keys come first,
+// then the defaults'; a require_key, protected_fields, endpoint switch,
+// cache or snapshot entry of its own wins over the defaults' for that
+// endpoint; every other option it leaves out is the defaults'), and the
+// declared servers it names, its own or its network's.
+func (h *Handler) adopt(a *App) error {
+	if d := a.Defaults; d != nil {
+		h.Auth.adopt(d.Auth)
+		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
+		takeOptions(&h.Backend, &d.Backend, isDoorOption)
+	}
+	if h.Server != "" {
+		s, err := a.server(h.Server, "server")
+		if err != nil {
+			return err
+		}
+		if h.ProxyRaw != nil {
+			return fmt.Errorf("server: %s, and upstreams or a proxy block of its own: a handler fronts a declared server or declares its backend, not both", h.Server)
+		}
+		if opt := setOption(&h.Backend, isServerOption); opt != "" {
+			return fmt.Errorf("backend.%s: server %s's limit: set it in server %s's declaration, once for every handler in front of it", opt, h.Server, h.Server)
+		}
+		h.ProxyRaw = s.ProxyRaw
+		takeOptions(&h.Backend, &s.Backend, isServerOption)
+	}
+	if h.Network != nil {
+		for i, m := range h.Network.Servers {
+			if m.ProxyRaw != nil {
+				continue
+			}
+			s, err := a.server(m.ID, fmt.Sprintf("network.servers[%d]", i))
+			if err != nil {
+				return err
+			}
+			h.Network.Servers[i].ProxyRaw = s.ProxyRaw
+			h.Network.Servers[i].declared = s
+		}
+	}
+	return nil
+}
