@@ -262,7 +262,9 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
+			// The event's bytes are its topic's, charged already
+			// (live.Meter): they are lent, as a cache hit's are.
+			held, err := lv.guard.Hand(pw, who, ev.Wire, true, func() error { return lv.send(pw, ev.Wire) }) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return guard.Verdict{Outcome: metrics.Streamed}
@@ -314,22 +316,6 @@ var (
 // written once for every stream of its topic.
 func encodeEvent(ev live.Event) []byte {
 	return appendEvent(make([]byte, 0, len(ev.Data)+64), ev)
-}
-
-// sendHeld sends an event, p, held for the viewer who until it has taken
-// it, within who's share of the held bytes, as a plain GET's answer is;
-// held says whether it fit (if not, nothing was sent), err how the send
-// ended. The event's bytes are its topic's, charged already (live.Meter):
-// they are lent, as a cache hit's are.
-func (lv *liveState) sendHeld(pw *progress.Writer, who guard.Caller, p []byte) (held bool, err error) {
-	claim, err := lv.guard.Lend(who, p)
-	if err != nil {
-		return false, nil
-	}
-	defer claim.Release()
-	pw.Watch(claim)
-	defer pw.Watch(nil)
-	return true, lv.send(pw, p)
 }
 
 // errStalled is why a write to a stream failed when the client took

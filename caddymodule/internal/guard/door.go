@@ -53,12 +53,6 @@ func (g *Guard) Check(who Caller) Verdict {
 func (g *Guard) Pin(who Caller, n int64) error { return g.held.Pin(who.Holder, who.Held, n) }
 func (g *Guard) Unpin(who Caller, n int64)     { g.held.Unpin(who.Holder, who.Held, n) }
 
-// Lend holds p, bytes the gateway keeps anyway (a topic's event), against
-// who's share alone until the claim is released (hold.Budget.Lend).
-func (g *Guard) Lend(who Caller, p []byte) (*hold.Claim, error) {
-	return g.held.Lend(who.Holder, who.Held, p)
-}
-
 // Keep charges n bytes that the gateway keeps for the callers of a class
 // (a network's document) to the class's pool; Drop gives them back.
 func (g *Guard) Keep(s hold.Share, n int64) error { return g.held.Take(s, n) }

@@ -123,20 +123,38 @@ func (g *Guard) Coalescing() *coalesce.Group {
 // lent (hold.Budget.Lend), charged to the caller's share alone, so that a
 // cache hit is never refused because the held bytes are spent.
 func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
+	held, err := g.Hand(pw, who, res.Body, cached, func() error {
+		writeHeld(pw, res.Status, res.Header, res.Body, shareable)
+		return pw.Done()
+	})
+	if !held {
+		return HeldRefusal(err)
+	}
+	return Verdict{Outcome: outcome}
+}
+
+// Hand holds p, an answer (or a stream's event) for who, against who's
+// share of the held bytes while write sends it to pw: until the client has
+// taken it, or the progress deadline cut it off, with each piece the client
+// takes counted as progress. lend says the bytes are kept anyway (the
+// micro-cache's, a topic's event): they are lent (hold.Budget.Lend),
+// charged to the caller's share alone, so that they are never refused
+// because the held bytes are spent. held says whether p fit: if not,
+// nothing was written, and err is the budget's reason; if so, err is
+// write's.
+func (g *Guard) Hand(pw *progress.Writer, who Caller, p []byte, lend bool, write func() error) (held bool, err error) {
 	hold := g.held.Hold
-	if cached {
+	if lend {
 		hold = g.held.Lend
 	}
-	claim, err := hold(who.Holder, who.Held, res.Body)
+	claim, err := hold(who.Holder, who.Held, p)
 	if err != nil {
-		return HeldRefusal(err)
+		return false, err
 	}
 	defer claim.Release()
 	pw.Watch(claim) // each piece the client takes is progress
 	defer pw.Watch(nil)
-	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
-	_ = pw.Done()
-	return Verdict{Outcome: outcome}
+	return true, write()
 }
 
 // trip is one request's way to the backend and back, under the caller's
