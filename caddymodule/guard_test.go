@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -250,10 +249,6 @@ type gate struct {
 	release  chan struct{}
 }
 
-func newGate() *gate {
-	return &gate{entered: make(chan string, 64), release: make(chan struct{})}
-}
-
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	g.mu.Lock()
 	g.inFlight++
@@ -411,37 +406,6 @@ func TestTimeoutBudget(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the budget did not end the request")
 	}
-}
-
-// counter is a next handler that counts calls, waits for release when told
-// to, and answers with a fixed status and body.
-type counter struct {
-	mu      sync.Mutex
-	calls   []string // RequestURI + " " + Accept-Encoding
-	status  int
-	body    string
-	entered chan struct{}
-	release chan struct{} // nil: answer at once
-}
-
-func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	c.mu.Lock()
-	c.calls = append(c.calls, r.URL.RequestURI()+" "+r.Header.Get("Accept-Encoding"))
-	c.mu.Unlock()
-	if c.release != nil {
-		c.entered <- struct{}{}
-		<-c.release
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(cmp.Or(c.status, http.StatusOK))
-	_, err := io.WriteString(w, c.body)
-	return err
-}
-
-func (c *counter) n() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.calls)
 }
 
 // cacheClock gives h's guard a micro-cache on a clock of the test's own, so

@@ -13,7 +13,6 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -22,162 +21,6 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
-
-const testKey = "k3y-0123456789abcdef"
-
-// backend is a recording stand-in for the next handler (reverse_proxy).
-type backend struct {
-	calls  []*http.Request
-	status int
-	header http.Header
-	body   string
-	err    error
-	panic  any
-}
-
-func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	b.calls = append(b.calls, r.Clone(r.Context()))
-	if b.err != nil {
-		return b.err
-	}
-	if b.panic != nil {
-		panic(b.panic)
-	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json; charset=utf-8")
-	for k, v := range b.header {
-		hdr[k] = v
-	}
-	hdr.Set("Content-Length", "1")
-	status := b.status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	w.WriteHeader(status)
-	_, err := io.WriteString(w, b.body)
-	return err
-}
-
-// newTestHandler provisions a handler from the body of a statusgate Caddyfile
-// block, in the form of 1.0: what follows it, the next a test passes to
-// ServeHTTP, is its backend.
-func newTestHandler(t testing.TB, block string) (*Handler, *observer.ObservedLogs) {
-	t.Helper()
-	return provisionTest(t, "statusgate {\n"+block+"\n}", caddy.Context{Context: context.Background()})
-}
-
-// newDeclaredHandler is newTestHandler in the form the docs recommend: be
-// answers as a game server of its own on a loopback port, and the handler
-// declares it (statusgate <address> { block }), so that what reaches be is
-// what statusgate's own proxy sent. Nothing follows the handler: tests pass
-// nothingAfter as next.
-func newDeclaredHandler(t testing.TB, block string, be caddyhttp.Handler) (*Handler, *observer.ObservedLogs) {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = be.ServeHTTP(exactLength{w}, r)
-	}))
-	t.Cleanup(srv.Close)
-	// Caddy's reverse_proxy provisions only within a running config (it
-	// asks it for its TLS app), as a declared backend does in a gateway:
-	// one with nothing in it, for this test alone (a running config makes
-	// every handler provisioned meanwhile one of a reload).
-	if err := caddy.Load([]byte(`{"admin":{"disabled":true}}`), true); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = caddy.Stop() })
-	return provisionTest(t, "statusgate "+strings.TrimPrefix(srv.URL, "http://")+" {\n"+block+"\n}", caddy.ActiveContext())
-}
-
-// nothingAfter is what follows a declared statusgate in a test: nothing.
-var nothingAfter = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-
-// exactLength lets a test's backend answer over a real connection: a
-// Content-Length the backend states (the stand-in says 1, for the
-// gateway to mend) is left for net/http to work out.
-type exactLength struct{ http.ResponseWriter }
-
-func (w exactLength) WriteHeader(status int) {
-	w.Header().Del("Content-Length")
-	w.ResponseWriter.WriteHeader(status)
-}
-
-// withBothForms runs test in the form of 1.0 and the declared form: each
-// time with a handler of block in front of be, and what follows it.
-func withBothForms(t *testing.T, block string, be caddyhttp.Handler, test func(t *testing.T, h *Handler, next caddyhttp.Handler)) {
-	t.Run("1.0", func(t *testing.T) {
-		h, _ := newTestHandler(t, block)
-		test(t, h, be)
-	})
-	t.Run("declared", func(t *testing.T) {
-		h, _ := newDeclaredHandler(t, block, be)
-		test(t, h, nothingAfter)
-	})
-}
-
-// provisionTest provisions a handler from a statusgate Caddyfile segment,
-// under a context of parent's.
-func provisionTest(t testing.TB, segment string, parent caddy.Context) (*Handler, *observer.ObservedLogs) {
-	t.Helper()
-	h := new(Handler)
-	d := caddyfile.NewTestDispenser(segment)
-	if err := h.UnmarshalCaddyfile(d); err != nil {
-		t.Fatalf("parse: %v", err)
-	}
-	ctx, cancel := caddy.NewContext(parent)
-	t.Cleanup(cancel)
-	core, logs := observer.New(zap.DebugLevel)
-	if err := h.provisionWith(ctx, zap.New(core)); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
-	t.Cleanup(func() { _ = h.Cleanup() })
-	return h, logs
-}
-
-// newRequest is a request as Caddy's server hands it to a handler: with the
-// request's replacer and vars (the client IP, here httptest's 192.0.2.1).
-func newRequest(method, target string) (*http.Request, *caddy.Replacer) {
-	r := httptest.NewRequest(method, target, nil)
-	repl := caddy.NewReplacer()
-	return caddyhttp.PrepareRequest(r, repl, nil, &caddyhttp.Server{}), repl
-}
-
-type reply struct {
-	*httptest.ResponseRecorder
-	repl       *caddy.Replacer
-	logSkipped bool // the access log leaves the request out
-	envelope   struct {
-		OK    bool `json:"ok"`
-		Error struct {
-			Status  int    `json:"status"`
-			Message string `json:"message"`
-			Path    string `json:"path"`
-		} `json:"error"`
-	}
-}
-
-func serve(t *testing.T, h *Handler, next caddyhttp.Handler, method, target string, header http.Header) reply {
-	t.Helper()
-	r, repl := newRequest(method, target)
-	for k, v := range header {
-		r.Header[k] = v
-	}
-	rec := httptest.NewRecorder()
-	if err := h.ServeHTTP(rec, r, next); err != nil {
-		t.Fatalf("ServeHTTP returned %v; the handler must answer every error itself", err)
-	}
-	skip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.LogSkipVar).(bool)
-	out := reply{ResponseRecorder: rec, repl: repl, logSkipped: skip}
-	if strings.HasPrefix(rec.Body.String(), `{"ok":false`) {
-		if err := json.Unmarshal(rec.Body.Bytes(), &out.envelope); err != nil {
-			t.Fatalf("body is not JSON: %v\n%s", err, rec.Body)
-		}
-	}
-	return out
-}
-
-func keyHeader(k string) http.Header { return http.Header{"X-Api-Key": {k}} }
-
-const playerBody = `{"ok":true,"data":{"uuid":"u","name":"Alex","op":true,"banned":false,"discord":"2987","stat":{"jump":1},"detailed":{"list":[{"op":1,"keep":2}]}},"meta":{"version":"v1","server":"global","updatedAt":1,"authenticated":true}}`
 
 func TestDecisions(t *testing.T) {
 	tests := []struct {
@@ -755,26 +598,6 @@ func TestFilteredWrites(t *testing.T) {
 			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), guard.OutChunk*15/16, rec.writes)
 		}
 	}
-}
-
-// chunkedBackend writes its body in small pieces, as reverse_proxy does with
-// what it reads from the upstream connection.
-type chunkedBackend struct {
-	body  string
-	chunk int
-}
-
-func (b *chunkedBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	for s := b.body; s != ""; {
-		n := min(b.chunk, len(s))
-		if _, err := io.WriteString(w, s[:n]); err != nil {
-			return err
-		}
-		s = s[n:]
-	}
-	return nil
 }
 
 // TestNoBodyUpstream: what reaches the backend carries no body, no length and
