@@ -1,5 +1,10 @@
 package caddymodule
 
+// The backend protection through the handler (docs/backend-protection.md):
+// admission, the queue, per-client and key places, the micro-cache and its
+// refresh, shared trips, held bytes and answers too large to hold. The guard's
+// own unit tests, against a fake game server, are internal/guard's.
+
 import (
 	"context"
 	"encoding/json"
