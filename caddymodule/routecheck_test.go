@@ -1,0 +1,71 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+// rateLimit stands in for caddy-ratelimit's handler, which the check knows
+// by its module ID alone.
+type rateLimit struct{}
+
+func (rateLimit) CaddyModule() caddy.ModuleInfo { return caddy.ModuleInfo{ID: rateLimitID} }
+func (rateLimit) ServeHTTP(http.ResponseWriter, *http.Request, caddyhttp.Handler) error {
+	return nil
+}
+
+// TestRouteMistakes checks the two mistakes that only the routes around a
+// statusgate handler show, on a site as the Caddyfile adapts it: a
+// statusgate of the form of 1.0 that nothing follows, and a rate_limit in
+// front of statusgate; and that the forms that work are not refused.
+func TestRouteMistakes(t *testing.T) {
+	legacy := func() *Handler { return new(Handler) }
+	declared := func() *Handler {
+		return &Handler{ProxyRaw: json.RawMessage(`{"upstreams":[{"dial":"127.0.0.1:8080"}]}`)}
+	}
+	proxy := &caddyhttp.StaticResponse{} // what follows: any handler
+	site := func(handlers ...caddyhttp.MiddlewareHandler) *caddyhttp.App {
+		m := caddyhttp.MatchHost{"stats.example.com"}
+		return &caddyhttp.App{Servers: map[string]*caddyhttp.Server{"srv0": {Listen: []string{":443"}, Routes: caddyhttp.RouteList{{
+			MatcherSets: caddyhttp.MatcherSets{{&m}},
+			Terminal:    true,
+			Handlers:    []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{Routes: caddyhttp.RouteList{{Handlers: handlers}}}},
+		}}}}}
+	}
+	const at = "statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[1]"
+	for _, c := range []struct {
+		name string
+		app  *caddyhttp.App
+		want []string // nil: no error
+	}{
+		{"declared", site(declared()), nil},
+		{"declared, rate_limit after it", site(declared(), rateLimit{}), nil},
+		{"1.0, reverse_proxy after it", site(legacy(), proxy), nil},
+		{"1.0, rate_limit and reverse_proxy after it", site(legacy(), rateLimit{}, proxy), nil},
+		{"1.0, nothing after it", site(proxy, legacy()), []string{
+			at + " declares no upstreams, and no handler runs after it: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it"}},
+		{"rate_limit before a declared statusgate", site(rateLimit{}, declared()), []string{
+			at + ": the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0] runs before it, so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend"}},
+		{"rate_limit before 1.0 with nothing after it: both", site(rateLimit{}, legacy()), []string{
+			"the rate_limit at", "\nstatusgate in", "declares no upstreams, and no handler runs after it"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := routeMistakes(c.app)
+			if c.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			wantErrorWords(t, err, c.want...)
+			if n := strings.Count(err.Error(), "\n") + 1; n != len(c.want) && len(c.want) == 1 {
+				t.Errorf("%d errors, want 1: %v", n, err)
+			}
+		})
+	}
+}
