@@ -2,12 +2,16 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // rateLimit stands in for caddy-ratelimit's handler, which the check knows
@@ -67,5 +71,27 @@ func TestRouteMistakes(t *testing.T) {
 				t.Errorf("%d errors, want 1: %v", n, err)
 			}
 		})
+	}
+}
+
+// TestNothingAfterBackstop: a statusgate of the form of 1.0 with nothing
+// after it, which the app refuses when the config starts, still answers
+// 502 where it runs all the same (a route the check cannot place: a named
+// route, a handler's own routes), with the cause in the log; and its
+// warning at load says what the start will do, not to remove a
+// reverse_proxy that may not be there.
+func TestNothingAfterBackstop(t *testing.T) {
+	h, logs := newTestHandler(t, "")
+	w := logs.FilterMessageSnippet("the form of 1.0").All()
+	if len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["write"]), "then delete the reverse_proxy after it; a statusgate of this form with no handler after it is refused by caddy run and caddy reload") {
+		t.Errorf("the 1.0 warning: %v", w)
+	}
+	nothing := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	r := serve(t, h, nothing, "GET", "/api/v1/status", nil)
+	if r.Code != http.StatusBadGateway || r.envelope.Error.Message != "Bad gateway" {
+		t.Errorf("nothing after statusgate: %d %q, want 502 Bad gateway", r.Code, r.envelope.Error.Message)
+	}
+	if logs.FilterMessageSnippet("").FilterField(zap.Error(guard.ErrNothingAfter)).Len() == 0 {
+		t.Errorf("the cause is not logged: %v", logs.All())
 	}
 }
