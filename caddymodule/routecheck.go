@@ -7,6 +7,7 @@ package caddymodule
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -16,6 +17,39 @@ import (
 // rateLimitID is caddy-ratelimit's handler, known by its module ID: the
 // module is the user's to build in, not a dependency of statusgate's.
 const rateLimitID = "http.handlers.rate_limit"
+
+// countsEvery reports whether the rate_limit h counts every request that
+// reaches it: whether one of its zones has no matcher of its own (a zone's
+// match, after provisioning its unexported matcherSets). A zone that
+// matches only some requests (match { path /login }) may never count
+// statusgate's; and a rate_limit whose zones cannot be read (another
+// version of caddy-ratelimit) is taken to count none, so that the check is
+// never a false alarm (test/testdata/routes fails if that happens to the
+// version cmd/caddy builds).
+func countsEvery(h any) bool {
+	v := reflect.Indirect(reflect.ValueOf(h))
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	zones := v.FieldByName("RateLimits")
+	if zones.Kind() != reflect.Map {
+		return false
+	}
+	for it := zones.MapRange(); it.Next(); {
+		z := reflect.Indirect(it.Value())
+		if z.Kind() != reflect.Struct {
+			return false
+		}
+		raw, sets := z.FieldByName("MatcherSetsRaw"), z.FieldByName("matcherSets")
+		if raw.Kind() != reflect.Slice || sets.Kind() != reflect.Slice {
+			return false
+		}
+		if raw.Len() == 0 && sets.Len() == 0 {
+			return true
+		}
+	}
+	return false
+}
 
 // checkRoutes reads the load's HTTP app, provisioned by now (Caddy starts
 // the apps of a load only once all are provisioned), and refuses the
@@ -46,7 +80,7 @@ func routeMistakes(app *caddyhttp.App) error {
 			return
 		}
 		for _, s := range l.Before {
-			if chain.ModuleID(s.Handler) == rateLimitID {
+			if chain.ModuleID(s.Handler) == rateLimitID && countsEvery(s.Handler) {
 				errs = append(errs, fmt.Errorf("statusgate in %s: the rate_limit at %s runs before it, so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend",
 					l.Where, s.Path))
 				break

@@ -15,8 +15,22 @@ import (
 )
 
 // rateLimit stands in for caddy-ratelimit's handler, which the check knows
-// by its module ID alone.
-type rateLimit struct{}
+// by its module ID, and reads its zones' matchers as caddy-ratelimit
+// v0.1.0 keeps them once provisioned.
+type rateLimit struct {
+	RateLimits map[string]*rateLimitZone
+}
+
+type rateLimitZone struct {
+	MatcherSetsRaw caddyhttp.RawMatcherSets
+	matcherSets    caddyhttp.MatcherSets
+}
+
+// everyRequest is a rate_limit with a zone that counts every request.
+var everyRequest = rateLimit{RateLimits: map[string]*rateLimitZone{"per_caller": {}}}
+
+// someRequests is a rate_limit whose only zone counts some requests.
+var someRequests = rateLimit{RateLimits: map[string]*rateLimitZone{"login": {matcherSets: caddyhttp.MatcherSets{{caddyhttp.MatchPath{"/login"}}}}}}
 
 func (rateLimit) CaddyModule() caddy.ModuleInfo { return caddy.ModuleInfo{ID: rateLimitID} }
 func (rateLimit) ServeHTTP(http.ResponseWriter, *http.Request, caddyhttp.Handler) error {
@@ -48,14 +62,17 @@ func TestRouteMistakes(t *testing.T) {
 		want []string // nil: no error
 	}{
 		{"declared", site(declared()), nil},
-		{"declared, rate_limit after it", site(declared(), rateLimit{}), nil},
+		{"declared, rate_limit after it", site(declared(), everyRequest), nil},
 		{"1.0, reverse_proxy after it", site(legacy(), proxy), nil},
-		{"1.0, rate_limit and reverse_proxy after it", site(legacy(), rateLimit{}, proxy), nil},
+		{"1.0, rate_limit and reverse_proxy after it", site(legacy(), everyRequest, proxy), nil},
 		{"1.0, nothing after it", site(proxy, legacy()), []string{
 			at + " declares no upstreams, and no handler runs after it: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it"}},
-		{"rate_limit before a declared statusgate", site(rateLimit{}, declared()), []string{
+		{"rate_limit before a declared statusgate", site(everyRequest, declared()), []string{
 			at + ": the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0] runs before it, so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend"}},
-		{"rate_limit before 1.0 with nothing after it: both", site(rateLimit{}, legacy()), []string{
+		{"rate_limit of /login before a declared statusgate", site(someRequests, declared()), nil},
+		{"rate_limit of every request and of /login", site(rateLimit{RateLimits: map[string]*rateLimitZone{"a": someRequests.RateLimits["login"], "b": {}}}, declared()), []string{
+			at + ": the rate_limit at"}},
+		{"rate_limit before 1.0 with nothing after it: both", site(everyRequest, legacy()), []string{
 			"the rate_limit at", "\nstatusgate in", "declares no upstreams, and no handler runs after it"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
