@@ -18,6 +18,29 @@ import (
 // module is the user's to build in, not a dependency of statusgate's.
 const rateLimitID = "http.handlers.rate_limit"
 
+// needsNext reports whether h needs a handler after it to reach its
+// backend: it declares none (the form of 1.0: no upstreams, no server
+// <name>), and one of its enabled endpoints goes there, one other than the
+// index and a network it answers itself without a member of its own (self,
+// which it reaches through the handlers after it).
+func (h *Handler) needsNext() bool {
+	if h.ProxyRaw != nil {
+		return false
+	}
+	if h.table == nil {
+		return true
+	}
+	for _, ep := range h.table.ordered {
+		switch {
+		case !ep.enabled || ep.Name == "index":
+		case ep.Name == "network" && h.network != nil && h.Network.Self == "":
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // countsEvery reports whether the rate_limit h counts every request that
 // reaches it: whether one of its zones has no matcher of its own (a zone's
 // match, after provisioning its unexported matcherSets). A zone that
@@ -86,7 +109,7 @@ func routeMistakes(app *caddyhttp.App) error {
 				break
 			}
 		}
-		if h.ProxyRaw == nil && !l.Followed {
+		if h.needsNext() && !l.Followed {
 			errs = append(errs, fmt.Errorf("statusgate in %s declares no upstreams, and no handler runs after it: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it",
 				l.Where))
 		}
