@@ -55,7 +55,8 @@ type App struct {
 	Defaults *Handler `json:"defaults,omitempty"`
 
 	seq     uint64
-	started atomic.Bool // the load is running: Start ran and Stop did not
+	started atomic.Bool   // the load is running: Start ran and Stop did not
+	ctx     caddy.Context // the load's, for its HTTP app at Start (routecheck.go)
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
@@ -74,7 +75,8 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 var loadSeq atomic.Uint64
 
 // Provision numbers the load and checks the servers and defaults.
-func (a *App) Provision(caddy.Context) error {
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
 	a.seq = loadSeq.Add(1)
 	a.guards = map[string]firstUse{}
 	return a.checkServers()
@@ -94,8 +96,12 @@ func (a *App) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Start marks the load running: from now on its heartbeat is written.
+// Start refuses the mistakes only the whole HTTP app shows (routecheck.go),
+// then marks the load running: from now on its heartbeat is written.
 func (a *App) Start() error {
+	if err := a.checkRoutes(); err != nil {
+		return err
+	}
 	a.started.Store(true)
 	return nil
 }
