@@ -254,3 +254,20 @@ func (a *App) server(name, path string) (*Server, error) {
 	return nil, fmt.Errorf("%s: %s is not a declared server%s (declared: %s)", path, name,
 		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))
 }
+
+// checkRoutes reads the load's HTTP app, provisioned by now (Caddy starts
+// the apps of a load only once all are provisioned), and refuses the
+// statusgate handlers that would answer nothing, or that a rate_limit runs
+// in front of. It runs in Start, so it stops caddy run and rolls a reload
+// back; caddy validate, which starts nothing, does not run it.
+func (a *App) checkRoutes() error {
+	v, err := a.ctx.AppIfConfigured("http")
+	if err != nil {
+		return nil // no HTTP app, no handler of ours
+	}
+	app, ok := v.(*caddyhttp.App)
+	if !ok {
+		return nil
+	}
+	return routeMistakes(app)
+}

@@ -74,23 +74,6 @@ func countsEvery(h any) bool {
 	return false
 }
 
-// checkRoutes reads the load's HTTP app, provisioned by now (Caddy starts
-// the apps of a load only once all are provisioned), and refuses the
-// statusgate handlers that would answer nothing, or that a rate_limit runs
-// in front of. It runs in Start, so it stops caddy run and rolls a reload
-// back; caddy validate, which starts nothing, does not run it.
-func (a *App) checkRoutes() error {
-	v, err := a.ctx.AppIfConfigured("http")
-	if err != nil {
-		return nil // no HTTP app, no handler of ours
-	}
-	app, ok := v.(*caddyhttp.App)
-	if !ok {
-		return nil
-	}
-	return routeMistakes(app)
-}
-
 // routeMistakes are the statusgate handlers of app that no handler can
 // follow though they need one (the form of 1.0: no upstreams of their own
 // nor a declared server), and those with a rate_limit before them on their
