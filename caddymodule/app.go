@@ -269,5 +269,5 @@ func (a *App) checkRoutes() error {
 	if !ok {
 		return nil
 	}
-	return routeMistakes(app)
+	return routeMistakes(app.Servers)
 }

@@ -11,7 +11,6 @@ package caddymodule
 // fails is left out of it, never the caller's refusal.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -42,22 +41,14 @@ import (
 // the guard its declaration names, and the documents made of what they
 // answer, one for each class of caller, shared by every caller of the class.
 type networkState struct {
-	cluster string
+	// memberTrips are the network's name, its status endpoint, the
+	// handler's guard, its bound and logger: what the members' trips need.
+	memberTrips
 	self    string // the member that is the handler's own backend, or ""
 	members []networkMember
-	// status is the handler's status endpoint: the members' answers are
-	// fetched as its answers, cached for its times, and the documents are
-	// kept for them too. ep is the network endpoint, whose field lists the
-	// documents go through.
-	status, ep *endpoint
-	// guard is the handler's: the documents are delivered through it, held
-	// for their callers against their shares of its held bytes, and kept
-	// against its held bytes while they last.
-	guard *guard.Guard
-	// bound is the largest document a caller gets (max_response, which an
-	// answer a caller is sent whole never exceeds): past it, the largest
-	// members are left out and named in meta.unreachable.
-	bound int
+	// ep is the network endpoint, whose field lists the documents go
+	// through.
+	ep *endpoint
 	// builds coalesces the making of the documents, by class: the gateway's
 	// own work, like a cache refresh, which however many callers ask does
 	// once; always on, whatever the guard's coalesce says of backend trips.
@@ -70,58 +61,7 @@ type networkState struct {
 	gone atomic.Bool
 	// name names this handler's network for the builds: the builds of one
 	// handler never meet another's.
-	name   string
-	logger *zap.Logger
-}
-
-// networkMember is one member server and its guard.
-type networkMember struct {
-	id    string
-	guard *guard.Guard
-	own   bool // the handler's own guard (self), which the handler leaves
-	// last is the member's answer as last read (nil: none kept): the
-	// builds that get the same bytes, from the member's micro-cache or a
-	// shared trip, share its reading too.
-	last *atomic.Pointer[memberRead]
-	// failed is the member's last failure, shared by the builds until its
-	// time, so that a member that hangs or fails costs one trip for that
-	// time, not one for each class or each stream.
-	failed *atomic.Pointer[memberFailure]
-}
-
-// newMember is the member id, fetched through g (own: the handler's).
-func newMember(id string, g *guard.Guard, own bool) networkMember {
-	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
-}
-
-// memberRead is a member's answer and what network.ParseStatus made of it.
-type memberRead struct {
-	body   []byte
-	status network.Status
-	err    error
-}
-
-// memberFailure is why a member was left out, until when.
-type memberFailure struct {
-	err   error
-	until time.Time
-}
-
-// read is what body, m's answer, says: read once for every build that
-// gets the same bytes; fresh says it was read now (and a failure in it is
-// news to log).
-func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
-	if m.last != nil {
-		if last := m.last.Load(); last != nil && bytes.Equal(last.body, body) {
-			return last, false
-		}
-	}
-	r = &memberRead{body: body}
-	r.status, r.err = network.ParseStatus(body)
-	if m.last != nil {
-		m.last.Store(r)
-	}
-	return r, true
+	name string
 }
 
 // joinNetwork sets up the network c, whose members' backends
@@ -134,15 +74,17 @@ func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
 func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard,
 	bc BackendConfig, l guard.Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
-		cluster: c.Cluster,
-		self:    c.Self,
-		status:  t.byName["status"],
-		ep:      t.byName["network"],
-		guard:   own,
-		bound:   int(l.MaxResponse),
-		builds:  coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse)}),
-		name:    "network " + c.Cluster + " " + rand.Text(),
-		logger:  logger,
+		memberTrips: memberTrips{
+			cluster: c.Cluster,
+			status:  t.byName["status"],
+			guard:   own,
+			bound:   int(l.MaxResponse),
+			logger:  logger,
+		},
+		self:   c.Self,
+		ep:     t.byName["network"],
+		builds: coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse)}),
+		name:   "network " + c.Cluster + " " + rand.Text(),
 	}
 	// A member's guard is named by its backend alone: a guard <name> of
 	// this handler's names this handler's backend, not the members'.

@@ -5,11 +5,14 @@ package caddymodule
 // (network.go builds the document of them).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -20,6 +23,26 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
+
+// memberTrips is what a network's member trips need of it: the network's
+// name, its status endpoint, the handler's guard, the bound of an answer
+// and the logger.
+type memberTrips struct {
+	cluster string
+	// status is the handler's status endpoint: the members' answers are
+	// fetched as its answers, cached for its times, and the documents are
+	// kept for them too.
+	status *endpoint
+	// guard is the handler's: the documents are delivered through it, held
+	// for their callers against their shares of its held bytes, and kept
+	// against its held bytes while they last.
+	guard *guard.Guard
+	// bound is the largest document a caller gets (max_response, which an
+	// answer a caller is sent whole never exceeds): past it, the largest
+	// members are left out and named in meta.unreachable.
+	bound  int
+	logger *zap.Logger
+}
 
 // statusPath is what a member is asked for.
 const statusPath = "/api/v1/status"
@@ -37,7 +60,7 @@ const statusPath = "/api/v1/status"
 // so that a caller that floods cannot make a member look unreachable to
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
-func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
+func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
 	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
@@ -93,7 +116,7 @@ type memberAnswer struct {
 }
 
 // ask fetches m's status with the request r that t describes.
-func (n *networkState) ask(m networkMember, r *http.Request, t *guard.Ticket) (a memberAnswer) {
+func (n *memberTrips) ask(m networkMember, r *http.Request, t *guard.Ticket) (a memberAnswer) {
 	rec := guard.NewCapture(n.bound)
 	logger := n.logger.With(zap.String("network_member", m.id))
 	v := guard.Background(logger, "fetching a network member's status", t.Station, func() guard.Verdict {
@@ -142,3 +165,53 @@ var errMemberBusy = errors.New("the member's guard has no room for the network's
 // errMemberTooLarge is why a member's status is left out when it is larger
 // than max_response.
 var errMemberTooLarge = errors.New("the member's status is larger than max_response")
+
+// networkMember is one member server and its guard.
+type networkMember struct {
+	id    string
+	guard *guard.Guard
+	own   bool // the handler's own guard (self), which the handler leaves
+	// last is the member's answer as last read (nil: none kept): the
+	// builds that get the same bytes, from the member's micro-cache or a
+	// shared trip, share its reading too.
+	last *atomic.Pointer[memberRead]
+	// failed is the member's last failure, shared by the builds until its
+	// time, so that a member that hangs or fails costs one trip for that
+	// time, not one for each class or each stream.
+	failed *atomic.Pointer[memberFailure]
+}
+
+// newMember is the member id, fetched through g (own: the handler's).
+func newMember(id string, g *guard.Guard, own bool) networkMember {
+	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
+}
+
+// memberRead is a member's answer and what network.ParseStatus made of it.
+type memberRead struct {
+	body   []byte
+	status network.Status
+	err    error
+}
+
+// memberFailure is why a member was left out, until when.
+type memberFailure struct {
+	err   error
+	until time.Time
+}
+
+// read is what body, m's answer, says: read once for every build that
+// gets the same bytes; fresh says it was read now (and a failure in it is
+// news to log).
+func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
+	if m.last != nil {
+		if last := m.last.Load(); last != nil && bytes.Equal(last.body, body) {
+			return last, false
+		}
+	}
+	r = &memberRead{body: body}
+	r.status, r.err = network.ParseStatus(body)
+	if m.last != nil {
+		m.last.Store(r)
+	}
+	return r, true
+}

@@ -74,13 +74,13 @@ func countsEvery(h any) bool {
 	return false
 }
 
-// routeMistakes are the statusgate handlers of app that no handler can
+// routeMistakes are the statusgate handlers of the servers that no handler can
 // follow though they need one (the form of 1.0: no upstreams of their own
 // nor a declared server), and those with a rate_limit before them on their
 // chain: each with its place and the fix.
-func routeMistakes(app *caddyhttp.App) error {
+func routeMistakes(servers map[string]*caddyhttp.Server) error {
 	var errs []error
-	chain.Walk(app, func(l chain.Link) {
+	chain.Walk(servers, func(l chain.Link) {
 		h, ok := l.Handler.(*Handler)
 		if !ok {
 			return

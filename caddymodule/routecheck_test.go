@@ -47,18 +47,18 @@ func TestRouteMistakes(t *testing.T) {
 		return &Handler{ProxyRaw: json.RawMessage(`{"upstreams":[{"dial":"127.0.0.1:8080"}]}`)}
 	}
 	proxy := &caddyhttp.StaticResponse{} // what follows: any handler
-	site := func(handlers ...caddyhttp.MiddlewareHandler) *caddyhttp.App {
+	site := func(handlers ...caddyhttp.MiddlewareHandler) map[string]*caddyhttp.Server {
 		m := caddyhttp.MatchHost{"stats.example.com"}
-		return &caddyhttp.App{Servers: map[string]*caddyhttp.Server{"srv0": {Listen: []string{":443"}, Routes: caddyhttp.RouteList{{
+		return map[string]*caddyhttp.Server{"srv0": {Listen: []string{":443"}, Routes: caddyhttp.RouteList{{
 			MatcherSets: caddyhttp.MatcherSets{{&m}},
 			Terminal:    true,
 			Handlers:    []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{Routes: caddyhttp.RouteList{{Handlers: handlers}}}},
-		}}}}}
+		}}}}
 	}
 	const at = "statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[1]"
 	for _, c := range []struct {
 		name string
-		app  *caddyhttp.App
+		app  map[string]*caddyhttp.Server
 		want []string // nil: no error
 	}{
 		{"declared", site(declared()), nil},

@@ -79,20 +79,17 @@ func (w Where) String() string {
 	return b.String()
 }
 
-// Walk calls visit for each handler of app's servers, in their routes and
+// Walk calls visit for each handler of an HTTP app's servers, in their routes and
 // their error routes, descending into subroutes (handle, handle_path,
 // route blocks, a site's block), in order of the servers' names.
-func Walk(app *caddyhttp.App, visit func(Link)) {
-	if app == nil {
-		return
-	}
-	names := make([]string, 0, len(app.Servers))
-	for name := range app.Servers {
+func Walk(servers map[string]*caddyhttp.Server, visit func(Link)) {
+	names := make([]string, 0, len(servers))
+	for name := range servers {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		srv := app.Servers[name]
+		srv := servers[name]
 		if srv == nil {
 			continue
 		}

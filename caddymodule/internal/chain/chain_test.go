@@ -47,7 +47,7 @@ type seen struct {
 func walk(t *testing.T, servers map[string]*caddyhttp.Server) map[string]seen {
 	t.Helper()
 	out := map[string]seen{}
-	Walk(&caddyhttp.App{Servers: servers}, func(l Link) {
+	Walk(servers, func(l Link) {
 		f, ok := l.Handler.(fake)
 		if !ok {
 			return
@@ -177,7 +177,7 @@ func TestSite(t *testing.T) {
 		t.Errorf("where: %s", w)
 	}
 	var path string
-	Walk(&caddyhttp.App{Servers: one(site)}, func(l Link) {
+	Walk(one(site), func(l Link) {
 		if l.Handler == fake("statusgate") {
 			path = l.Before[0].Path
 		}
