@@ -158,18 +158,13 @@ type BackendConfig struct {
 
 // Defaults of BackendConfig.
 const (
-	defaultTimeout      = 5 * time.Second
+	defaultTimeout      = 5 * time.Second // as long as guard.StaleGrace
 	defaultWriteTimeout = 10 * time.Second
 	defaultMaxResponse  = 4 << 20
 	defaultMaxHeld      = 64 << 20
 	// defaultClientPrefix6 is the /64 a host commonly has to itself.
 	defaultClientPrefix6 = 64
 )
-
-// staleGrace is how long past its time to live a cache entry is still served
-// while one request refreshes it: the default request budget, so that a
-// refresh that fails or times out is retried before callers are made to wait.
-const staleGrace = defaultTimeout
 
 // instancesTooMany says why c's instances cannot divide its held bytes, or
 // "": each gateway's share of max_held must hold an answer of max_response

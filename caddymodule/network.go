@@ -345,7 +345,7 @@ func (n *networkState) render(doc *network.Document, who guard.Caller, order map
 // many builds and streams ask; at least a second, and at most the stale
 // grace (the default budget), so that a member that is back is back soon.
 func (n *networkState) failureTime() time.Duration {
-	return min(max(n.status.CacheTTL, time.Second), staleGrace)
+	return min(max(n.status.CacheTTL, time.Second), guard.StaleGrace)
 }
 
 // store keeps res, the document of the class, for its callers: for the
@@ -364,7 +364,7 @@ func (n *networkState) store(class int, who guard.Caller, res *coalesce.Result) 
 		n.keep(class, nil)
 		return
 	}
-	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.Keyed}}
+	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + guard.StaleGrace), share: hold.Share{Keyed: who.Keyed}}
 	d.charged = int64(len(res.Body))
 	if err := n.guard.Keep(d.share, d.charged); err != nil {
 		n.keep(class, nil)

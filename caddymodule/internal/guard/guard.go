@@ -66,7 +66,7 @@ type guardUser struct {
 // newGuardState makes a guard's units, sized for l, with no limits in
 // force yet: use gives it its first.
 func newGuardState(l Limits) *guardState {
-	held := hold.New(l.MaxHeld, l.ClientShare(), l.AnonymousHeld())
+	held := hold.New(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
 	return &guardState{
 		all:     admission.New(admission.Config{}),
 		main:    admission.New(admission.Config{}),
@@ -147,7 +147,7 @@ func (s *guardState) apply(l Limits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, l.ClientShare(), l.AnonymousHeld())
+	s.held.SetSizes(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
 	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (liveLimits.perClient)
 	streams := int32(0)
 	if l.InFlight > 0 {

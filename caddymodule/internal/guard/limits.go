@@ -40,12 +40,12 @@ func (l Limits) ClientShare() int64 {
 	return min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse))
 }
 
-// AnonymousHeld is what anonymous clients may hold of the held bytes
+// anonymousHeld is what anonymous clients may hold of the held bytes
 // together: half of max_held, so that the other half is always there for
 // keyed callers, whatever a flood of addresses holds (hold.Budget). An
 // anonymous answer larger than it is never held whole: it streams to its
 // client as one over max_response does.
-func (l Limits) AnonymousHeld() int64 {
+func (l Limits) anonymousHeld() int64 {
 	return max(1, l.MaxHeld/2)
 }
 
