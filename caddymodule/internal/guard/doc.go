@@ -1,7 +1,7 @@
 // Package guard is what stands between the gateway's callers and one
 // backend, and its one door: Fetch, the answer to one request the handler
 // let through, from the micro-cache, from an identical request's trip, or
-// from a trip of the Caller's own through admission, read through the
+// from a trip of the caller's own through admission, read through the
 // field layer into a spool, and written to the client at the client's
 // pace within the held bytes.
 //

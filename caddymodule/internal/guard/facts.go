@@ -16,7 +16,7 @@ type Station struct {
 	CacheTTL   time.Duration // the micro-cache's time to live; 0: not cached
 	Snapshot   time.Duration // the backend's refresh interval of the station; 0: live or unknown
 	// Fields are the protected fields the field layer strips for a
-	// filtered Caller; nil while auth is off or when the list is empty.
+	// filtered caller; nil while auth is off or when the list is empty.
 	Fields *jsonfilter.Names
 	// Metrics are the endpoint's counters; nil, counting nothing, while
 	// the endpoint is disabled.
@@ -30,25 +30,25 @@ type Caller struct {
 	// Keyed says the key opens this endpoint: the keyed queue class, no
 	// per-client limit, the key's own cap.
 	Keyed bool
-	// Authenticated says the endpoint treats the Caller as authenticated:
+	// Authenticated says the endpoint treats the caller as authenticated:
 	// its key counts, or auth is off. Everyone else gets the field layer and
 	// meta.authenticated:false, or the 401/404 of a protected endpoint.
 	Authenticated bool
-	// Holder names the Caller for the per-client limits (max_per_client and
+	// Holder names the caller for the per-client limits (max_per_client and
 	// the held bytes): its key's name when the key counts, its address
 	// otherwise.
 	Holder string
 	// KeyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	KeyCap int
-	// Gateway says the Caller is the gateway itself, a network asking its
+	// Gateway says the caller is the gateway itself, a network asking its
 	// members on its own behalf: it takes no per-client place (its builds
 	// are one per class and snapshot already), only its admission class's.
 	Gateway bool
-	// Held is the Caller's share of the held bytes: the key's own when the
+	// Held is the caller's share of the held bytes: the key's own when the
 	// key counts, the guard's share for one address otherwise.
 	Held hold.Share
 }
 
-// Filtered reports whether the Caller's answers go through the field layer.
+// Filtered reports whether the caller's answers go through the field layer.
 func (c Caller) Filtered() bool { return !c.Authenticated }
