@@ -4,7 +4,11 @@ package caddymodule
 // and what lives and ends with that load.
 
 import (
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -13,6 +17,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
+	"github.com/statusgate/statusgate/internal/ident"
+	"github.com/statusgate/statusgate/internal/nearest"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/redislog"
@@ -47,7 +55,8 @@ type App struct {
 	Defaults *Handler `json:"defaults,omitempty"`
 
 	seq     uint64
-	started atomic.Bool // the load is running: Start ran and Stop did not
+	started atomic.Bool   // the load is running: Start ran and Stop did not
+	ctx     caddy.Context // the load's, for its HTTP app at Start (routecheck.go)
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
@@ -66,7 +75,8 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 var loadSeq atomic.Uint64
 
 // Provision numbers the load and checks the servers and defaults.
-func (a *App) Provision(caddy.Context) error {
+func (a *App) Provision(ctx caddy.Context) error {
+	a.ctx = ctx
 	a.seq = loadSeq.Add(1)
 	a.guards = map[string]firstUse{}
 	return a.checkServers()
@@ -86,8 +96,12 @@ func (a *App) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Start marks the load running: from now on its heartbeat is written.
+// Start refuses the mistakes only the whole HTTP app shows (routecheck.go),
+// then marks the load running: from now on its heartbeat is written.
 func (a *App) Start() error {
+	if err := a.checkRoutes(); err != nil {
+		return err
+	}
 	a.started.Store(true)
 	return nil
 }
@@ -150,11 +164,11 @@ func (a *App) watch(c peers.Config) {
 // the guard name with limits l in this load, and refuses server limits
 // other than those the guard was first given here: handlers that share a
 // guard share its limits, but for the front door's choices
-// (guardLimits.server).
-func (a *App) agree(name string, l guardLimits, w string, member bool) error {
+// (guard.Limits.Server).
+func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l = l.server()
+	l = l.Server()
 	first, ok := a.guards[name]
 	if !ok {
 		a.guards[name] = firstUse{l, w, member}
@@ -170,13 +184,13 @@ func (a *App) agree(name string, l guardLimits, w string, member bool) error {
 		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
 	}
 	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
-		w, first.where, shareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
+		w, first.where, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
 
 // firstUse is the limits a guard was first given in a load, and by whom: a
 // handler, or a network's server (member).
 type firstUse struct {
-	limits guardLimits
+	limits guard.Limits
 	where  string
 	member bool
 }
@@ -187,3 +201,73 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// checkServers checks the app's servers and defaults: each server's name
+// and declaration, limits of a server's own only, and defaults that are
+// the front door's only. Errors name the JSON path under the app.
+func (a *App) checkServers() error {
+	for _, name := range slices.Sorted(maps.Keys(a.Servers)) {
+		s, path := a.Servers[name], "servers."+name
+		if !ident.Valid(name) {
+			return fmt.Errorf("servers: '%s' is not a name of letters, digits, '_' and '-'", name)
+		}
+		if s == nil {
+			return fmt.Errorf("%s: null: declare the server, at least {\"proxy\": {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}}", path)
+		}
+		if len(s.ProxyRaw) == 0 {
+			return fmt.Errorf("%s.proxy: missing: no upstreams: declare the server's backend, at least {\"upstreams\": [{\"dial\": \"10.0.0.3:8080\"}]}", path)
+		}
+		if _, err := upstream.Parse(path+".proxy", s.ProxyRaw); err != nil {
+			return err
+		}
+		if opt := setOption(&s.Backend, isDoorOption); opt != "" {
+			return fmt.Errorf("%s.backend.%s: the front door's choice, not the server's: set it in the statusgate handlers in front of it (or in the defaults)", path, opt)
+		}
+		if _, err := resolveLimits(s.Backend); err != nil {
+			return fmt.Errorf("%s: %v", path, err)
+		}
+	}
+	if d := a.Defaults; d != nil {
+		switch {
+		case d.ProxyRaw != nil:
+			return errors.New("defaults.proxy: a backend is a server's or a handler's: declare it under servers, or in the handler")
+		case d.Network != nil:
+			return errors.New("defaults.network: a network is a handler's: write it in the statusgate handler that answers /network")
+		case d.Server != "":
+			return errors.New("defaults.server: which server a handler fronts is the handler's to say")
+		}
+		if opt := setOption(&d.Backend, isServerOption); opt != "" {
+			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.<name>.backend.%s)", opt, opt)
+		}
+	}
+	return nil
+}
+
+// server is the server the app declares as name, for the option at path.
+func (a *App) server(name, path string) (*Server, error) {
+	if s := a.Servers[name]; s != nil {
+		return s, nil
+	}
+	if len(a.Servers) == 0 {
+		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s <upstream>...), or give its upstreams here", path, name, name)
+	}
+	return nil, fmt.Errorf("%s: %s is not a declared server%s (declared: %s)", path, name,
+		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))
+}
+
+// checkRoutes reads the load's HTTP app, provisioned by now (Caddy starts
+// the apps of a load only once all are provisioned), and refuses the
+// statusgate handlers that would answer nothing, or that a rate_limit runs
+// in front of. It runs in Start, so it stops caddy run and rolls a reload
+// back; caddy validate, which starts nothing, does not run it.
+func (a *App) checkRoutes() error {
+	v, err := a.ctx.AppIfConfigured("http")
+	if err != nil {
+		return nil // no HTTP app, no handler of ours
+	}
+	app, ok := v.(*caddyhttp.App)
+	if !ok {
+		return nil
+	}
+	return routeMistakes(app.Servers)
+}

@@ -5,26 +5,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 	"github.com/statusgate/statusgate/internal/fixture"
 	_ "github.com/statusgate/statusgate/internal/sim" // statusgate_sim, whose errors have golden files too
 )
-
-// parseTestCaddyfile runs UnmarshalCaddyfile on input the way NewTestDispenser
-// sees it: file name "Testfile", first line 1.
-func parseTestCaddyfile(input string) (*Handler, error) {
-	h := new(Handler)
-	err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
-	return h, err
-}
 
 // TestCaddyfileOptions checks every subdirective and the JSON it becomes.
 func TestCaddyfileOptions(t *testing.T) {
@@ -323,28 +313,4 @@ func TestAdaptCaddyfiles(t *testing.T) {
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})
-}
-
-// forGoldenFiles runs check, as a subtest, on each file that pattern
-// matches: its text up to a line of ten dashes, and after it, each trimmed
-// of white space around it.
-func forGoldenFiles(t *testing.T, pattern string, check func(t *testing.T, file, input, expected string)) {
-	files, err := filepath.Glob(pattern)
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no %s files: %v", pattern, err)
-	}
-	newlines := regexp.MustCompile(`\r?\n`)
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			data, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			parts := strings.Split(newlines.ReplaceAllString(string(data), "\n"), "----------")
-			if len(parts) != 2 {
-				t.Fatalf("want one ---------- separator, found %d", len(parts)-1)
-			}
-			check(t, file, strings.TrimSpace(parts[0]), strings.TrimSpace(parts[1]))
-		})
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/dustin/go-humanize"
 
+	"github.com/statusgate/statusgate/internal/ident"
 	"github.com/statusgate/statusgate/internal/onoff"
 )
 
@@ -315,4 +316,13 @@ func endpointArg(d *caddyfile.Dispenser) (string, error) {
 		return "", d.Errf("%s: %v", opt, endpointNameError(name))
 	}
 	return name, nil
+}
+
+// serverNameWord reads the name of a declared server (a handler's server
+// option).
+func serverNameWord(d *caddyfile.Dispenser, opt string) (string, error) {
+	if !ident.Valid(d.Val()) {
+		return "", d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
+	}
+	return d.Val(), nil
 }

@@ -8,8 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
-	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // caller is who sent the request, as far as one endpoint is concerned: worked
@@ -23,29 +22,11 @@ type caller struct {
 	// name is the accepted key's name, as the key placeholder's value: the
 	// empty string without one.
 	name any
-	// keyed says the key opens this endpoint: the keyed queue class, no
-	// per-client limit, the key's own cap.
-	keyed bool
-	// authenticated says the endpoint treats the caller as authenticated:
-	// its key counts, or auth is off. Everyone else gets the field layer and
-	// meta.authenticated:false, or the 401/404 of a protected endpoint.
-	authenticated bool
-	// holder names the caller for the per-client limits (max_per_client and
-	// the held bytes): its key's name when the key counts, its address
-	// otherwise, worked out only for a request that goes to the backend
-	// step (withAddress), so that a refusal costs the same whoever asks.
-	holder string
-	// keyCap is the key's own cap on open requests when the key counts;
-	// 0: none.
-	keyCap int
-	// gateway says the caller is the gateway itself, a network asking its
-	// members on its own behalf: it takes no per-client place (its builds
-	// are one per class and snapshot already), only its admission class's.
-	gateway bool
-	// held is the caller's share of the held bytes: the key's own when the
-	// key counts (judged by progress: keyShare), the guard's share for one
-	// address otherwise.
-	held hold.Share
+	// Caller is what the guard is told: whether the key counts here,
+	// the name the per-client limits count the caller by (worked out only
+	// for a request that goes to the backend step, withAddress, so that a
+	// refusal costs the same whoever asks), its cap and its share.
+	guard.Caller
 }
 
 // noValue is the empty placeholder value, made an interface value once:
@@ -55,21 +36,18 @@ var noValue any = ""
 // anonymous is the caller of a request decided before its endpoint is known.
 var anonymous = caller{key: noKey, name: noValue}
 
-// filtered reports whether the caller's answers go through the field layer.
-func (c caller) filtered() bool { return !c.authenticated }
-
 // callerFor is the caller of a request to ep that presented key (a keyring
 // position, or noKey).
 func (a *access) callerFor(key int, ep *endpoint) caller {
-	c := caller{key: key, name: noValue, authenticated: !a.authOn}
+	c := caller{key: key, name: noValue, Caller: guard.Caller{Authenticated: !a.authOn}}
 	if key == noKey {
 		return c
 	}
 	k := &a.keyInfo[key]
 	c.name = k.name
-	if k.opens(ep.name) {
-		c.keyed, c.authenticated = true, true
-		c.holder, c.keyCap, c.held = k.holder, k.maxInFlight, k.held
+	if k.opens(ep.Name) {
+		c.Keyed, c.Authenticated = true, true
+		c.Holder, c.KeyCap, c.Held = k.holder, k.maxInFlight, k.held
 	}
 	return c
 }
@@ -77,8 +55,8 @@ func (a *access) callerFor(key int, ep *endpoint) caller {
 // withAddress names a caller whose key does not count by its address (an
 // IPv6 address by its prefix of prefix6 bits), for the per-client limits.
 func (c caller) withAddress(r *http.Request, prefix6 int) caller {
-	if !c.keyed {
-		c.holder = clientAddress(r, prefix6)
+	if !c.Keyed {
+		c.Holder = clientAddress(r, prefix6)
 	}
 	return c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/ident"
@@ -132,23 +133,21 @@ const customPrefix = "custom/"
 // endpoint is one resolved entry of the endpoint table: the defaults with the
 // config applied. It is immutable after Provision and shared by all requests.
 type endpoint struct {
-	name        string // "status", "custom/votes"
+	// Station is what the guard is told of the endpoint: its name, its
+	// main-thread lane, cache and snapshot times, protected fields and
+	// counters.
+	guard.Station
 	description string
 	rule        paramRule
 	kind        paramKind
 	enabled     bool
-	requireKey  bool              // already false for every endpoint while auth is off
-	mainThread  bool              // admitted through the main-thread limiter too
-	cacheTTL    time.Duration     // the micro-cache's time to live; 0: not cached
-	snapshot    time.Duration     // the backend's refresh interval of the station; 0: live or unknown
-	query       queryRule         // what of the client's query reaches the backend (upstreamQuery)
-	fields      *jsonfilter.Names // protected fields; nil while auth is off or when the list is empty
-	fieldList   []string          // the names in fields, for the metrics' labels
-	indexPath   string            // the path the index shows
-	basePath    string            // canonical upstream path without the parameter
+	requireKey  bool      // already false for every endpoint while auth is off
+	query       queryRule // what of the client's query reaches the backend (upstreamQuery)
+	fieldList   []string  // the names in fields, for the metrics' labels
+	indexPath   string    // the path the index shows
+	basePath    string    // canonical upstream path without the parameter
 
-	nameValue any               // name as a placeholder value, made once
-	metrics   *metrics.Endpoint // this endpoint's counters; nil, counting nothing, while disabled
+	nameValue any // name as a placeholder value, made once
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -260,15 +259,12 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
 	add := func(b builtin) {
 		ep := &endpoint{
-			name:        b.name,
+			Station:     guard.Station{Name: b.name, MainThread: b.mainThread, CacheTTL: b.cacheTTL, Snapshot: b.snapshot},
 			description: b.description,
 			rule:        b.rule,
 			kind:        b.kind,
 			enabled:     !b.disabled,
 			requireKey:  !b.public,
-			mainThread:  b.mainThread,
-			cacheTTL:    b.cacheTTL,
-			snapshot:    b.snapshot,
 			query:       b.query,
 			basePath:    "/api/v1/" + b.name,
 		}
@@ -286,13 +282,13 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			ep.requireKey = need
 		}
 		if ttl, ok := c.cache[b.name]; ok {
-			ep.cacheTTL = max(time.Duration(ttl), 0) // off is -1
+			ep.CacheTTL = max(time.Duration(ttl), 0) // off is -1
 		}
 		if c.noCache {
-			ep.cacheTTL = 0
+			ep.CacheTTL = 0
 		}
 		if every, ok := c.snapshot[b.name]; ok {
-			ep.snapshot = max(time.Duration(every), 0)
+			ep.Snapshot = max(time.Duration(every), 0)
 		}
 		names := b.fields
 		if list, ok := c.fields[b.name]; ok {
@@ -303,10 +299,10 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			names = nil
 		}
 		if len(names) > 0 {
-			ep.fields = jsonfilter.NewNames(names)
+			ep.Fields = jsonfilter.NewNames(names)
 			ep.fieldList = names
 		}
-		ep.nameValue = ep.name
+		ep.nameValue = ep.Name
 		t.byName[b.name] = ep
 		t.ordered = append(t.ordered, ep)
 	}
@@ -315,7 +311,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	}
 	if c.ownNetwork {
 		n, s := t.byName["network"], t.byName["status"]
-		n.cacheTTL, n.snapshot = s.cacheTTL, s.snapshot
+		n.CacheTTL, n.Snapshot = s.CacheTTL, s.Snapshot
 	}
 	for _, name := range custom {
 		// A custom station is a single parameterless segment below custom/,
@@ -329,9 +325,9 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
 	for _, ep := range t.ordered {
 		if ep.enabled {
-			mc.Endpoints = append(mc.Endpoints, ep.name)
+			mc.Endpoints = append(mc.Endpoints, ep.Name)
 			if len(ep.fieldList) > 0 {
-				mc.Fields[ep.name] = ep.fieldList
+				mc.Fields[ep.Name] = ep.fieldList
 			}
 		}
 	}
@@ -340,7 +336,49 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		return nil, nil, err
 	}
 	for _, ep := range t.ordered {
-		ep.metrics = m.Endpoint(ep.name)
+		ep.Metrics = m.Endpoint(ep.Name)
 	}
 	return t, m, nil
+}
+
+// The check of protected_fields' names: a name that the
+// endpoint's answers do not have hides nothing, and a misspelt one
+// (`protected_fields network player`, meant players) would leave public what
+// it was written to hide.
+
+// fieldError is the error for the protected field called field of the
+// endpoint called endpoint when the endpoint's answers have no member of
+// that name (builtin.members) and extra, the names extra_fields gives it,
+// does not add it; nil when they do, for a custom station (the gateway
+// cannot know its answers) and for a name that is no endpoint (another
+// check names that). fix says how the config at hand names a field the
+// gateway does not know: the Caddyfile's extra_fields line or the JSON's
+// member.
+func fieldError(endpoint, field string, extra []string, fix string) error {
+	i := slices.IndexFunc(builtins, func(b builtin) bool { return b.name == endpoint })
+	if i < 0 || slices.Contains(builtins[i].members, field) || slices.Contains(extra, field) {
+		return nil
+	}
+	known := append(slices.Clone(builtins[i].members), extra...)
+	inside := ""
+	if open := builtins[i].open; len(open) > 0 {
+		inside = " or inside " + strings.Join(open, " or ")
+	}
+	return fmt.Errorf("%s has no field '%s'%s (docs/field-layer.md lists the fields of each endpoint; for a field that statusgate does not know, of a newer plugin%s, %s)",
+		endpoint, field, nearest.Suggest(field, known), inside, fix)
+}
+
+// checkFields checks every name of protected (endpoint → fields) with
+// fieldError against extra (endpoint → names extra_fields adds), in the
+// JSON's terms: the error names auth.protected_fields.<endpoint>.
+func checkFields(protected, extra map[string][]string) error {
+	for _, ep := range slices.Sorted(maps.Keys(protected)) {
+		for _, f := range protected[ep] {
+			fix := fmt.Sprintf(`list "%s" in auth.extra_fields.%s too`, f, ep)
+			if err := fieldError(ep, f, extra[ep], fix); err != nil {
+				return fmt.Errorf("auth.protected_fields.%s: %v", ep, err)
+			}
+		}
+	}
+	return nil
 }

@@ -9,6 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/apijson"
@@ -53,7 +55,7 @@ type indexStation struct {
 // may read every endpoint, for those who may read only the public ones, and
 // for each key with a scope (keys, by keyring position).
 func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
-	render := func(opens func(*endpoint) bool) []byte {
+	encode := func(opens func(*endpoint) bool) []byte {
 		d := indexData{
 			Name:        "statusgate",
 			APIVersion:  apiVersion,
@@ -63,11 +65,11 @@ func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 			Stations:    []indexStation{},
 		}
 		for _, ep := range t.ordered {
-			if ep.name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
+			if ep.Name == "index" || !ep.enabled || (ep.requireKey && !opens(ep)) {
 				continue
 			}
 			d.Stations = append(d.Stations, indexStation{
-				Name: ep.name, Path: ep.indexPath, Description: ep.description, RequiresKey: ep.requireKey,
+				Name: ep.Name, Path: ep.indexPath, Description: ep.description, RequiresKey: ep.requireKey,
 			})
 		}
 		var buf bytes.Buffer
@@ -77,25 +79,25 @@ func newIndexCache(authOn bool, t *endpointTable, keys []keyInfo) *indexCache {
 		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	c := &indexCache{
-		all:    render(func(*endpoint) bool { return true }),
-		public: render(func(*endpoint) bool { return false }),
+		all:    encode(func(*endpoint) bool { return true }),
+		public: encode(func(*endpoint) bool { return false }),
 		scoped: make([][]byte, len(keys)),
 	}
 	for i, s := range keys {
 		if s.endpoints != nil {
-			c.scoped[i] = render(func(ep *endpoint) bool { return s.opens(ep.name) })
+			c.scoped[i] = encode(func(ep *endpoint) bool { return s.opens(ep.Name) })
 		}
 	}
 	return c
 }
 
-// list is the index's data part for who: every enabled endpoint, unless
+// data is the index's data part for who: every enabled endpoint, unless
 // hide_protected is on and who may not read them all.
-func (c *indexCache) list(who caller, hide bool) []byte {
+func (c *indexCache) data(who caller, hide bool) []byte {
 	switch {
 	case !hide:
 		return c.all
-	case !who.authenticated:
+	case !who.Authenticated:
 		return c.public
 	case who.key != noKey && c.scoped[who.key] != nil:
 		return c.scoped[who.key]
@@ -108,16 +110,16 @@ func (c *indexCache) list(who caller, hide bool) []byte {
 // sees only the endpoints it may read: without an accepted key the public
 // ones, with a scoped key the public ones and the key's scope. When the field
 // layer applies to the index, its protected fields are removed like anywhere else.
-func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) verdict {
-	b, err := ownAnswer(c.list(who, hide), nil, who, ep)
+func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide bool, logger *zap.Logger) guard.Verdict {
+	b, err := ownAnswer(c.data(who, hide), nil, who.Caller, ep)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		logger.Error("filtering the index", zap.Error(err))
-		return verdict{outcome: metrics.Index, status: http.StatusInternalServerError}
+		return guard.Verdict{Outcome: metrics.Index, Status: http.StatusInternalServerError}
 	}
-	setCORS(w.Header())
+	cors.Set(w.Header())
 	apijson.Write(w, http.StatusOK, b)
-	return verdict{outcome: metrics.Index}
+	return guard.Verdict{Outcome: metrics.Index}
 }
 
 // ownAnswer is the body of an answer the gateway makes itself (the index, a
@@ -125,23 +127,23 @@ func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide
 // envelope, meta's members that start every envelope, then extra (members
 // of meta of the answer's own, each after a comma), then authenticated;
 // through the field layer when who gets it, as a backend's answer would go.
-func ownAnswer(data, extra []byte, who caller, ep *endpoint) ([]byte, error) {
+func ownAnswer(data, extra []byte, who guard.Caller, ep *endpoint) ([]byte, error) {
 	b := make([]byte, 0, len(data)+len(extra)+96)
 	b = append(b, apijson.DataHead...)
 	b = append(b, data...)
 	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
 	b = append(b, extra...)
 	b = append(b, `,"authenticated":`...)
-	b = strconv.AppendBool(b, who.authenticated)
+	b = strconv.AppendBool(b, who.Authenticated)
 	b = append(b, "}}"...)
-	if !who.filtered() || ep.fields == nil {
+	if !who.Filtered() || ep.Fields == nil {
 		return b, nil
 	}
-	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.fields, jsonfilter.Options{})
+	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.Fields, jsonfilter.Options{})
 	if err != nil {
 		return nil, err
 	}
-	ep.metrics.FilterBytes(int64(len(b)), int64(len(out)))
-	ep.metrics.FieldsRemoved(hidden)
+	ep.Metrics.FilterBytes(int64(len(b)), int64(len(out)))
+	ep.Metrics.FieldsRemoved(hidden)
 	return out, nil
 }

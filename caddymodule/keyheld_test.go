@@ -59,7 +59,7 @@ func TestKeyHeldByProgress(t *testing.T) {
 	}
 
 	clk := fixture.NewClock()
-	h.guard.held.SetClock(clk.Now)
+	h.guard.SetClock(clk.Now)
 	gw := &gatedWriter{header: http.Header{}, writing: make(chan struct{}), grants: make(chan struct{})}
 	done := make(chan error, 1)
 	go func() {
@@ -85,7 +85,7 @@ func TestKeyHeldByProgress(t *testing.T) {
 		t.Fatalf("the client that took its answer: %v, %d, %d of %d bytes", err, gw.status, gw.body.Len(), len(big))
 	}
 	close(gw.writing)
-	if n := h.guard.held.Held(); n != 0 {
+	if n := h.guard.Stats().Held; n != 0 {
 		t.Fatalf("held %d bytes after the answer was taken", n)
 	}
 	small("after the answer was taken", http.StatusOK)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
@@ -188,35 +189,6 @@ func (s keyInfo) opens(name string) bool {
 	return s.endpoints == nil || name == "index" || s.endpoints[name]
 }
 
-// placeholderOnly reports whether a configured key is one placeholder that
-// Provision expands and nothing else, such as {env.NAME} or {file./path}: a
-// reference, which errors may show.
-func placeholderOnly(s string) bool {
-	known, unknown := placeholders(s)
-	return known && !unknown &&
-		len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && strings.Count(s, "{") == 1 && strings.Count(s, "}") == 1
-}
-
-// placeholders reports whether s holds placeholders that Provision expands
-// (those of caddy.NewReplacer: {env.*}, {file.*}, {system.*}, {time.*}) and
-// whether it holds any other, which Provision refuses. It finds them the way
-// Caddy's replacer does (a brace written \{ opens none), and reads no file.
-func placeholders(s string) (known, unknown bool) {
-	global := caddy.NewReplacer()
-	_, _ = caddy.NewEmptyReplacer().ReplaceFunc(s, func(key string, _ any) (any, error) {
-		// {file.*} by its prefix: the global replacer would read the file.
-		if strings.HasPrefix(key, "file.") {
-			known = true
-		} else if _, ok := global.Get(key); ok {
-			known = true
-		} else {
-			unknown = true
-		}
-		return nil, nil
-	})
-	return known, unknown
-}
-
 // errPlaceholder is the error for a key with a placeholder Caddy cannot
 // expand. It quotes nothing: the "placeholder" may be part of a secret.
 var errPlaceholder = errors.New(`a placeholder in the key is unknown or empty (placeholders: {env.*}, {file.*}, {system.*}, {time.*}; a literal brace is written \{ or \})`)
@@ -225,7 +197,7 @@ var errPlaceholder = errors.New(`a placeholder in the key is unknown or empty (p
 // held bytes under the guard's limits l: its own max_held, checked against
 // l, or keyShare; writeTimeout is the handler's. Errors name the key as
 // loadKeys does.
-func keyShares(info []keyInfo, keys []apikey.Key, l guardLimits, writeTimeout time.Duration) error {
+func keyShares(info []keyInfo, keys []apikey.Key, l guard.Limits, writeTimeout time.Duration) error {
 	for i := range info {
 		k := keys[info[i].entry]
 		if k.MaxHeld > 0 {
@@ -248,7 +220,7 @@ func keyShares(info []keyInfo, keys []apikey.Key, l guardLimits, writeTimeout ti
 // operator's client, refused for its bytes only once it has taken nothing
 // of them for half of writeTimeout (0: off, and half the default then): past
 // the bursts in which a slow reader takes its answers, and before the cut.
-func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Share {
+func keyShare(k apikey.Key, l guard.Limits, writeTimeout time.Duration) hold.Share {
 	s := hold.Share{Bytes: k.MaxHeld, Patience: cmp.Or(writeTimeout, defaultWriteTimeout) / 2, Keyed: true}
 	if s.Bytes > 0 {
 		return s
@@ -258,7 +230,7 @@ func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Shar
 	if admitted > 0 {
 		s.Bytes = min(s.Bytes, int64(admitted)*l.MaxResponse)
 	}
-	s.Bytes = max(s.Bytes, l.clientShare())
+	s.Bytes = max(s.Bytes, l.ClientShare())
 	return s
 }
 
@@ -266,7 +238,7 @@ func keyShare(k apikey.Key, l guardLimits, writeTimeout time.Duration) hold.Shar
 // does not fit the guard's limits l, or nil: the share is part of the
 // guard's max_held, and must hold an answer of max_response. The Caddyfile's
 // rule and the JSON's.
-func keyHeldError(held int64, shown string, l guardLimits) error {
+func keyHeldError(held int64, shown string, l guard.Limits) error {
 	switch {
 	case held > l.MaxHeld && l.Instances > 1:
 		return fmt.Errorf("max_held: %s is more than this gateway's share of the guard's max_held, %s (max_held / instances %d): a key's share is part of it; write at most %s, or raise max_held",

@@ -6,17 +6,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
 )
-
-// keyLineOf runs keyArgs on one Caddyfile line that starts with key.
-func keyLineOf(line string) (apikey.Key, error) {
-	d := caddyfile.NewTestDispenser(line)
-	d.Next()
-	return keyArgs(d)
-}
 
 func TestKeyArgs(t *testing.T) {
 	dg := apikey.Digest("s")

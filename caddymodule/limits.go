@@ -1,7 +1,7 @@
 package caddymodule
 
 // This file is the backend options resolved into the limits a guard puts in
-// force (guardLimits): defaults applied, each checked with its path, the
+// force (guard.Limits): defaults applied, each checked with its path, the
 // server's limits told from the front door's, and a gateway's share of them.
 
 import (
@@ -16,42 +16,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 )
 
-// guardLimits is BackendConfig resolved: defaults applied, off as 0. The
-// handlers of one config that share a guard give it the same server limits
-// (server); the newest config's are in force (guardState.use).
-type guardLimits struct {
-	InFlight, MainThread, PerClient, Queue int
-	Wait, Timeout                          time.Duration
-	Coalesce                               bool
-	CacheSize, MaxResponse, MaxHeld        int64
-	// Instances is how many gateways share the backend; the limits above
-	// are this one's share (perInstance).
-	Instances int
-	// Streams and StreamsPerClient bound the live streams, Topics what
-	// they poll (LiveConfig): their seats are the guard's.
-	Streams, StreamsPerClient, Topics int
-}
-
-// server is l less the front door's choices: what the backend's guard
-// shares among every handler in front of it (its slots, queue, main-thread
-// lane, held bytes, cache, streams and topics), on which they must agree.
-// How many places one client may take (max_per_client, and
-// max_streams_per_client for streams), a request's budget (timeout) and
-// whether identical requests share a trip (coalesce) are each handler's
-// own: a public site and a staff dashboard in front of
-// one server may choose differently, and still count at one guard.
-func (l guardLimits) server() guardLimits {
-	l.PerClient, l.Timeout, l.Coalesce, l.StreamsPerClient = 0, 0, false, 0
-	return l
-}
-
 // resolveLimits checks c and applies the defaults. Each error names the
 // option by its JSON path, and an option that cannot be off says why.
-func resolveLimits(c BackendConfig) (guardLimits, error) {
-	var l guardLimits
+func resolveLimits(c BackendConfig) (guard.Limits, error) {
+	var l guard.Limits
 	for _, n := range []struct {
 		name string
 		v    int
@@ -149,47 +121,11 @@ func resolveLimits(c BackendConfig) (guardLimits, error) {
 	if why := c.instancesTooMany(); why != "" {
 		return l, fmt.Errorf("backend.instances: %d %s", c.Instances, why)
 	}
-	return l.perInstance(max(1, c.Instances)), nil
-}
-
-// clientShare is what one client (an address, or a key without a share of
-// its own) may hold of the held bytes: a sixteenth of max_held, and never
-// less than max_response, which one answer may take.
-func (l guardLimits) clientShare() int64 {
-	return min(l.MaxHeld, max(l.MaxHeld/16, l.MaxResponse))
-}
-
-// anonymousHeld is what anonymous clients may hold of the held bytes
-// together: half of max_held, so that the other half is always there for
-// keyed callers, whatever a flood of addresses holds (hold.Budget). An
-// anonymous answer larger than it is never held whole: it streams to its
-// client as one over max_response does.
-func (l guardLimits) anonymousHeld() int64 {
-	return max(1, l.MaxHeld/2)
-}
-
-// perInstance is this gateway's share of the limits when it is one of k in
-// front of the backend: the backend's slots, the queue in front of it and
-// the held bytes divided by k, rounded down and at least 1 (off stays off).
-// What bounds one client or one station is left whole: the per-client
-// limits follow the client to one gateway (docs/cluster.md), and the
-// main-thread lane belongs to one gateway alone.
-func (l guardLimits) perInstance(k int) guardLimits {
-	share := func(v int64) int64 {
-		if v <= 0 {
-			return v
-		}
-		return max(1, v/int64(k))
-	}
-	l.Instances = k
-	l.InFlight = int(share(int64(l.InFlight)))
-	l.Queue = int(share(int64(l.Queue)))
-	l.MaxHeld = share(l.MaxHeld)
-	return l
+	return l.PerInstance(max(1, c.Instances)), nil
 }
 
 // limitsDiff lists the limits of a that b does not share, by option name.
-func limitsDiff(a, b guardLimits) string {
+func limitsDiff(a, b guard.Limits) string {
 	var out []string
 	add := func(name string, x, y any) {
 		if x != y {
@@ -216,7 +152,7 @@ func limitsDiff(a, b guardLimits) string {
 // logShare says at startup what this gateway, one of several, admits: the
 // operator checks there that the shares add up to the backend's capacity,
 // and that the main-thread lane is open on one gateway only.
-func logShare(logger *zap.Logger, l guardLimits, t *endpointTable, maxInFlight int) {
+func logShare(logger *zap.Logger, l guard.Limits, t *endpointTable, maxInFlight int) {
 	if l.Instances <= 1 {
 		return
 	}
@@ -247,7 +183,7 @@ func logShare(logger *zap.Logger, l guardLimits, t *endpointTable, maxInFlight i
 // resolveLive checks c and applies the defaults.
 // resolveGuard is resolveLimits and resolveLive together: c's limits with
 // the live streams' bounds in them, and the streams' own options.
-func resolveGuard(c BackendConfig) (guardLimits, liveLimits, error) {
+func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	l, err := resolveLimits(c)
 	if err != nil {
 		return l, liveLimits{}, err

@@ -3,9 +3,7 @@ package caddymodule
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,7 +60,7 @@ func TestLiveLimitsUnderLoad(t *testing.T) {
 		if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
 			t.Fatal(err)
 		}
-		if h.guard.guardState != h0.guard.guardState {
+		if !h.guard.Shares(h0.guard) {
 			t.Fatal("a newer load of the named guard got another guard")
 		}
 		if r := serve(t, h, be, "GET", "/api/v1/status?reload="+fmt.Sprint(i), nil); r.Code != 200 {
@@ -78,31 +76,7 @@ func TestLiveLimitsUnderLoad(t *testing.T) {
 	if p := be.peak.Load(); p > 4 {
 		t.Errorf("backend peak %d, above the highest max_in_flight in force, 4", p)
 	}
-	if l := h0.guard.lim.Load(); l.InFlight != 4 || !l.Coalesce || l.CacheSize == 0 {
-		t.Errorf("after the newer loads left: %+v in force, want the oldest load's", *l)
-	}
-}
-
-// TestShareKeySite: a shared answer's key tells sites apart by the host the
-// site matches and the port the request came in on, not by the port a client
-// writes in its Host.
-func TestShareKeySite(t *testing.T) {
-	g := &guard{policy: "p"}
-	key := func(host string, port int) string {
-		r := httptest.NewRequest("GET", "/api/v1/worlds", nil)
-		r.Host = host
-		if port > 0 {
-			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}))
-		}
-		return g.shareKey(r, true, nil)
-	}
-	if key("localhost:9001", 9001) == key("localhost:9002", 9002) {
-		t.Error("two ports of one host name share answers")
-	}
-	if key("localhost:9002", 9001) != key("LocalHost.:9001", 9001) {
-		t.Error("the Host's port or spelling splits one site")
-	}
-	if key("a.example", 9001) == key("b.example", 9001) {
-		t.Error("two hosts on one port share answers")
+	if l := h0.guard.Limits(); l.InFlight != 4 || !l.Coalesce || l.CacheSize == 0 {
+		t.Errorf("after the newer loads left: %+v in force, want the oldest load's", l)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // TestMain fails the run if a test left a guard in the pool: a guard that
@@ -12,11 +14,7 @@ import (
 // -count), with the first test's cache entries served to the second.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	var left []string
-	guards.Range(func(key, _ any) bool {
-		left = append(left, fmt.Sprint(key))
-		return true
-	})
+	left := guard.Pooled()
 	if len(left) > 0 && code == 0 {
 		fmt.Fprintf(os.Stderr, "guards left in the pool after the tests (a handler without Cleanup): %q\n", left)
 		code = 1

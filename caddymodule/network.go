@@ -11,7 +11,6 @@ package caddymodule
 // fails is left out of it, never the caller's refusal.
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -28,6 +27,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
@@ -40,22 +41,14 @@ import (
 // the guard its declaration names, and the documents made of what they
 // answer, one for each class of caller, shared by every caller of the class.
 type networkState struct {
-	cluster string
+	// memberTrips are the network's name, its status endpoint, the
+	// handler's guard, its bound and logger: what the members' trips need.
+	memberTrips
 	self    string // the member that is the handler's own backend, or ""
 	members []networkMember
-	// status is the handler's status endpoint: the members' answers are
-	// fetched as its answers, cached for its times, and the documents are
-	// kept for them too. ep is the network endpoint, whose field lists the
-	// documents go through.
-	status, ep *endpoint
-	// guard is the handler's: the documents are delivered through it, held
-	// for their callers against their shares of its held bytes, and kept
-	// against its held bytes while they last.
-	guard *guard
-	// bound is the largest document a caller gets (max_response, which an
-	// answer a caller is sent whole never exceeds): past it, the largest
-	// members are left out and named in meta.unreachable.
-	bound int
+	// ep is the network endpoint, whose field lists the documents go
+	// through.
+	ep *endpoint
 	// builds coalesces the making of the documents, by class: the gateway's
 	// own work, like a cache refresh, which however many callers ask does
 	// once; always on, whatever the guard's coalesce says of backend trips.
@@ -68,58 +61,7 @@ type networkState struct {
 	gone atomic.Bool
 	// name names this handler's network for the builds: the builds of one
 	// handler never meet another's.
-	name   string
-	logger *zap.Logger
-}
-
-// networkMember is one member server and its guard.
-type networkMember struct {
-	id    string
-	guard *guard
-	own   bool // the handler's own guard (self), which the handler leaves
-	// last is the member's answer as last read (nil: none kept): the
-	// builds that get the same bytes, from the member's micro-cache or a
-	// shared trip, share its reading too.
-	last *atomic.Pointer[memberRead]
-	// failed is the member's last failure, shared by the builds until its
-	// time, so that a member that hangs or fails costs one trip for that
-	// time, not one for each class or each stream.
-	failed *atomic.Pointer[memberFailure]
-}
-
-// newMember is the member id, fetched through g (own: the handler's).
-func newMember(id string, g *guard, own bool) networkMember {
-	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
-}
-
-// memberRead is a member's answer and what network.ParseStatus made of it.
-type memberRead struct {
-	body   []byte
-	status network.Status
-	err    error
-}
-
-// memberFailure is why a member was left out, until when.
-type memberFailure struct {
-	err   error
-	until time.Time
-}
-
-// read is what body, m's answer, says: read once for every build that
-// gets the same bytes; fresh says it was read now (and a failure in it is
-// news to log).
-func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
-	if m.last != nil {
-		if last := m.last.Load(); last != nil && bytes.Equal(last.body, body) {
-			return last, false
-		}
-	}
-	r = &memberRead{body: body}
-	r.status, r.err = network.ParseStatus(body)
-	if m.last != nil {
-		m.last.Store(r)
-	}
-	return r, true
+	name string
 }
 
 // joinNetwork sets up the network c, whose members' backends
@@ -129,18 +71,20 @@ func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
 // table, policy its field lists' fingerprint; each member's guard is
 // exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
-func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard,
-	bc BackendConfig, l guardLimits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
+func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard,
+	bc BackendConfig, l guard.Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
-		cluster: c.Cluster,
-		self:    c.Self,
-		status:  t.byName["status"],
-		ep:      t.byName["network"],
-		guard:   own,
-		bound:   int(l.MaxResponse),
-		builds:  coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse)}),
-		name:    "network " + c.Cluster + " " + rand.Text(),
-		logger:  logger,
+		memberTrips: memberTrips{
+			cluster: c.Cluster,
+			status:  t.byName["status"],
+			guard:   own,
+			bound:   int(l.MaxResponse),
+			logger:  logger,
+		},
+		self:   c.Self,
+		ep:     t.byName["network"],
+		builds: coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse)}),
+		name:   "network " + c.Cluster + " " + rand.Text(),
 	}
 	// A member's guard is named by its backend alone: a guard <name> of
 	// this handler's names this handler's backend, not the members'.
@@ -154,13 +98,13 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 		if err := backends[i].Provision(ctx); err != nil {
 			return n, err
 		}
-		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
 		ml, sc := l, mc
 		if s.declared != nil {
 			// A server declared once is counted with its own limits, and
 			// at its own guard (its guard <name> too), whichever handler's
 			// network lists it: the guard its handlers join.
-			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.backend))
+			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
 			sc = withServer(mc, s.declared)
 			var err error
 			if ml, _, err = resolveGuard(sc); err != nil {
@@ -172,7 +116,7 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}
 		n.members = append(n.members, newMember(s.ID, g, false))
-		m.ExportGuard(g.units("", l))
+		m.ExportGuard(g.Units("", l))
 	}
 	return n, nil
 }
@@ -189,7 +133,7 @@ func (n *networkState) leaveGuards() {
 	}
 	for _, m := range n.members {
 		if !m.own {
-			m.guard.leave()
+			m.guard.Leave()
 		}
 	}
 }
@@ -197,7 +141,7 @@ func (n *networkState) leaveGuards() {
 // answers reports whether the network answers requests to ep: the network
 // endpoint, while the handler has a network (nil: none).
 func (n *networkState) answers(ep *endpoint) bool {
-	return n != nil && ep.name == "network"
+	return n != nil && ep.Name == "network"
 }
 
 // A document class is what a document's bytes and its making depend on
@@ -207,12 +151,12 @@ func (n *networkState) answers(ep *endpoint) bool {
 const docClasses = 4
 
 // docClass is the class of the documents who gets.
-func docClass(who caller) int {
+func docClass(who guard.Caller) int {
 	c := 0
-	if who.filtered() {
+	if who.Filtered() {
 		c |= 1
 	}
-	if who.keyed {
+	if who.Keyed {
 		c |= 2
 	}
 	return c
@@ -238,15 +182,15 @@ type networkDoc struct {
 // limit is left out and named in meta.unreachable, never the caller's
 // refusal. The caller's own limits are its share of the held bytes and, if
 // it leads a build, its per-client place or key cap for that time: its 429.
-func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
-	who := t.who
+func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict {
+	who := t.Caller
 	if r.Header.Get(networkHeader) != "" {
 		// Refused before anything is asked: 508, which the network that
 		// sent it reads as its member's failure.
-		return verdict{outcome: metrics.BadRequest, status: http.StatusLoopDetected, cause: errNetworkLoop}
+		return guard.Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
-	if err := n.guard.held.Check(who.holder, who.held); err != nil {
-		return heldRefusal(err)
+	if refused := n.guard.Check(who); refused.Status != 0 {
+		return refused
 	}
 	class := docClass(who)
 	if d := n.docs[class].Load(); d != nil {
@@ -254,64 +198,64 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *ticket) ve
 			if !now.Before(d.expires) {
 				n.rebuild(r, t, class)
 			}
-			return n.guard.deliver(pw, who, d.res, true, true, metrics.Cached)
+			return n.guard.Deliver(pw, who, d.res, true, true, metrics.Cached)
 		}
 	}
-	var v verdict // of the caller's own lead
+	var v guard.Verdict // of the caller's own lead
 	res, how := n.builds.Do(r.Context(), n.shareKey(who)+" answer", func(ctx context.Context) *coalesce.Result {
 		// The caller leads: its request counts among its open requests
 		// while the document is made. A refusal is its own (a follower
 		// then leads in its place, each joining the one build).
-		if refused := n.guard.place(who); refused.status != 0 {
+		if refused := n.guard.Place(who); refused.Status != 0 {
 			v = refused
 			return nil
 		}
-		defer n.guard.unplace(who)
+		defer n.guard.Unplace(who)
 		res, _ := n.builds.Do(ctx, n.shareKey(who)+" build", func(ctx context.Context) *coalesce.Result {
 			return n.build(ctx, r, t, class)
 		})
 		switch {
 		case res != nil:
 		case ctx.Err() != nil:
-			v = contextRefusal(ctx.Err())
+			v = guard.ContextRefusal(ctx.Err())
 		default:
-			v = verdict{outcome: metrics.BackendError, status: http.StatusInternalServerError}
+			v = guard.Verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
 		}
 		return res
 	})
 	switch {
 	case how == coalesce.Abandoned:
-		return contextRefusal(r.Context().Err())
+		return guard.ContextRefusal(r.Context().Err())
 	case res == nil:
 		return v
 	}
 	outcome := metrics.Coalesced
 	if how != coalesce.Shared {
 		outcome = metrics.Served
-		if who.filtered() {
+		if who.Filtered() {
 			outcome = metrics.Filtered
 		}
 	}
-	return n.guard.deliver(pw, who, res, true, true, outcome)
+	return n.guard.Deliver(pw, who, res, true, true, outcome)
 }
 
 // shareKey names the answers of the network to who for the live streams'
 // topics: the class's document, the same on every site and whatever the
 // client's Host.
-func (n *networkState) shareKey(who caller) string {
+func (n *networkState) shareKey(who guard.Caller) string {
 	return n.name + " class " + strconv.Itoa(docClass(who))
 }
 
 // rebuild makes the document of the class anew in the background, unless
 // that is under way: its callers meanwhile get the one kept, as a stale
 // cache entry is served while it is refreshed.
-func (n *networkState) rebuild(r *http.Request, t *ticket, class int) {
+func (n *networkState) rebuild(r *http.Request, t *guard.Ticket, class int) {
 	if !n.rebuilding[class].CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		defer n.rebuilding[class].Store(false)
-		n.builds.Do(context.WithoutCancel(r.Context()), n.shareKey(t.who)+" build", func(ctx context.Context) *coalesce.Result {
+		n.builds.Do(context.WithoutCancel(r.Context()), n.shareKey(t.Caller)+" build", func(ctx context.Context) *coalesce.Result {
 			return n.build(ctx, r, t, class)
 		})
 	}()
@@ -322,7 +266,7 @@ func (n *networkState) rebuild(r *http.Request, t *ticket, class int) {
 // time; nil only on the gateway's own error. The members are asked on the
 // network's own behalf (memberRequest), within each one's budget; a member
 // whose failure is still shared is not asked again.
-func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, class int) *coalesce.Result {
+func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Ticket, class int) *coalesce.Result {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	answers := make([]memberAnswer, len(n.members))
 	var wg sync.WaitGroup
@@ -332,7 +276,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 			answers[i] = memberAnswer{left: f.err} // logged when it failed
 			continue
 		}
-		mr, mt := n.memberRequest(ctx, srv, m, t.who.keyed, t.next)
+		mr, mt := n.memberRequest(ctx, srv, m, t.Caller.Keyed, t.Next)
 		wg.Go(func() { answers[i] = n.ask(m, mr, mt) })
 	}
 	wg.Wait()
@@ -355,14 +299,14 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 			continue
 		}
 		if a.logAs != 0 {
-			logFailure(n.logger.With(zap.String("network_member", m.id)), a.logAs, n.status, a.left)
+			logFailure(n.logger.With(zap.String("network_member", m.id)), a.logAs, n.status.Name, a.left)
 		}
 		if a.share && ctx.Err() == nil {
 			m.failed.Store(&memberFailure{err: a.left, until: now.Add(n.failureTime())})
 		}
 		doc.Unreachable = append(doc.Unreachable, m.id)
 	}
-	body, err := n.render(&doc, t.who, order)
+	body, err := n.render(&doc, t.Caller, order)
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		n.logger.Error("filtering the network document", zap.Error(err))
@@ -370,9 +314,9 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 	}
 	hdr := http.Header{}
 	apijson.SetHeaders(hdr)
-	setCORS(hdr)
+	cors.Set(hdr)
 	res := &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}
-	n.store(class, t.who, res)
+	n.store(class, t.Caller, res)
 	return res
 }
 
@@ -380,7 +324,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *ticket, cl
 // larger, the member whose part is largest is left out, named in
 // meta.unreachable (in the block's order, by order) and logged, so that a
 // network too large for its callers still answers with the others.
-func (n *networkState) render(doc *network.Document, who caller, order map[string]int) ([]byte, error) {
+func (n *networkState) render(doc *network.Document, who guard.Caller, order map[string]int) ([]byte, error) {
 	for {
 		body, err := ownAnswer(doc.AppendData(nil), doc.AppendMeta(nil), who, n.ep)
 		if err != nil || len(body) <= n.bound || len(doc.Members) == 0 {
@@ -401,7 +345,7 @@ func (n *networkState) render(doc *network.Document, who caller, order map[strin
 // many builds and streams ask; at least a second, and at most the stale
 // grace (the default budget), so that a member that is back is back soon.
 func (n *networkState) failureTime() time.Duration {
-	return min(max(n.status.cacheTTL, time.Second), staleGrace)
+	return min(max(n.status.CacheTTL, time.Second), guard.StaleGrace)
 }
 
 // store keeps res, the document of the class, for its callers: for the
@@ -413,16 +357,16 @@ func (n *networkState) failureTime() time.Duration {
 // ran. It is kept apart from the micro-cache, whose entries are at most an
 // eighth of cache_size: a network's document is one per class, bounded by
 // max_response, and a large one must not cost its members a trip per caller.
-func (n *networkState) store(class int, who caller, res *coalesce.Result) {
+func (n *networkState) store(class int, who guard.Caller, res *coalesce.Result) {
 	now := time.Now()
-	ttl := cacheTime(n.status, res.Body, now)
-	if n.status.cacheTTL <= 0 || n.guard.caching() == nil || ttl <= 0 {
+	ttl := guard.CacheTime(&n.status.Station, res.Body, now)
+	if n.status.CacheTTL <= 0 || n.guard.Caching() == nil || ttl <= 0 {
 		n.keep(class, nil)
 		return
 	}
-	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + staleGrace), share: hold.Share{Keyed: who.keyed}}
+	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + guard.StaleGrace), share: hold.Share{Keyed: who.Keyed}}
 	d.charged = int64(len(res.Body))
-	if err := n.guard.held.Take(d.share, d.charged); err != nil {
+	if err := n.guard.Keep(d.share, d.charged); err != nil {
 		n.keep(class, nil)
 		return
 	}
@@ -435,7 +379,7 @@ func (n *networkState) store(class int, who caller, res *coalesce.Result) {
 // outlive the handler.
 func (n *networkState) keep(class int, d *networkDoc) {
 	if old := n.docs[class].Swap(d); old != nil && old.charged > 0 {
-		n.guard.held.Give(old.share, old.charged)
+		n.guard.Drop(old.share, old.charged)
 	}
 	if d != nil && n.gone.Load() {
 		n.keep(class, nil)

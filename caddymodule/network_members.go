@@ -5,20 +5,44 @@ package caddymodule
 // (network.go builds the document of them).
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
+
+// memberTrips is what a network's member trips need of it: the network's
+// name, its status endpoint, the handler's guard, the bound of an answer
+// and the logger.
+type memberTrips struct {
+	cluster string
+	// status is the handler's status endpoint: the members' answers are
+	// fetched as its answers, cached for its times, and the documents are
+	// kept for them too.
+	status *endpoint
+	// guard is the handler's: the documents are delivered through it, held
+	// for their callers against their shares of its held bytes, and kept
+	// against its held bytes while they last.
+	guard *guard.Guard
+	// bound is the largest document a caller gets (max_response, which an
+	// answer a caller is sent whole never exceeds): past it, the largest
+	// members are left out and named in meta.unreachable.
+	bound  int
+	logger *zap.Logger
+}
 
 // statusPath is what a member is asked for.
 const statusPath = "/api/v1/status"
@@ -36,28 +60,28 @@ const statusPath = "/api/v1/status"
 // so that a caller that floods cannot make a member look unreachable to
 // everyone. srv is the caller's server, next what follows statusgate (in
 // the form of 1.0, the way to self).
-func (n *networkState) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *ticket) {
-	who := caller{key: noKey, name: noValue, keyed: keyed, authenticated: true, gateway: true,
-		holder: "network " + n.cluster, held: hold.Share{Keyed: keyed}}
+func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
+	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
+		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, n.status.nameValue)
 	repl.Set(placeholderKey, noValue)
-	repl.Set(placeholderClient, who.holder)
+	repl.Set(placeholderClient, who.Holder)
 	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
 	mr, _ := http.NewRequestWithContext(base, http.MethodGet, statusPath, nil)
 	mr.Host, mr.RequestURI = "", statusPath
-	if !m.own && n.guard.backend == nil {
+	if !m.own && n.guard.Backend() == nil {
 		// The form of 1.0: what follows statusgate is the way to the
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP
 	}
-	mt := m.guard.ticket(mr, n.status, who, statusPath, nil, caddyhttp.HandlerFunc(next))
+	mt := m.guard.Ticket(mr, &n.status.Station, who, statusPath, nil, caddyhttp.HandlerFunc(next))
 	// The build's cancellation, not its values: those are the leading
 	// caller's (its connection, its site's address), which no member's
 	// share key may depend on.
 	bctx, cancel := context.WithCancel(base)
 	context.AfterFunc(ctx, cancel)
-	bg := backgroundRequest(bctx, mr, mt)
+	bg := m.guard.BackgroundRequest(bctx, mr, mt)
 	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
 	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
@@ -92,46 +116,39 @@ type memberAnswer struct {
 }
 
 // ask fetches m's status with the request r that t describes.
-func (n *networkState) ask(m networkMember, r *http.Request, t *ticket) (a memberAnswer) {
-	rec := &capture{header: http.Header{}, limit: n.bound}
-	defer func() {
-		// An answer that broke off ends in http.ErrAbortHandler, which
-		// net/http would have caught for a caller; here nobody would.
-		if p := recover(); p != nil {
-			if p != http.ErrAbortHandler {
-				n.logger.Error("fetching a network member's status failed", zap.String("network_member", m.id), zap.Any("panic", p))
-			}
-			a = memberAnswer{left: errBrokeOff, logAs: http.StatusBadGateway, share: true}
-			if rec.over {
-				// Streamed past max_response: the write that went over
-				// failed, and the proxy gave up.
-				a.left = errMemberTooLarge
-			}
-		}
-	}()
-	v := m.guard.fetch(progress.New(rec, 0), r, t)
+func (n *memberTrips) ask(m networkMember, r *http.Request, t *guard.Ticket) (a memberAnswer) {
+	rec := guard.NewCapture(n.bound)
+	logger := n.logger.With(zap.String("network_member", m.id))
+	v := guard.Background(logger, "fetching a network member's status", t.Station, func() guard.Verdict {
+		return m.guard.Fetch(progress.New(rec, 0), r, t)
+	})
 	switch {
-	case v.status == http.StatusTooManyRequests || v.status == http.StatusServiceUnavailable && !v.failed():
+	case rec.Over && errors.Is(v.Cause, guard.ErrBrokeOff):
+		// Streamed past max_response: the write that went over failed,
+		// and the proxy gave up.
+		a = memberAnswer{left: errMemberTooLarge, logAs: http.StatusBadGateway, share: true}
+		return a
+	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
 		// The member's guard has no room for the network now (its
 		// queue, its per-client place for the network): left out of this
 		// document, not a failure of the member's.
-		a.left = cmp.Or(v.cause, errMemberBusy)
+		a.left = cmp.Or(v.Cause, errMemberBusy)
 		return a
-	case v.status != 0 || v.cut:
-		a.left = cmp.Or(v.cause, errBrokeOff)
-		if v.failed() {
-			a.logAs = cmp.Or(v.status, http.StatusBadGateway)
+	case v.Status != 0 || v.Cut:
+		a.left = cmp.Or(v.Cause, guard.ErrBrokeOff)
+		if v.Failed() {
+			a.logAs = cmp.Or(v.Status, http.StatusBadGateway)
 		}
 		a.share = true
 		return a
-	case rec.over:
+	case rec.Over:
 		a.left = errMemberTooLarge
-	case rec.status == http.StatusLoopDetected:
+	case rec.Status == http.StatusLoopDetected:
 		a.left = errNetworkLoop
-	case rec.status != http.StatusOK:
-		a.left = fmt.Errorf("the member answered %d", rec.status)
+	case rec.Status != http.StatusOK:
+		a.left = fmt.Errorf("the member answered %d", rec.Status)
 	default:
-		read, fresh := m.read(rec.body)
+		read, fresh := m.read(rec.Body)
 		a.status, a.left = read.status, read.err
 		if !fresh {
 			return a // a failure in it was logged when it was first read
@@ -149,37 +166,52 @@ var errMemberBusy = errors.New("the member's guard has no room for the network's
 // than max_response.
 var errMemberTooLarge = errors.New("the member's status is larger than max_response")
 
-// errOverLimit fails a write past a capture's limit.
-var errOverLimit = errors.New("the answer is larger than max_response")
+// networkMember is one member server and its guard.
+type networkMember struct {
+	id    string
+	guard *guard.Guard
+	own   bool // the handler's own guard (self), which the handler leaves
+	// last is the member's answer as last read (nil: none kept): the
+	// builds that get the same bytes, from the member's micro-cache or a
+	// shared trip, share its reading too.
+	last *atomic.Pointer[memberRead]
+	// failed is the member's last failure, shared by the builds until its
+	// time, so that a member that hangs or fails costs one trip for that
+	// time, not one for each class or each stream.
+	failed *atomic.Pointer[memberFailure]
+}
 
-// capture is the client of a fetch whose answer the gateway keeps (a
-// network member's status, a live topic's answer): it keeps the status and
-// up to limit bytes of the answer; a write past limit fails, so that the
-// trip ends there.
-type capture struct {
-	header http.Header
-	status int
+// newMember is the member id, fetched through g (own: the handler's).
+func newMember(id string, g *guard.Guard, own bool) networkMember {
+	return networkMember{id: id, guard: g, own: own, last: new(atomic.Pointer[memberRead]), failed: new(atomic.Pointer[memberFailure])}
+}
+
+// memberRead is a member's answer and what network.ParseStatus made of it.
+type memberRead struct {
 	body   []byte
-	limit  int
-	over   bool // the answer was longer than limit
+	status network.Status
+	err    error
 }
 
-func (c *capture) Header() http.Header { return c.header }
-
-func (c *capture) WriteHeader(status int) {
-	if c.status == 0 && status >= http.StatusOK {
-		c.status = status
-	}
+// memberFailure is why a member was left out, until when.
+type memberFailure struct {
+	err   error
+	until time.Time
 }
 
-func (c *capture) Write(p []byte) (int, error) {
-	if c.status == 0 {
-		c.status = http.StatusOK
+// read is what body, m's answer, says: read once for every build that
+// gets the same bytes; fresh says it was read now (and a failure in it is
+// news to log).
+func (m networkMember) read(body []byte) (r *memberRead, fresh bool) {
+	if m.last != nil {
+		if last := m.last.Load(); last != nil && bytes.Equal(last.body, body) {
+			return last, false
+		}
 	}
-	if len(c.body)+len(p) > c.limit {
-		c.over = true
-		return 0, errOverLimit
+	r = &memberRead{body: body}
+	r.status, r.err = network.ParseStatus(body)
+	if m.last != nil {
+		m.last.Store(r)
 	}
-	c.body = append(c.body, p...)
-	return len(p), nil
+	return r, true
 }

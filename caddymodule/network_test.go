@@ -140,7 +140,7 @@ func TestNetworkFetch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(g.leave)
+		t.Cleanup(g.Leave)
 		h.network.members = append(h.network.members, newMember(id, g, true))
 	}
 
@@ -234,7 +234,7 @@ func TestNetworkMemberReadOnce(t *testing.T) {
 	}
 	// Another answer is read, and its failure logged, anew (once the
 	// document and the member's failure are over).
-	h.guard.cache.Clear()
+	h.guard.SetClock(time.Now) // an empty cache
 	for c := range h.network.docs {
 		h.network.keep(c, nil)
 	}

@@ -5,10 +5,13 @@ package caddymodule
 // place so that the two always agree.
 
 import (
+	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 )
@@ -61,7 +64,7 @@ func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 	}
 	repl.Set(placeholderEndpoint, endpoint)
 	repl.Set(placeholderKey, who.name)
-	if !who.keyed {
+	if !who.Keyed {
 		// Stored by Caddy as an interface value already: no allocation.
 		repl.Set(placeholderClient, caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey))
 		return
@@ -76,8 +79,24 @@ func identify(repl *caddy.Replacer, r *http.Request, ep *endpoint, who caller) {
 func settle(repl *caddy.Replacer, ep *endpoint, m *metrics.Metrics, o metrics.Outcome) {
 	repl.Set(placeholderOutcome, outcomeValues[o])
 	if ep != nil {
-		ep.metrics.Count(o)
+		ep.Metrics.Count(o)
 	} else {
 		m.Other().Count(o)
 	}
+}
+
+// logFailure logs a backend failure without the request: its headers and query
+// may carry a key. A *url.Error would print the upstream URL with its query, so
+// only its cause is kept. endpoint is the endpoint's name.
+func logFailure(logger *zap.Logger, status int, endpoint string, cause error) {
+	var he caddyhttp.HandlerError
+	if errors.As(cause, &he) && he.Err != nil {
+		cause = he.Err
+	}
+	var ue *url.Error
+	if errors.As(cause, &ue) {
+		cause = ue.Err
+	}
+	logger.Error("backend response refused",
+		zap.String("endpoint", endpoint), zap.Int("status", status), zap.Error(cause))
 }

@@ -12,65 +12,17 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
-	"github.com/statusgate/statusgate/internal/scrape"
 )
 
 const (
 	botSecret = "bot-secret-0123456789abcdef"
 	webSecret = "web-secret-0123456789abcdef"
 )
-
-// seenBy records the placeholders as the handler after statusgate sees them.
-type seenBy struct {
-	next caddyhttp.Handler
-	seen map[string]string
-}
-
-func (s *seenBy) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	s.seen = map[string]string{}
-	for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient, placeholderOutcome} {
-		if v, ok := repl.GetString(p); ok {
-			s.seen[p] = v
-		}
-	}
-	return s.next.ServeHTTP(w, r)
-}
-
-// scrapeStatusgate gathers reg's statusgate series.
-func scrapeStatusgate(t *testing.T, reg *prometheus.Registry) map[string]float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := scrape.Series(families, "caddy_http_statusgate_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return got
-}
-
-// provisionIn provisions the handler of a statusgate Caddyfile block in ctx,
-// whose metrics registry a test can then scrape, and cleans it up when the
-// test ends.
-func provisionIn(t *testing.T, ctx caddy.Context, block string) *Handler {
-	t.Helper()
-	h := new(Handler)
-	if err := h.UnmarshalCaddyfile(caddyfile.NewTestDispenser(block)); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.provisionWith(ctx, zap.NewNop()); err != nil {
-		t.Fatalf("provision: %v", err)
-	}
-	t.Cleanup(func() { _ = h.Cleanup() })
-	return h
-}
 
 // TestWhoAndWhat sends one request of every outcome and checks the
 // placeholders each one leaves (and those the next handler saw), then the
@@ -245,7 +197,7 @@ func TestRequestPathAllocations(t *testing.T) {
 	w := httptest.NewRecorder()
 	served := func(key int) {
 		x := &exchange{w: w, r: r, repl: repl, ep: ep, who: h.callerFor(key, ep)}
-		x.end(verdict{outcome: metrics.Served})
+		x.finish(guard.Verdict{Outcome: metrics.Served})
 		h.conclude(x)
 	}
 	// Warm the replacer's map so that only steady-state costs are measured.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // TestBackendOffForms follows each backend option's off from the Caddyfile
@@ -14,76 +16,76 @@ import (
 func TestBackendOffForms(t *testing.T) {
 	tests := []struct {
 		line, json string
-		check      func(t *testing.T, l guardLimits, h *Handler)
+		check      func(t *testing.T, l guard.Limits, h *Handler)
 	}{
-		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.InFlight != 0 || h.guard.lim.Load().InFlight != 0 || h.guard.all.Stats().Limit != 0 {
-				t.Errorf("in flight %d, limiter's limit %d; want 0 and none", l.InFlight, h.guard.all.Stats().Limit)
+		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.InFlight != 0 || h.guard.Limits().InFlight != 0 || h.guard.Stats().All.Limit != 0 {
+				t.Errorf("in flight %d, limiter's limit %d; want 0 and none", l.InFlight, h.guard.Stats().All.Limit)
 			}
 		}},
-		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.MainThread != 0 || h.guard.main.Stats().Limit != 0 {
-				t.Errorf("main thread %d, limiter's limit %d; want 0 and none", l.MainThread, h.guard.main.Stats().Limit)
+		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.MainThread != 0 || h.guard.Stats().Main.Limit != 0 {
+				t.Errorf("main thread %d, limiter's limit %d; want 0 and none", l.MainThread, h.guard.Stats().Main.Limit)
 			}
 		}},
-		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.PerClient != 0 || h.guard.lim.Load().PerClient != 0 {
+		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.PerClient != 0 || h.guard.Limits().PerClient != 0 {
 				t.Errorf("per client %d; want 0, no bound", l.PerClient)
 			}
 		}},
-		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ guardLimits, h *Handler) {
-			if n := h.guard.lim.Load().Topics; n != 0 || h.live.limits.maxTopics != 0 {
+		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ guard.Limits, h *Handler) {
+			if n := h.guard.Limits().Topics; n != 0 || h.live.limits.maxTopics != 0 {
 				t.Errorf("topics bounded at %d; want no bound", n)
 			}
 		}},
-		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Queue != 0 || l.Wait != 0 || h.guard.all.Stats().Limit == 0 || h.guard.main.Stats().Limit == 0 {
-				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.all.Stats().Limit, h.guard.main.Stats().Limit)
+		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.Queue != 0 || l.Wait != 0 || h.guard.Stats().All.Limit == 0 || h.guard.Stats().Main.Limit == 0 {
+				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.Stats().All.Limit, h.guard.Stats().Main.Limit)
 			}
 		}},
-		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Timeout != 0 || h.guard.timeout != 0 {
-				t.Errorf("timeout %v, guard's %v; want none", l.Timeout, h.guard.timeout)
+		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.Timeout != 0 || h.guard.Limits().Timeout != 0 {
+				t.Errorf("timeout %v, guard's %v; want none", l.Timeout, h.guard.Limits().Timeout)
 			}
 		}},
-		{"write_timeout off", `{"write_timeout":-1}`, func(t *testing.T, _ guardLimits, h *Handler) {
-			if h.guard.writeTimeout != 0 {
-				t.Errorf("write timeout %v, want none", h.guard.writeTimeout)
+		{"write_timeout off", `{"write_timeout":-1}`, func(t *testing.T, _ guard.Limits, h *Handler) {
+			if h.guard.WriteTimeout() != 0 {
+				t.Errorf("write timeout %v, want none", h.guard.WriteTimeout())
 			}
 		}},
-		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.Coalesce || h.guard.coalescing() != nil {
+		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.Coalesce || h.guard.Coalescing() != nil {
 				t.Errorf("coalesce %v; want off", l.Coalesce)
 			}
 		}},
-		{"cache status off", `{"cache":{"status":-1}}`, func(t *testing.T, _ guardLimits, h *Handler) {
-			if ttl := h.table.lookup("status").cacheTTL; ttl != 0 {
+		{"cache status off", `{"cache":{"status":-1}}`, func(t *testing.T, _ guard.Limits, h *Handler) {
+			if ttl := h.table.lookup("status").CacheTTL; ttl != 0 {
 				t.Errorf("status cached for %v, want not cached", ttl)
 			}
-			if ttl := h.table.lookup("entities").cacheTTL; ttl != 5*time.Second {
+			if ttl := h.table.lookup("entities").CacheTTL; ttl != 5*time.Second {
 				t.Errorf("entities cached for %v, want its default 5s", ttl)
 			}
 		}},
-		{"snapshot status off", `{"snapshot":{"status":-1}}`, func(t *testing.T, _ guardLimits, h *Handler) {
-			if ep := h.table.lookup("status"); ep.snapshot != 0 || ep.cacheTTL != time.Second {
-				t.Errorf("status: snapshot %v, ttl %v; want no snapshot, the default 1s", ep.snapshot, ep.cacheTTL)
+		{"snapshot status off", `{"snapshot":{"status":-1}}`, func(t *testing.T, _ guard.Limits, h *Handler) {
+			if ep := h.table.lookup("status"); ep.Snapshot != 0 || ep.CacheTTL != time.Second {
+				t.Errorf("status: snapshot %v, ttl %v; want no snapshot, the default 1s", ep.Snapshot, ep.CacheTTL)
 			}
 		}},
-		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l guardLimits, h *Handler) {
-			if l.CacheSize != 0 || h.guard.caching() != nil {
+		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if l.CacheSize != 0 || h.guard.Caching() != nil {
 				t.Errorf("cache size %d; want no micro-cache", l.CacheSize)
 			}
 			for _, ep := range h.table.ordered {
-				if ep.cacheTTL != 0 {
-					t.Errorf("%s cached for %v with the micro-cache off", ep.name, ep.cacheTTL)
+				if ep.CacheTTL != 0 {
+					t.Errorf("%s cached for %v with the micro-cache off", ep.Name, ep.CacheTTL)
 				}
 			}
 		}},
 		// Off entries may stand beside cache_size off: they say the same.
 		{"cache_size off\n\tcache status off\n\tsnapshot status 5s", `{"cache":{"status":-1},"snapshot":{"status":5000000000},"cache_size":-1}`,
-			func(t *testing.T, _ guardLimits, h *Handler) {
-				if ep := h.table.lookup("status"); ep.cacheTTL != 0 {
-					t.Errorf("status cached for %v with the micro-cache off", ep.cacheTTL)
+			func(t *testing.T, _ guard.Limits, h *Handler) {
+				if ep := h.table.lookup("status"); ep.CacheTTL != 0 {
+					t.Errorf("status cached for %v with the micro-cache off", ep.CacheTTL)
 				}
 			}},
 	}
@@ -233,7 +235,7 @@ func TestQueueOff(t *testing.T) {
 	<-g.entered
 	// waited is how many callers have waited in a queue of the guard: a
 	// refusal at once leaves it as it was.
-	waited := func() uint64 { return h.guard.all.Stats().Waited + h.guard.main.Stats().Waited }
+	waited := func() uint64 { return h.guard.Stats().All.Waited + h.guard.Stats().Main.Waited }
 	r := serve(t, h, g, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil) // another trip, not the first one's
 	if r.Code != 503 || r.envelope.Error.Message != "Backend busy" || r.Header().Get("Retry-After") != "1" {
 		t.Errorf("second caller: %d %q Retry-After %q, want 503 Backend busy, 1", r.Code, r.envelope.Error.Message, r.Header().Get("Retry-After"))

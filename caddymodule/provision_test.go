@@ -18,52 +18,6 @@ import (
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
-// provisionJSON provisions a handler from its JSON config, the way Caddy does
-// once it has decoded the module: Unmarshal, then Provision with a context.
-func provisionJSON(t *testing.T, config string) (*Handler, error) {
-	t.Helper()
-	h := new(Handler)
-	if err := json.Unmarshal([]byte(config), h); err != nil {
-		t.Fatalf("config %s: %v", config, err)
-	}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	t.Cleanup(cancel)
-	t.Cleanup(func() { _ = h.Cleanup() })
-	return h, h.Provision(ctx)
-}
-
-// mustProvision is provisionJSON for configs that must be accepted.
-func mustProvision(t *testing.T, config string) *Handler {
-	t.Helper()
-	h, err := provisionJSON(t, config)
-	if err != nil {
-		t.Fatalf("config %s: unexpected error: %v", config, err)
-	}
-	return h
-}
-
-// wantProvisionError checks that config is refused with a message holding every
-// one of words.
-func wantProvisionError(t *testing.T, config string, words ...string) {
-	t.Helper()
-	_, err := provisionJSON(t, config)
-	wantErrorWords(t, err, words...)
-}
-
-// wantErrorWords checks that err is an error whose message holds every one of
-// words.
-func wantErrorWords(t *testing.T, err error, words ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("no error, want one containing %q", words)
-	}
-	for _, w := range words {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("error %q does not contain %q", err, w)
-		}
-	}
-}
-
 // epWant is what the provisioned table must hold for one endpoint.
 type epWant struct {
 	enabled, requireKey bool
@@ -76,7 +30,7 @@ func checkTable(t *testing.T, h *Handler, order []string, want map[string]epWant
 	t.Helper()
 	var got []string
 	for _, ep := range h.table.ordered {
-		got = append(got, ep.name)
+		got = append(got, ep.Name)
 	}
 	if !slices.Equal(got, order) {
 		t.Errorf("endpoints in table order:\n got %v\nwant %v", got, order)
@@ -97,7 +51,7 @@ func checkTable(t *testing.T, h *Handler, order []string, want map[string]epWant
 		if (h.table.lookup(name) != nil) != w.enabled {
 			t.Errorf("%s: lookup disagrees with enabled=%v", name, w.enabled)
 		}
-		if got := fieldNames(t, ep.fields, w.fields); !slices.Equal(got, w.fields) {
+		if got := fieldNames(t, ep.Fields, w.fields); !slices.Equal(got, w.fields) {
 			t.Errorf("%s: protected fields %q, want %q", name, got, w.fields)
 		}
 	}
@@ -320,8 +274,6 @@ func TestKeysJSONRoundTrip(t *testing.T) {
 		t.Errorf("marshalled %s, %v; want %s", out, err, config)
 	}
 }
-
-const hex64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestProvisionBadKeys(t *testing.T) {
 	dir := t.TempDir()

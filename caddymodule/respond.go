@@ -4,6 +4,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
@@ -27,7 +30,7 @@ var errorMessages = map[int]string{
 // decoded path the client sent.
 func writeError(w http.ResponseWriter, status int, path string) {
 	b := apijson.AppendError(make([]byte, 0, 160+len(path)), status, errorMessages[status], path, "", time.Now().UnixMilli())
-	setCORS(w.Header())
+	cors.Set(w.Header())
 	apijson.Write(w, status, b)
 }
 
@@ -43,10 +46,16 @@ const preflightMaxAge = "86400"
 // in a header rather than in the URL.
 func writePreflight(w http.ResponseWriter) {
 	hdr := w.Header()
-	setCORS(hdr)
+	cors.Set(hdr)
 	hdr.Set("Access-Control-Allow-Methods", allowedMethods)
 	hdr.Set("Access-Control-Allow-Headers", "X-API-Key")
 	hdr.Set("Access-Control-Max-Age", preflightMaxAge)
 	hdr.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// refused is the verdict of a refusal the gateway decides before the
+// backend step.
+func refused(o metrics.Outcome, status int) guard.Verdict {
+	return guard.Verdict{Outcome: o, Status: status}
 }

@@ -110,3 +110,32 @@ func revisionKey() ([]byte, error) {
 	}
 	return b, err
 }
+
+// placeholderOnly reports whether a configured key is one placeholder that
+// Provision expands and nothing else, such as {env.NAME} or {file./path}: a
+// reference, which errors may show.
+func placeholderOnly(s string) bool {
+	known, unknown := placeholders(s)
+	return known && !unknown &&
+		len(s) > 2 && s[0] == '{' && s[len(s)-1] == '}' && strings.Count(s, "{") == 1 && strings.Count(s, "}") == 1
+}
+
+// placeholders reports whether s holds placeholders that Provision expands
+// (those of caddy.NewReplacer: {env.*}, {file.*}, {system.*}, {time.*}) and
+// whether it holds any other, which Provision refuses. It finds them the way
+// Caddy's replacer does (a brace written \{ opens none), and reads no file.
+func placeholders(s string) (known, unknown bool) {
+	global := caddy.NewReplacer()
+	_, _ = caddy.NewEmptyReplacer().ReplaceFunc(s, func(key string, _ any) (any, error) {
+		// {file.*} by its prefix: the global replacer would read the file.
+		if strings.HasPrefix(key, "file.") {
+			known = true
+		} else if _, ok := global.Get(key); ok {
+			known = true
+		} else {
+			unknown = true
+		}
+		return nil, nil
+	})
+	return known, unknown
+}

@@ -176,11 +176,11 @@ func TestKeyShare(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, want)
 		}
 		c := h.callerFor(0, h.table.lookup("server"))
-		if c.held != got {
-			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.held, got)
+		if c.Held != got {
+			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.Held, got)
 		}
-		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.prefix6); anon.held != (hold.Share{}) {
-			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.held)
+		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.Prefix6()); anon.Held != (hold.Share{}) {
+			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.Held)
 		}
 	}
 }
@@ -339,7 +339,7 @@ func TestKeyCapAcrossReload(t *testing.T) {
 	const block = "guard cap\nkey bot " + scopeBotSecret + " {\n\tmax_in_flight 1\n}\ncoalesce off"
 	before, _ := newTestHandler(t, block)
 	after, _ := newTestHandler(t, block+"\nkey web "+scopeWebSecret)
-	if before.guard.guardState != after.guard.guardState {
+	if !before.guard.Shares(after.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	g := newGate()

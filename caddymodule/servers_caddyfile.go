@@ -172,12 +172,3 @@ func serverOptionList() string {
 	}
 	return strings.Join(names, ", ")
 }
-
-// serverNameWord reads the name of a declared server (a handler's server
-// option).
-func serverNameWord(d *caddyfile.Dispenser, opt string) (string, error) {
-	if !ident.Valid(d.Val()) {
-		return "", d.Errf("%s: '%s' is not a name of letters, digits, '_' and '-'", opt, d.Val())
-	}
-	return d.Val(), nil
-}

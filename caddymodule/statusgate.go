@@ -10,20 +10,16 @@
 package caddymodule
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/peers"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -95,7 +91,7 @@ type Handler struct {
 
 	access  // the key check (auth.go)
 	table   *endpointTable
-	guard   *guard // the backend step (fetch.go)
+	guard   *guard.Guard // the backend step (guard.Fetch)
 	hide    bool
 	index   *indexCache
 	live    *liveState    // the live streams (stream.go)
@@ -108,96 +104,6 @@ type Handler struct {
 	// handler's (succession.go): from then on it refuses. A pointer, made
 	// in provisionWith: CaddyModule copies the Handler.
 	superseded *atomic.Bool
-}
-
-// AuthConfig is the access control of the gateway.
-type AuthConfig struct {
-	// Enabled is the global switch (auth.enabled). Off makes every endpoint and
-	// field public and ignores require_key and protected_fields. Default: true.
-	Enabled *bool `json:"enabled,omitempty"`
-
-	// Keys are the accepted API keys; any number. Each is a string, the
-	// secret or its digest "sha256:<64 hex digits>", or an object
-	// {"name": "discord-bot", "key": "<secret or digest>", "endpoints":
-	// ["status", "bans"], "max_in_flight": 2, "max_held": 16777216}; a key
-	// without a name is called key-<n> by its position, counting from 1.
-	// endpoints is the key's scope (default: every endpoint; the index is in
-	// every scope): for any other endpoint its caller is a caller without a
-	// key. max_in_flight caps the key's open requests, at the backend or
-	// queued; past it its caller gets 429 at once (default: no cap of its
-	// own). max_held is the key's share of the held bytes, in bytes, from
-	// max_response to backend.max_held (default: max_response for each
-	// request the guard admits for the key at once, at most half of
-	// max_held and never less than an address's share). The name is
-	// what logs, placeholders and metrics show; names and secrets must be
-	// distinct. Placeholders such as {env.NAME} and {file./path} are
-	// expanded at provision time; surrounding white space is trimmed, and a
-	// key that ends up empty is an error. A key that is one {file.*} or
-	// {env.*} placeholder may carry "revision", a fingerprint of its value
-	// that the Caddyfile adapter writes so that caddy reload applies a
-	// changed file (revision.go). Default: none, so that no caller has a
-	// key.
-	Keys []apikey.Key `json:"keys,omitempty"`
-
-	// AllowQueryKey accepts the key in the ?key= query parameter as well as in
-	// the X-API-Key header (auth.allow-query-key). Keys in URLs end up in
-	// browser histories and logs, so it is meant for testing. Default: false.
-	AllowQueryKey *bool `json:"allow_query_key,omitempty"`
-
-	// HideProtected answers an unauthorised request to a protected endpoint with
-	// the same 404 as an unknown one, and leaves protected endpoints out of the
-	// index for callers without a key (auth.hide-protected). Default: true.
-	HideProtected *bool `json:"hide_protected,omitempty"`
-
-	// RequireKey says per endpoint whether a key is required
-	// (auth.require-key.<endpoint>). Default: index, status and player are
-	// public; every other endpoint requires a key.
-	RequireKey map[string]bool `json:"require_key,omitempty"`
-
-	// ProtectedFields lists per endpoint the member names removed, at any
-	// depth, from responses to callers without a key
-	// (auth.protected-fields.<endpoint>). An entry replaces that endpoint's
-	// default list; an empty list hides nothing. Default: player: op, banned,
-	// chatplatform, discord; server: motd, ip, port; worlds: seed.
-	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
-
-	// ExtraFields names per endpoint fields of its answers that statusgate
-	// does not know, so that protected_fields may name them: a field of a
-	// newer plugin, or a name inside a map of the game's own names (a
-	// statistic, a game rule). protected_fields of a built-in endpoint may
-	// name only the fields docs/field-layer.md lists for it, and these; a
-	// custom station's any. Default: none.
-	ExtraFields map[string][]string `json:"extra_fields,omitempty"`
-}
-
-// UnmarshalJSON reads the auth object, refusing null where it would read as
-// an absence that opens more than the author meant: a require_key entry of
-// null would make the endpoint public, and a protected_fields entry of null
-// would hide nothing. Config generators write null for an empty value; the
-// error names the path, as the handler's other config errors do.
-func (a *AuthConfig) UnmarshalJSON(b []byte) error {
-	type plain AuthConfig // without this method
-	var raw struct {
-		RequireKey      map[string]json.RawMessage `json:"require_key"`
-		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
-	}
-	if err := json.Unmarshal(b, &raw); err == nil {
-		for _, section := range []struct {
-			name, why string
-			m         map[string]json.RawMessage
-		}{
-			{"require_key", "write true or false", raw.RequireKey},
-			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
-		} {
-			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
-				if string(bytes.TrimSpace(section.m[ep])) == "null" {
-					return fmt.Errorf("auth.%s.%s: null is not a value: %s, or leave %s out for its default", section.name, ep, section.why, ep)
-				}
-			}
-		}
-	}
-	_, err := confjson.Object(b, "auth", (*plain)(a), nil) // every member by its path, unknown ones refused
-	return err
 }
 
 // CaddyModule returns the Caddy module information.
@@ -215,7 +121,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.watchPeers(ctx)
-	return h.watchSuccession(ctx)
+	return watchSuccession(ctx, stopping{h.superseded, h.live})
 }
 
 // watchPeers puts this handler's backend in the process's heartbeat, in the
@@ -232,7 +138,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 		return // provisioned outside a server, by a test: no config, no storage
 	}
 	h.app.logRedis(ctx.Storage(), h.logger)
-	l := h.guard.lim.Load()
+	l := h.guard.Limits()
 	if l.Instances <= 1 && ctx.Storage() == caddy.DefaultStorage {
 		// Nothing another gateway shares with this one: a gateway alone
 		// in front of its backend, with Caddy's own data directory, which
@@ -247,7 +153,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 	}
 	h.app.watch(peers.Config{
 		Storage: ctx.Storage(), InstanceID: id.String(), DataDir: caddy.AppDataDir(), Logger: h.logger,
-		Backend: h.guard.backendName(), Instances: l.Instances,
+		Backend: h.guard.BackendName(), Instances: l.Instances,
 		MainThreadLane: h.table.lookup("placeholders") != nil && l.MainThread > 0,
 	})
 }
@@ -330,13 +236,13 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			shared = "its counts and answers are shared with every handler naming guard " + h.Backend.Guard + ", whatever follows each"
 		}
 		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): "+shared+"; name the game server in statusgate itself",
-			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), and remove the reverse_proxy after it, if one follows: with neither, every request is a 502"))
+			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), then delete the reverse_proxy after it; a statusgate of this form with no handler after it is refused by caddy run and caddy reload"))
 	}
 	policy := policyOf(h.authOn, h.table)
 	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
 		return err
 	}
-	h.metrics.ExportGuard(h.guard.units(h.Backend.Guard, limits))
+	h.metrics.ExportGuard(h.guard.Units(h.Backend.Guard, limits))
 	if networkOn {
 		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
 			return err
@@ -364,7 +270,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 func (h *Handler) Cleanup() error {
 	h.live.close()
 	h.network.leaveGuards()
-	h.guard.leave()
+	h.guard.Leave()
 	return nil
 }
 
@@ -373,7 +279,7 @@ func (h *Handler) Cleanup() error {
 // endpoint, key (which counts only within its scope: callerFor), method;
 // then answers the index itself, or hands the canonical request to its
 // guard, which answers it from the backend through the field layer
-// (fetch.go), or as a live stream (stream.go). Each step that ends the
+// (guard.Fetch), or as a live stream (stream.go). Each step that ends the
 // request says how (exchange.end); conclude, deferred, writes the refusal
 // and counts the outcome, once, for every way a request can end.
 //
@@ -397,25 +303,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 
 	rest, ok := underAPI(clientPath(r.URL))
 	if !ok {
-		x.end(refused(metrics.NotFound, http.StatusNotFound))
+		x.finish(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 	if h.superseded.Load() {
 		// A newer config has taken over; this one's policy (a key it has
 		// since removed) must not answer what its server still accepts.
-		x.end(supersededRefusal())
+		x.finish(supersededRefusal())
 		return nil
 	}
 	if r.Method == http.MethodOptions {
 		writePreflight(w)
-		x.end(verdict{outcome: metrics.Preflight})
+		x.finish(guard.Verdict{Outcome: metrics.Preflight})
 		return nil
 	}
 	if !plainTarget(r) {
 		// The access log would write the target as it came, key and all: the
 		// gateway cannot change what Caddy logs, only leave the entry out.
 		caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
-		x.end(refused(metrics.BadRequest, http.StatusBadRequest))
+		x.finish(refused(metrics.BadRequest, http.StatusBadRequest))
 		return nil
 	}
 	// The key is read before the route decides, for every path, and at a
@@ -425,14 +331,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	key := h.authenticate(r)
 	rt, ok := h.table.route(rest)
 	if !ok {
-		x.end(refused(metrics.NotFound, http.StatusNotFound))
+		x.finish(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
 
 	// Who the caller is for this endpoint: a key outside its scope makes
 	// it a caller without a key from here on, byte for byte.
 	x.ep, x.who = rt.ep, h.callerFor(key, rt.ep)
-	if rt.ep.requireKey && !x.who.authenticated {
+	if rt.ep.requireKey && !x.who.Authenticated {
 		if x.who.key != noKey {
 			h.metrics.KeyRefused(x.who.key) // an accepted key, outside its scope
 		}
@@ -440,20 +346,20 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if h.hide {
 			status = http.StatusNotFound
 		}
-		x.end(refused(metrics.Refused, status))
+		x.finish(refused(metrics.Refused, status))
 		return nil
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", allowedMethods)
-		x.end(refused(metrics.Method, http.StatusMethodNotAllowed))
+		x.finish(refused(metrics.Method, http.StatusMethodNotAllowed))
 		return nil
 	}
 
 	// From here on the caller may see the endpoint. A caller who is not
 	// authenticated for it gets the field layer and a truthful
 	// meta.authenticated; everyone else gets the backend's bytes untouched.
-	if rt.ep.name == "index" {
-		x.end(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
+	if rt.ep.Name == "index" {
+		x.finish(h.index.serve(w, x.who, rt.ep, h.hide, h.logger))
 		return nil
 	}
 	identify(x.repl, r, rt.ep, x.who)
@@ -465,36 +371,36 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Which backend the client's request picks (a map of its query, its
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.
-	picked := h.guard.resolve(x.repl)
-	prepareUpstream(r, rt, x.who.filtered() || h.guard.shareable(rt.ep))
-	x.who = x.who.withAddress(r, h.guard.prefix6)
+	picked := h.guard.Resolve(x.repl)
+	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(&rt.ep.Station))
+	x.who = x.who.withAddress(r, h.guard.Prefix6())
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
-	t := h.guard.ticket(r, rt.ep, x.who, x.decodedPath, picked, next)
-	t.answer = h.guard.fetch
+	t := h.guard.Ticket(r, &rt.ep.Station, x.who.Caller, x.decodedPath, picked, next)
+	answer := answerFunc(h.guard.Fetch)
 	if h.network.answers(rt.ep) {
 		// The network's answers are the class's document, whatever the
 		// site or the client's Host: so is a stream's topic.
-		t.answer, t.share = h.network.fetch, h.network.shareKey(x.who)
+		answer, t.Share = h.network.fetch, h.network.shareKey(x.who.Caller)
 	}
-	pw := progress.New(w, h.guard.writeTimeout)
+	pw := progress.New(w, h.guard.WriteTimeout())
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
-	var v verdict
+	var v guard.Verdict
 	if live {
-		v = h.live.serve(pw, r, t, head)
+		v = h.live.serve(pw, r, t, answer, head)
 	} else {
-		v = t.answer(pw, r, t)
+		v = answer(pw, r, t)
 	}
-	x.end(v)
+	x.finish(v)
 	return nil
 }
 
 // exchange is one request on its way through ServeHTTP: what the steps up
 // to the backend step and conclude need to know about it. The steps below
-// take the ticket ServeHTTP makes of it (fetch.go).
+// take the ticket ServeHTTP makes of it (guard.Ticket).
 type exchange struct {
 	w           http.ResponseWriter // the client's writer; under the progress deadline once forwarded
 	r           *http.Request       // the client's, rewritten for the backend once routed
@@ -503,13 +409,13 @@ type exchange struct {
 	who         caller              // who the caller is for ep
 	decodedPath string              // what the gateway's error envelopes show
 
-	forwarded bool    // the request went to the backend step
-	ended     bool    // a step said how the request ended: verdict holds it
-	verdict   verdict // how it ended
+	forwarded bool          // the request went to the backend step
+	ended     bool          // a step said how the request ended: verdict holds it
+	verdict   guard.Verdict // how it ended
 }
 
-// end records how the request ended, for conclude.
-func (x *exchange) end(v verdict) { x.verdict, x.ended = v, true }
+// finish records how the request ended, for conclude.
+func (x *exchange) finish(v guard.Verdict) { x.verdict, x.ended = v, true }
 
 // conclude ends every request, deferred by ServeHTTP: it answers a refusal in
 // the gateway's envelope, and sets the placeholders and counts the outcome
@@ -529,21 +435,21 @@ func (h *Handler) conclude(x *exchange) {
 	v := x.verdict
 	if !x.ended {
 		// Panicking: the answer, if any, broke off.
-		v = verdict{outcome: metrics.BackendError}
+		v = guard.Verdict{Outcome: metrics.BackendError}
 	}
-	if x.forwarded && (v.status != 0 || v.cut || !x.ended) && x.r.Context().Err() != nil {
-		v = verdict{outcome: metrics.ClientGone, status: statusClientClosed, cut: v.cut}
+	if x.forwarded && (v.Status != 0 || v.Cut || !x.ended) && x.r.Context().Err() != nil {
+		v = guard.Verdict{Outcome: metrics.ClientGone, Status: guard.StatusClientClosed, Cut: v.Cut}
 	}
-	settle(x.repl, x.ep, h.metrics, v.outcome)
+	settle(x.repl, x.ep, h.metrics, v.Outcome)
 	switch {
 	case !x.ended:
 		return // the panic goes on
-	case v.cut:
-		if v.cause != nil {
-			logFailure(h.logger, http.StatusBadGateway, x.ep, v.cause)
+	case v.Cut:
+		if v.Cause != nil {
+			logFailure(h.logger, http.StatusBadGateway, x.ep.Name, v.Cause)
 		}
 		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
-	case v.status == 0:
+	case v.Status == 0:
 		return
 	}
 	// The header holds what the site's handlers before the gateway set (HSTS,
@@ -551,20 +457,20 @@ func (h *Handler) conclude(x *exchange) {
 	// answer: that stays in the spool's own header until the answer is
 	// written, after which nothing is refused any more, only cut.
 	hdr := x.w.Header()
-	switch v.status {
-	case statusClientClosed:
-		x.w.WriteHeader(v.status) // for the access log; nobody reads it
+	switch v.Status {
+	case guard.StatusClientClosed:
+		x.w.WriteHeader(v.Status) // for the access log; nobody reads it
 		return
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		if v.retryAfter != "" {
-			hdr.Set("Retry-After", v.retryAfter)
+		if v.RetryAfter != "" {
+			hdr.Set("Retry-After", v.RetryAfter)
 		}
 	default:
-		if v.cause != nil {
-			logFailure(h.logger, v.status, x.ep, v.cause)
+		if v.Cause != nil {
+			logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
 		}
 	}
-	writeError(x.w, v.status, x.decodedPath)
+	writeError(x.w, v.Status, x.decodedPath)
 }
 
 // Interface guards
@@ -573,3 +479,45 @@ var (
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )
+
+// adopt takes what the config load's app says for this handler before
+// anything else is read: the defaults it leaves out (its keys come first,
+// then the defaults'; a require_key, protected_fields, endpoint switch,
+// cache or snapshot entry of its own wins over the defaults' for that
+// endpoint; every other option it leaves out is the defaults'), and the
+// declared servers it names, its own or its network's.
+func (h *Handler) adopt(a *App) error {
+	if d := a.Defaults; d != nil {
+		h.Auth.adopt(d.Auth)
+		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
+		takeOptions(&h.Backend, &d.Backend, isDoorOption)
+	}
+	if h.Server != "" {
+		s, err := a.server(h.Server, "server")
+		if err != nil {
+			return err
+		}
+		if h.ProxyRaw != nil {
+			return fmt.Errorf("server: %s, and upstreams or a proxy block of its own: a handler fronts a declared server or declares its backend, not both", h.Server)
+		}
+		if opt := setOption(&h.Backend, isServerOption); opt != "" {
+			return fmt.Errorf("backend.%s: server %s's limit: set it in server %s's declaration, once for every handler in front of it", opt, h.Server, h.Server)
+		}
+		h.ProxyRaw = s.ProxyRaw
+		takeOptions(&h.Backend, &s.Backend, isServerOption)
+	}
+	if h.Network != nil {
+		for i, m := range h.Network.Servers {
+			if m.ProxyRaw != nil {
+				continue
+			}
+			s, err := a.server(m.ID, fmt.Sprintf("network.servers[%d]", i))
+			if err != nil {
+				return err
+			}
+			h.Network.Servers[i].ProxyRaw = s.ProxyRaw
+			h.Network.Servers[i].declared = s
+		}
+	}
+	return nil
+}

@@ -18,36 +18,18 @@ import (
 	"strings"
 	"time"
 
-	"go.uber.org/zap"
-
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"go.uber.org/zap"
 )
 
 // retryHint is the reconnection delay a stream asks of EventSource, in
 // milliseconds: after a reload every viewer reconnects, and a spread of a
 // few seconds is kinder to the new config than all at once.
 const retryHint = "3000"
-
-// liveState is one handler's live streams: its hub, closed with the handler
-// (a reload), and the guard whose answers they carry. The seats are the
-// guard's (guardState.seats), bounded by the newest load's limits and kept,
-// with the streams they count, across reloads.
-type liveState struct {
-	limits  liveLimits
-	hub     *live.Hub
-	seats   *live.Seats
-	guard   *guard
-	metrics *metrics.Metrics
-	logger  *zap.Logger
-}
-
-// newLive sets up the live streams of a handler whose guard is g, bounded
-// by l.
-func newLive(l liveLimits, g *guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent, g.seats, g.topics), seats: g.seats, guard: g, metrics: m, logger: logger}
-}
 
 // end ends every stream of the handler at once: its clients reconnect, to
 // the config that replaces this one. The load's "stopping" event
@@ -71,7 +53,7 @@ func (lv *liveState) close() {
 // a cache or snapshot time. Any other request is answered as a plain GET,
 // whatever its Accept.
 func (lv *liveState) wants(r *http.Request, ep *endpoint) bool {
-	if r.Method != http.MethodGet || lv == nil || (ep.cacheTTL <= 0 && ep.snapshot <= 0) {
+	if r.Method != http.MethodGet || lv == nil || (ep.CacheTTL <= 0 && ep.Snapshot <= 0) {
 		return false
 	}
 	for _, v := range r.Header.Values("Accept") {
@@ -134,25 +116,25 @@ func qvalue(q string) (int, bool) {
 // lifetime is over, a reload, a keyed caller or a poll refused to the
 // viewer ends it, or the client stops taking what is written
 // (write_timeout: the stream is cut and its seat given back).
-func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head int64) verdict {
-	g, who := lv.guard, t.who
-	if err := g.held.Check(who.holder, who.held); err != nil {
+func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket, answer answerFunc, head int64) guard.Verdict {
+	g, who := lv.guard, t.Caller
+	if refused := g.Check(who); refused.Status != 0 {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
+		return refused
 	}
 	// Keyed first: a caller whose key opens the endpoint takes the seat,
 	// and the topic's place, of an anonymous one when every one is taken;
 	// the seat only once its stream has passed every check of its own
 	// (settle, below): until then it is pending, and ends nobody.
-	keyed := who.keyed
-	seat, err := lv.seats.TakeUpTo(who.holder, keyed, lv.limits.perClient)
+	keyed := who.Keyed
+	seat, err := lv.seats.TakeUpTo(who.Holder, keyed, lv.limits.perClient)
 	if err != nil {
 		if errors.Is(err, live.ErrClientFull) {
 			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
-			return tooMany(err)
+			return guard.TooMany(err)
 		}
 		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return busy(err, "1")
+		return guard.Busy(err, "1")
 	}
 	defer seat.Give()
 
@@ -161,7 +143,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// joins a topic polled already as it is: what it gets is the answer
 	// the topic's polls (charged to its viewers in turn) keep current, at
 	// no cost to the backend, as a cached answer is.
-	topic := cmp.Or(t.share, g.shareKey(r, who.filtered(), t.upstream)) + " " + t.path
+	topic := cmp.Or(t.Share, g.ShareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
 	viewer := live.Viewer{
 		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
@@ -170,11 +152,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	// like a plain GET, starts only while the viewer holds less than half
 	// its share). Charged before anything of the stream is done, so that a
 	// stream refused for it ends nobody else's.
-	if err := g.held.Pin(who.holder, who.held, head); err != nil {
+	if err := g.Pin(who, head); err != nil {
 		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return heldRefusal(err)
+		return guard.HeldRefusal(err)
 	}
-	defer g.held.Unpin(who.holder, who.held, head)
+	defer g.Unpin(who, head)
 	sub, err := lv.hub.Join(topic, viewer)
 	opening := sub == nil && err == nil
 	if opening {
@@ -184,17 +166,17 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		// of its own, it gets that GET's 429 instead of a stream.
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
 		setEventAccept(r.Header)
-		var v verdict
-		v, viewer.Answer = lv.fetch(r, t)
-		if v.status == http.StatusTooManyRequests {
+		var v guard.Verdict
+		v, viewer.Answer = lv.fetch(r, t, answer)
+		if v.Status == http.StatusTooManyRequests {
 			return v
 		}
 		if err := r.Context().Err(); err != nil {
 			// The viewer left while its topic's first answer came: that
 			// answer (the wait's end, a 504) is nobody's first event.
-			return contextRefusal(err)
+			return guard.ContextRefusal(err)
 		}
-		viewer.Next = liveInterval(t.ep, viewer.Answer)
+		viewer.Next = liveInterval(t.Station, viewer.Answer)
 	}
 	if err == nil {
 		// Every check of the viewer's own is passed: only now may a keyed
@@ -206,11 +188,11 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 				sub.Leave()
 			}
 			lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-			return busy(err, "1")
+			return guard.Busy(err, "1")
 		}
 	}
 	if opening {
-		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t) })
+		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t, answer) })
 	}
 	if err != nil {
 		switch {
@@ -223,14 +205,14 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 		default:
 			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
 		}
-		return busy(err, "1")
+		return guard.Busy(err, "1")
 	}
 	defer sub.Leave()
-	t.ep.metrics.StreamOpened()
-	defer t.ep.metrics.StreamClosed()
+	t.Station.Metrics.StreamOpened()
+	defer t.Station.Metrics.StreamClosed()
 
 	hdr := pw.Header()
-	setCORS(hdr)
+	cors.Set(hdr)
 	hdr.Set("Content-Type", "text/event-stream")
 	// no-transform: Caddy's encode leaves the stream as it is (it honours
 	// the response's no-transform). Compressed, a stream would hold a
@@ -243,7 +225,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	hdr.Set("X-Accel-Buffering", "no") // nginx in front: do not buffer
 	pw.WriteHeader(http.StatusOK)
 	if err := lv.send(pw, retryLine); err != nil {
-		return lv.ended(t.ep, err)
+		return lv.ended(t.Station, err)
 	}
 
 	var lifetime <-chan time.Time
@@ -259,17 +241,17 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 	for {
 		select {
 		case <-r.Context().Done():
-			return verdict{outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-sub.Done():
-			return verdict{outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-seat.Ended():
 			// A keyed caller took the seat over: the client reconnects.
-			return verdict{outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-lifetime:
-			return verdict{outcome: metrics.Streamed}
+			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-heartbeat.C:
 			if err := lv.send(pw, heartbeatLine); err != nil {
-				return lv.ended(t.ep, err)
+				return lv.ended(t.Station, err)
 			}
 		case <-sub.Ready():
 			ev, ok := sub.Take()
@@ -280,15 +262,17 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *ticket, head
 			// within the client's share of the held bytes, as a plain
 			// GET's is; past it the stream ends, and the reconnect is
 			// refused until the client has taken what it holds.
-			held, err := lv.sendHeld(pw, who, ev.Wire) // encoded once for every stream
+			// The event's bytes are its topic's, charged already
+			// (live.Meter): they are lent, as a cache hit's are.
+			held, err := lv.guard.Hand(pw, who, ev.Wire, true, func() error { return lv.send(pw, ev.Wire) }) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-				return verdict{outcome: metrics.Streamed}
+				return guard.Verdict{Outcome: metrics.Streamed}
 			}
 			if err != nil {
-				return lv.ended(t.ep, err)
+				return lv.ended(t.Station, err)
 			}
-			t.ep.metrics.EventSent()
+			t.Station.Metrics.EventSent()
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
@@ -334,22 +318,6 @@ func encodeEvent(ev live.Event) []byte {
 	return appendEvent(make([]byte, 0, len(ev.Data)+64), ev)
 }
 
-// sendHeld sends an event, p, held for the viewer who until it has taken
-// it, within who's share of the held bytes, as a plain GET's answer is;
-// held says whether it fit (if not, nothing was sent), err how the send
-// ended. The event's bytes are its topic's, charged already (live.Meter):
-// they are lent, as a cache hit's are.
-func (lv *liveState) sendHeld(pw *progress.Writer, who caller, p []byte) (held bool, err error) {
-	claim, err := lv.guard.held.Lend(who.holder, who.held, p)
-	if err != nil {
-		return false, nil
-	}
-	defer claim.Release()
-	pw.Watch(claim)
-	defer pw.Watch(nil)
-	return true, lv.send(pw, p)
-}
-
 // errStalled is why a write to a stream failed when the client took
 // nothing of it within write_timeout.
 var errStalled = errors.New("the viewer took nothing within write_timeout")
@@ -370,7 +338,7 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 		pw.Disarm()
 		return nil
 	}
-	if lv.guard.writeTimeout > 0 && time.Since(start) >= lv.guard.writeTimeout {
+	if lv.guard.WriteTimeout() > 0 && time.Since(start) >= lv.guard.WriteTimeout() {
 		return errStalled
 	}
 	return err
@@ -379,12 +347,12 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 // ended is the end of a stream whose write failed: a stalled viewer's
 // connection (HTTP/1) or stream (HTTP/2) is cut and counted; a client that
 // left just ended its stream.
-func (lv *liveState) ended(ep *endpoint, err error) verdict {
+func (lv *liveState) ended(ep *guard.Station, err error) guard.Verdict {
 	if !errors.Is(err, errStalled) {
-		return verdict{outcome: metrics.Streamed}
+		return guard.Verdict{Outcome: metrics.Streamed}
 	}
-	ep.metrics.ViewerCut()
-	return verdict{outcome: metrics.StreamCut, cut: true}
+	ep.Metrics.ViewerCut()
+	return guard.Verdict{Outcome: metrics.StreamCut, Cut: true}
 }
 
 // appendEvent appends ev as a server-sent event: its id, then its data, a
@@ -412,4 +380,10 @@ func appendEvent(b []byte, ev live.Event) []byte {
 	b = append(b, "data: "...)
 	b = append(b, data...)
 	return append(b, '\n', '\n')
+}
+
+// newLive sets up the live streams of a handler whose guard is g, bounded
+// by l.
+func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
+	return &liveState{limits: l, hub: live.New(encodeEvent, g.Seats(), g.Topics()), seats: g.Seats(), guard: g, metrics: m, logger: logger}
 }

@@ -1,8 +1,9 @@
 package caddymodule
 
-// This file is a live topic's poll: the answer a plain GET would get, fetched
-// for the topic's viewers in turn, and when it is asked again (stream.go has
-// the streams).
+// This file is a handler's live state (what its streams share: the hub of
+// their topics, the guard's seats) and a topic's poll: the answer a plain
+// GET would get, fetched for the topic's viewers in turn, and when it is
+// asked again (stream.go has the streams).
 
 import (
 	"cmp"
@@ -16,7 +17,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
@@ -25,7 +28,7 @@ import (
 // its placeholders that the handlers after statusgate read (a rate_limit's
 // key), so that the poll passes what the viewer's plain GET would.
 type charge struct {
-	who         caller
+	who         guard.Caller
 	client, key any
 }
 
@@ -54,7 +57,7 @@ func setEventAccept(h http.Header) {
 // request, made of r's canonical parts only, outlives r: not the first
 // viewer's headers or context, whose replacer holds the first viewer's
 // whole request, which would stay pinned for the topic's life.
-func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
+func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc) live.Fetch {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
@@ -69,17 +72,17 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
 		c := by.(*charge)
 		pt := *t // a ticket of each poll's own: a refresh it starts keeps it
-		pt.who = c.who
+		pt.Caller = c.who
 		rctx, cancel := context.WithCancel(base.Context())
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		pr := backgroundRequest(rctx, base, &pt)
+		pr := lv.guard.BackgroundRequest(rctx, base, &pt)
 		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		repl.Set(placeholderKey, c.key)
 		repl.Set(placeholderClient, c.client)
-		v, answer := lv.fetch(pr, &pt)
-		return answer, liveInterval(pt.ep, answer), v.status == http.StatusTooManyRequests
+		v, body := lv.fetch(pr, &pt, answer)
+		return body, liveInterval(pt.Station, body), v.Status == http.StatusTooManyRequests
 	}
 }
 
@@ -93,43 +96,34 @@ func (lv *liveState) poller(r *http.Request, t *ticket) live.Fetch {
 // whole for as long as it lasts, so it gets the 502 of an answer that
 // cannot be held (the write past max_response fails, and the trip ends
 // there). The verdict says how it ended.
-func (lv *liveState) fetch(r *http.Request, t *ticket) (verdict, []byte) {
-	rec := &capture{header: http.Header{}, limit: lv.guard.maxResponse}
-	v := func() (v verdict) {
-		defer func() {
-			// An answer that broke off ends in http.ErrAbortHandler.
-			if p := recover(); p != nil {
-				if p != http.ErrAbortHandler {
-					lv.logger.Error("live stream poll failed", zap.String("endpoint", t.ep.name), zap.Any("panic", p))
-				}
-				v = badGateway(errBrokeOff)
-			}
-		}()
-		return t.answer(progress.New(rec, 0), r, t)
-	}()
-	if v.cut {
-		v.status = http.StatusBadGateway
+func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (guard.Verdict, []byte) {
+	rec := guard.NewCapture(lv.guard.MaxResponse())
+	v := guard.Background(lv.logger, "live stream poll", t.Station, func() guard.Verdict {
+		return answer(progress.New(rec, 0), r, t)
+	})
+	if v.Cut {
+		v.Status = http.StatusBadGateway
 	}
-	if rec.over {
-		v = badGateway(errEventTooLarge)
+	if rec.Over {
+		v = guard.BadGateway(errEventTooLarge)
 	}
-	if v.status == 0 && (rec.status >= http.StatusInternalServerError || !json.Valid(rec.body)) {
+	if v.Status == 0 && (rec.Status >= http.StatusInternalServerError || !json.Valid(rec.Body)) {
 		// The backend's failure, as it came: the gateway's envelope.
-		v = badGateway(errNotAnEvent)
-		if rec.status == http.StatusServiceUnavailable || rec.status == http.StatusGatewayTimeout {
-			v.status = rec.status
+		v = guard.BadGateway(errNotAnEvent)
+		if rec.Status == http.StatusServiceUnavailable || rec.Status == http.StatusGatewayTimeout {
+			v.Status = rec.Status
 		}
 	}
-	if v.status != 0 {
+	if v.Status != 0 {
 		// Logged as conclude logs a plain GET's: a failure, not a refusal,
 		// nor the end of a wait that nobody waits for any more.
-		if v.failed() && r.Context().Err() == nil {
-			logFailure(lv.logger, v.status, t.ep, v.cause)
+		if v.Failed() && r.Context().Err() == nil {
+			logFailure(lv.logger, v.Status, t.Station.Name, v.Cause)
 		}
-		rec.body, rec.over = nil, false
-		writeError(rec, v.status, t.path)
+		rec.Body, rec.Over = nil, false
+		writeError(rec, v.Status, t.Path)
 	}
-	return v, rec.body
+	return v, rec.Body
 }
 
 var (
@@ -155,23 +149,36 @@ const (
 // answer's snapshot (meta.cachedAt) is replaced by the next one, for a
 // snapshot station, or after the cache time, so that the backend sees one
 // trip per snapshot whatever the number of viewers.
-func liveInterval(ep *endpoint, answer []byte) time.Duration {
-	every := cmp.Or(ep.cacheTTL, ep.snapshot)
-	if ep.snapshot <= 0 {
+func liveInterval(ep *guard.Station, answer []byte) time.Duration {
+	every := cmp.Or(ep.CacheTTL, ep.Snapshot)
+	if ep.Snapshot <= 0 {
 		return every
 	}
-	at, ok := snapshotTime(answer)
+	at, ok := guard.SnapshotTime(answer)
 	if !ok {
 		return every
 	}
-	due := time.Until(at.Add(ep.snapshot)) + snapshotLag
+	due := time.Until(at.Add(ep.Snapshot)) + snapshotLag
 	switch {
-	case due > ep.snapshot+snapshotLag:
+	case due > ep.Snapshot+snapshotLag:
 		return every // a clock ahead of ours never makes the poller wait longer
 	case due > 0:
 		return due
-	case ep.cacheTTL > 0:
+	case ep.CacheTTL > 0:
 		return overdueStep
 	}
-	return max(overdueStep, ep.snapshot/5) // each poll is a trip
+	return max(overdueStep, ep.Snapshot/5) // each poll is a trip
+}
+
+// liveState is one handler's live streams: its hub, closed with the handler
+// (a reload), and the guard whose answers they carry. The seats are the
+// guard's (guard.Guard.Seats), bounded by the newest load's limits and kept,
+// with the streams they count, across reloads.
+type liveState struct {
+	limits  liveLimits
+	hub     *live.Hub
+	seats   *live.Seats
+	guard   *guard.Guard
+	metrics *metrics.Metrics
+	logger  *zap.Logger
 }

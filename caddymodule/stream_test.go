@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -26,33 +24,11 @@ type liveBackend struct {
 	calls atomic.Int32
 }
 
-func newLiveBackend(body string) *liveBackend {
-	b := new(liveBackend)
-	b.body.Store(body)
-	return b
-}
-
 func (b *liveBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
 	b.calls.Add(1)
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, err := io.WriteString(w, b.body.Load().(string))
 	return err
-}
-
-// liveServer serves h in front of next on a real listener, as Caddy's server
-// would hand it requests; X-Test-Client is the client IP Caddy would have
-// determined (default: the connection's).
-func liveServer(t *testing.T, h *Handler, next caddyhttp.Handler) *httptest.Server {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
-		if ip := r.Header.Get("X-Test-Client"); ip != "" {
-			caddyhttp.SetVar(r.Context(), caddyhttp.ClientIPVarKey, ip)
-		}
-		_ = h.ServeHTTP(w, r, next)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
 }
 
 // sse is a client's view of one stream.
@@ -66,28 +42,6 @@ type item struct {
 	id, data string
 	comment  bool
 	end      bool // the stream ended
-}
-
-func openStream(t *testing.T, url string, header http.Header) *sse {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { resp.Body.Close() })
-	s := &sse{resp: resp, rd: bufio.NewReader(resp.Body)}
-	if resp.StatusCode == 200 {
-		// The reconnection hint comes first.
-		if it := s.next(t); it.comment || it.end || it.data != "" {
-			t.Fatalf("first item %+v, want the retry hint", it)
-		}
-	}
-	return s
 }
 
 // next reads the next item: the lines up to a blank line.
@@ -135,23 +89,6 @@ func (s *sse) nextEvent(t *testing.T) item {
 		}
 	}
 }
-
-func plainGet(t *testing.T, url string, header http.Header) (int, http.Header, string) {
-	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
-}
-
-const liveStatus = `{"ok":true,"data":{"online":2,"motd":"hi"},"meta":{"version":"v1","updatedAt":%d,"authenticated":true}}`
 
 // TestStreamEventsAreThePlainAnswers: each class of caller gets, as events,
 // exactly the envelope a plain GET gets, field layer and all.
@@ -329,7 +266,7 @@ func TestStalledViewerIsCut(t *testing.T) {
 	fixture.WaitFor(t, "the stream", func() bool { return h.live.seats.Open() == 1 })
 	// It reads nothing: each new answer is a megabyte, and the writes block.
 	fixture.WaitFor(t, "the stalled viewer's cut", func() bool {
-		return h.live.seats.Open() == 0 && h.guard.held.Held() == 0
+		return h.live.seats.Open() == 0 && h.guard.Stats().Held == 0
 	})
 	// The others go on: a reader gets its events.
 	s := openStream(t, srv.URL+"/api/v1/status", nil)
@@ -358,7 +295,7 @@ func TestAppendEvent(t *testing.T) {
 }
 
 func TestLiveInterval(t *testing.T) {
-	status := &endpoint{cacheTTL: time.Second, snapshot: 5 * time.Second}
+	status := &guard.Station{CacheTTL: time.Second, Snapshot: 5 * time.Second}
 	at := func(d time.Duration) []byte {
 		return fmt.Appendf(nil, `{"ok":true,"meta":{"cachedAt":%d}}`, time.Now().Add(d).UnixMilli())
 	}
@@ -374,7 +311,7 @@ func TestLiveInterval(t *testing.T) {
 	if d := liveInterval(status, []byte(`{"ok":false}`)); d != time.Second {
 		t.Errorf("no snapshot time: %v", d)
 	}
-	uncached := &endpoint{snapshot: 20 * time.Second}
+	uncached := &guard.Station{Snapshot: 20 * time.Second}
 	if d := liveInterval(uncached, at(-time.Minute)); d != 4*time.Second {
 		t.Errorf("overdue without a cache: %v, want a fifth of the interval", d)
 	}
@@ -414,7 +351,7 @@ func TestWantsStream(t *testing.T) {
 		r := httptest.NewRequest(c.method, "/", nil)
 		r.Header.Set("Accept", c.accept)
 		if got := h.live.wants(r, c.ep); got != c.want {
-			t.Errorf("%s %q %s: %v", c.method, c.accept, c.ep.name, got)
+			t.Errorf("%s %q %s: %v", c.method, c.accept, c.ep.Name, got)
 		}
 	}
 }

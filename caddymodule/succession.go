@@ -12,24 +12,27 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // errSuperseded is why a request that reached a config a newer one has
 // replaced is refused.
 var errSuperseded = errors.New("the config has been replaced")
 
-// watchSuccession ends h's part in its config load when the load stops:
+// watchSuccession ends a handler's part in its config load when the load
+// stops (stopping: its superseded switch, its live streams):
 // Caddy emits the load's "stopping" event as the first step of stopping it,
 // after a new config is the active one (a reload) or when the process stops,
 // before shutdown_delay and before its servers wait for their handlers.
 // The event is the load's own, so this does not depend on the order in
 // which handlers, apps or loads are provisioned. Outside a server (a unit
 // test) there is no load to watch.
-func (h *Handler) watchSuccession(ctx caddy.Context) error {
+func watchSuccession(ctx caddy.Context, s stopping) error {
 	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
 		return nil
 	}
@@ -37,11 +40,15 @@ func (h *Handler) watchSuccession(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	return app.(*caddyevents.App).On("stopping", stopping{h})
+	return app.(*caddyevents.App).On("stopping", s)
 }
 
-// stopping is h's handler of its load's "stopping" event.
-type stopping struct{ h *Handler }
+// stopping is a handler's handler of its load's "stopping" event: what it
+// turns on to refuse, and the live streams it ends.
+type stopping struct {
+	superseded *atomic.Bool
+	live       *liveState
+}
 
 // Handle ends the handler's streams, so that their clients reconnect to
 // the config that replaces this one (or to another gateway, when the
@@ -52,9 +59,9 @@ type stopping struct{ h *Handler }
 // requests are served until the servers close, as shutdown_delay means.
 func (s stopping) Handle(context.Context, caddy.Event) error {
 	if !caddy.Exiting() {
-		s.h.superseded.Store(true)
+		s.superseded.Store(true)
 	}
-	s.h.live.end()
+	s.live.end()
 	return nil
 }
 
@@ -62,7 +69,4 @@ func (s stopping) Handle(context.Context, caddy.Event) error {
 // replaced: the 503 of a busy backend, with Retry-After, as a stream that
 // reaches a closing config gets; the client's next request reaches the new
 // config.
-func supersededRefusal() verdict { return busy(errSuperseded, "1") }
-
-// Interface guards
-var _ caddyevents.Handler = stopping{}
+func supersededRefusal() guard.Verdict { return guard.Busy(errSuperseded, "1") }

@@ -141,7 +141,8 @@ func TestReadme(t *testing.T) {
 }
 
 // TestCaddyfileExample adapts and validates the demo's config (the README's
-// first command runs it) without starting it, and checks that every site of
+// first command runs it) without starting it, checks its routes as a start
+// would (startDocConfig), and checks that every site of
 // it listens on loopback only, the metrics' among them, and its admin API
 // too, at a port of its own. (test/demo runs it and reloads it.)
 func TestCaddyfileExample(t *testing.T) {
@@ -204,6 +205,7 @@ func TestCaddyfileExample(t *testing.T) {
 	if err := caddy.Validate(&cfg); err != nil {
 		t.Fatalf("Caddyfile.example does not validate: %v", err)
 	}
+	startDocConfig(t, "Caddyfile.example", body, adapted)
 }
 
 var (
@@ -218,7 +220,8 @@ var (
 // fenced as text. With the environment variables it names set (as the
 // page says they must be), a block without {file.*} placeholders also
 // validates: every module provisions, as `caddy validate` would (but for a
-// storage, which connects to its server when provisioned).
+// storage, which connects to its server when provisioned), and it starts
+// without a route mistake (startDocConfig).
 func TestDocCaddyfiles(t *testing.T) {
 	n := 0
 	for _, file := range docFiles(t) {
@@ -273,5 +276,7 @@ func checkDocCaddyfile(t *testing.T, where string, block []byte) {
 	}
 	if err := caddy.Validate(&cfg); err != nil {
 		t.Errorf("%s: does not validate: %v\n%s", where, err, block)
+		return
 	}
+	startDocConfig(t, where, block, adapted)
 }

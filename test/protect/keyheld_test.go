@@ -3,7 +3,6 @@ package protect
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,8 +12,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/test/internal/harness"
@@ -229,7 +226,7 @@ func TestKeyStalledReadersHoldTheirShare(t *testing.T) {
 			if tc.json[0] == "" {
 				g.Start(t)
 			} else {
-				loadJSON(t, bytes.Replace(adapt(t, g.Caddyfile()), []byte(tc.json[0]), []byte(tc.json[1]), 1))
+				loadJSON(t, bytes.Replace(Adapt(t, g.Caddyfile()), []byte(tc.json[0]), []byte(tc.json[1]), 1))
 			}
 			size := int64(len(Send(t, "GET", detailedAlex, WithKey(KeyA)).Body))
 			conns := make([]net.Conn, tc.readers)
@@ -368,35 +365,10 @@ func TestKeyJudgedByProgress(t *testing.T) {
 
 }
 
-// adapt is the JSON of a Caddyfile, compact, as Caddy's adapter writes it.
-func adapt(t *testing.T, caddyfile string) []byte {
-	t.Helper()
-	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
-	if err != nil {
-		t.Fatalf("adapting the config: %v", err)
-	}
-	return adapted
-}
-
-// postJSON posts a JSON config to the admin API's /load, as a config
-// management tool does, and returns the status and Caddy's error message.
-func postJSON(t *testing.T, config []byte) (int, string) {
-	t.Helper()
-	res, err := AdminClient.Post(AdminURL+"/load", "application/json", bytes.NewReader(config))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var answer struct{ Error string }
-	body, _ := io.ReadAll(res.Body)
-	_ = json.Unmarshal(body, &answer)
-	return res.StatusCode, answer.Error
-}
-
 // loadJSON loads a JSON config as loadCaddyfile loads a Caddyfile.
 func loadJSON(t *testing.T, config []byte) {
 	t.Helper()
-	if code, msg := postJSON(t, config); code != http.StatusOK {
+	if code, msg := PostJSON(t, config); code != http.StatusOK {
 		t.Fatalf("JSON config refused: %d %s\n%s", code, msg, config)
 	}
 	AwaitOldListeners(t, config)
@@ -419,7 +391,7 @@ func TestKeyMaxHeldRefused(t *testing.T) {
 			t.Errorf("the Caddyfile's error %q does not say %q", msg, want)
 		}
 	}
-	good := adapt(t, Gateway{Upstream: upstream, Sites: []string{simSite},
+	good := Adapt(t, Gateway{Upstream: upstream, Sites: []string{simSite},
 		Statusgate: []string{"key staff " + KeyA + " {\n\t\t\tmax_held 8MiB\n\t\t}"}}.Caddyfile())
 	for value, want := range map[string]string{
 		"0":        "auth.keys[0] 'staff': max_held: 0 is not a size: write bytes, at least 1, or leave max_held out for the key's default share",
@@ -427,7 +399,7 @@ func TestKeyMaxHeldRefused(t *testing.T) {
 		"1048576":  "auth.keys[0] 'staff': max_held: 1048576 is less than max_response, 4MiB",
 		"67108865": "auth.keys[0] 'staff': max_held: 67108865 is more than the guard's max_held, 64MiB",
 	} {
-		code, msg := postJSON(t, bytes.Replace(good, []byte(`"max_held":8388608`), []byte(`"max_held":`+value), 1))
+		code, msg := PostJSON(t, bytes.Replace(good, []byte(`"max_held":8388608`), []byte(`"max_held":`+value), 1))
 		if code == http.StatusOK || !strings.Contains(msg, want) {
 			t.Errorf("max_held %s in the JSON: %d %q, want it refused with %q", value, code, msg, want)
 		}

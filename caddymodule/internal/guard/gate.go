@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is the gate: the handlers after a declared statusgate (a
 // rate_limit), run on a copy of the request statusgate decided, which they
@@ -47,25 +47,25 @@ func (c changedAfter) Error() string {
 // declared backend they are a gate (gate) and statusgate's own proxy sends
 // the decided request to the backend, with the placeholder values the
 // client's request picked (t.upstream).
-func (g *guard) send(pw *proxyWriter, r *http.Request, t *ticket) error {
+func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	if g.backend == nil {
-		if err := t.next(pw, r); err != nil || pw.headerIn {
+		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
-		return errNothingAfter
+		return ErrNothingAfter
 	}
 	if err := g.gate(pw.Header(), r, t); err != nil {
 		return err
 	}
-	if t.upstream != nil {
-		t.upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
+	if t.Upstream != nil {
+		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}
 	return g.backend.ServeHTTP(pw, r)
 }
 
-// errNothingAfter is why a request is refused when statusgate declares no
+// ErrNothingAfter is why a request is refused when statusgate declares no
 // backend and nothing after it answered.
-var errNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
+var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
 
 // gate runs the handlers after statusgate on a copy of the decided request
 // r: they may refuse it (a rate_limit, which then counts only the trips
@@ -74,14 +74,14 @@ var errNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // the request statusgate decided on is the one the backend gets, and a
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
-func (g *guard) gate(hdr http.Header, r *http.Request, t *ticket) error {
+func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	before := g.backend.Sent(repl)
 	restore := keepUnhandledMark(ctx)
 	gw := gateWriter{hdr: hdr}
 	cp := r.Clone(httptrace.WithClientTrace(ctx, noTrips))
-	err := gw.run(t.next, cp)
+	err := gw.run(t.Next, cp)
 	restore()
 	switch {
 	case gw.tripped:

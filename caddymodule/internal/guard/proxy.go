@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 import (
 	"bufio"
@@ -12,16 +12,17 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/cors"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
-// outChunk is the size of the filter's output buffer: output is gathered into
+// OutChunk is the size of the filter's output buffer: output is gathered into
 // writes of this size, because the filter hands over a piece per kept run,
 // and every write costs the spool an append, and a streaming response's client
 // connection a chunk header and a syscall or two. Holding answers whole is the
 // spool's work (max_response).
-const outChunk = 32 << 10
+const OutChunk = 32 << 10
 
 // Reasons a filtered response is refused before any of it is sent.
 var (
@@ -31,8 +32,8 @@ var (
 	errHijack  = errors.New("statusgate: connection upgrades are not proxied")
 )
 
-// errBrokeOff is the cause logged when next aborts without a reason of the gateway's.
-var errBrokeOff = errors.New("backend response broke off")
+// ErrBrokeOff is the cause logged when next aborts without a reason of the gateway's.
+var ErrBrokeOff = errors.New("backend response broke off")
 
 // proxy sends the request r that t describes to the backend (send), which
 // writes its answer through the field layer, where it applies, into sp. The
@@ -41,40 +42,40 @@ var errBrokeOff = errors.New("backend response broke off")
 // the 429 of a rate limiter after the gateway). When the answer was already
 // streaming to the client, only a cut connection tells the client that the
 // rest is missing: the verdict then says so.
-func (g *guard) proxy(sp *spool, r *http.Request, t *ticket) verdict {
-	filtered := t.who.filtered()
-	pw := writers.get(sp, filtered, t.ep.fields)
+func (g *Guard) proxy(sp *spool, r *http.Request, t *Ticket) Verdict {
+	filtered := t.Caller.Filtered()
+	pw := writers.get(sp, filtered, t.Station.Fields)
 	err := pw.run(func() error { return g.send(pw, r, t) })
-	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == statusClientClosed && !sp.spilled {
+	if ctxErr := r.Context().Err(); ctxErr != nil && pw.status == StatusClientClosed && !sp.spilled {
 		// reverse_proxy answers a request whose context was cancelled with a
 		// bare 499 and no error: no answer from the backend, but the wait's end.
 		writers.put(pw)
-		return contextRefusal(ctxErr)
+		return ContextRefusal(ctxErr)
 	}
 	if filtered && err == nil {
-		t.ep.metrics.FilterBytes(pw.inBytes, pw.outBytes)
-		t.ep.metrics.FieldsRemoved(pw.filter.Hidden())
+		t.Station.Metrics.FilterBytes(pw.inBytes, pw.outBytes)
+		t.Station.Metrics.FieldsRemoved(pw.filter.Hidden())
 	}
 	writers.put(pw)
 	switch {
 	case err == nil && filtered:
-		return verdict{outcome: metrics.Filtered}
+		return Verdict{Outcome: metrics.Filtered}
 	case err == nil:
-		return verdict{outcome: metrics.Served}
+		return Verdict{Outcome: metrics.Served}
 	case sp.spilled:
-		return verdict{outcome: metrics.BackendError, cause: err, cut: true}
+		return Verdict{Outcome: metrics.BackendError, Cause: err, Cut: true}
 	}
-	v := badGateway(err)
+	v := BadGateway(err)
 	var he caddyhttp.HandlerError
 	if errors.As(err, &he) {
 		switch he.StatusCode {
 		case http.StatusGatewayTimeout:
-			v.status = http.StatusGatewayTimeout
+			v.Status = http.StatusGatewayTimeout
 		case http.StatusTooManyRequests:
 			// A rate limiter after the gateway (rate_limit) refused the
 			// caller; it left Retry-After in the header.
-			v.status, v.outcome = http.StatusTooManyRequests, metrics.RateLimited
-			v.retryAfter = sp.Header().Get("Retry-After")
+			v.Status, v.Outcome = http.StatusTooManyRequests, metrics.RateLimited
+			v.RetryAfter = sp.Header().Get("Retry-After")
 		}
 	}
 	return v
@@ -92,7 +93,7 @@ func (pw *proxyWriter) run(send func() error) (err error) {
 			if rec != http.ErrAbortHandler || pw.sent() {
 				panic(rec)
 			}
-			err = pw.cause(errBrokeOff)
+			err = pw.cause(ErrBrokeOff)
 		}
 	}()
 	if err = send(); err == nil {
@@ -101,64 +102,16 @@ func (pw *proxyWriter) run(send func() error) (err error) {
 	return err
 }
 
-// prepareUpstream rewrites r into the request the backend gets: the canonical
-// path that was authorised, of the query only what the endpoint reads
-// (upstreamQuery: never the key), no key header, no
-// client-supplied real-IP headers, GET for HEAD, no body and no trailers, and
-// an identity body when the response is going to be filtered or shared
-// (identity is the one encoding every caller can be given).
-func prepareUpstream(r *http.Request, rt route, identity bool) {
-	path, rawPath := rt.upstreamPath()
-	r.URL.Path = path
-	r.URL.RawPath = rawPath
-	r.URL.RawQuery = upstreamQuery(rt.ep, r.URL.RawQuery)
-	r.RequestURI = r.URL.RequestURI()
-	r.Method = http.MethodGet
-	// A GET has no body for the backend. A chunked one may end in trailers,
-	// which reverse_proxy forwards as they came (X-API-Key, X-Real-IP, ...)
-	// past every check the headers get. With no body and no length it sends
-	// neither body nor trailers.
-	r.Body = http.NoBody
-	r.ContentLength = 0
-	r.TransferEncoding = nil
-	r.Trailer = nil
-
-	hdr := r.Header
-	delete(hdr, "Content-Length")
-	delete(hdr, "Trailer")
-	delete(hdr, "X-Api-Key")
-	// The backend's real-ip option trusts these ahead of X-Forwarded-For
-	// and takes a single value verbatim; reverse_proxy manages X-Forwarded-For.
-	delete(hdr, "Cf-Connecting-Ip")
-	delete(hdr, "True-Client-Ip")
-	delete(hdr, "X-Real-Ip")
-	// No connection upgrades: a tunnel would carry bytes past the gateway.
-	delete(hdr, "Upgrade")
-	// The gateway always asks for the whole answer: a part (206) or a "not
-	// modified" (304) that one caller's Range or validator asked for would
-	// reach, coalesced or cached, callers who asked for no such thing.
-	for _, name := range conditionalHeaders {
-		delete(hdr, name)
-	}
-	if identity {
-		hdr.Set("Accept-Encoding", "identity")
-	}
-}
-
-// conditionalHeaders are the request headers that ask the backend for part
-// of an answer, or for none if the caller's copy is current.
-var conditionalHeaders = []string{"Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since"}
-
 // proxyWriter is the ResponseWriter next writes the backend's response to. In
 // pass-through mode it only notes whether anything was written. In filter mode
 // it checks the response head, feeds the body through a jsonfilter.Filter and
-// gathers the output into writes of outChunk bytes to the spool.
+// gathers the output into writes of OutChunk bytes to the spool.
 type proxyWriter struct {
 	w        *spool
 	filtered bool
 	filter   *jsonfilter.Filter
 	out      clientSink // the filter's destination
-	buf      []byte     // output not yet written, gathered; cap outChunk
+	buf      []byte     // output not yet written, gathered; cap OutChunk
 
 	status    int   // status next asked for
 	headerIn  bool  // next called WriteHeader or Write
@@ -183,7 +136,7 @@ var writers filterPool
 func (fp *filterPool) get(w *spool, filtered bool, fields *jsonfilter.Names) *proxyWriter {
 	pw, _ := fp.p.Get().(*proxyWriter)
 	if pw == nil {
-		pw = &proxyWriter{buf: make([]byte, 0, outChunk)}
+		pw = &proxyWriter{buf: make([]byte, 0, OutChunk)}
 		pw.out.pw = pw
 	}
 	pw.w, pw.filtered = w, filtered
@@ -235,7 +188,7 @@ func (pw *proxyWriter) WriteHeader(status int) {
 	pw.status = status
 	// reverse_proxy adds the backend's headers to the gateway's: one
 	// Access-Control-Allow-Origin each, and a browser refuses two.
-	setCORS(pw.w.Header())
+	cors.Set(pw.w.Header())
 	if n, err := strconv.Atoi(pw.w.Header().Get("Content-Length")); err == nil {
 		// What the field layer adds to a body (meta's two members) is small.
 		pw.w.expect(n + 256)
@@ -403,10 +356,3 @@ func identityEncoding(values []string) bool {
 	}
 	return false
 }
-
-// headWriter answers HEAD like GET without a body. It does not embed
-// caddyhttp.ResponseWriterWrapper, whose ReadFrom would copy around Write.
-type headWriter struct{ http.ResponseWriter }
-
-func (hw headWriter) Write(p []byte) (int, error) { return len(p), nil }
-func (hw headWriter) Unwrap() http.ResponseWriter { return hw.ResponseWriter }

@@ -1,7 +1,11 @@
 package caddymodule
 
+// The backend protection through the handler (docs/backend-protection.md):
+// admission, the queue, per-client and key places, the micro-cache and its
+// refresh, shared trips, held bytes and answers too large to hold. The guard's
+// own unit tests, against a fake game server, are internal/guard's.
+
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,8 +23,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/hold"
-	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/admission"
+	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
@@ -119,21 +123,21 @@ func TestInstancesShare(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		c    BackendConfig
-		want guardLimits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
+		want guard.Limits // only InFlight, Queue, MaxHeld, MainThread, PerClient, Instances
 	}{
-		{"alone", BackendConfig{}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"one of one", BackendConfig{Instances: 1}, guardLimits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
-		{"two", BackendConfig{Instances: 2}, guardLimits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
-		{"three round down", BackendConfig{Instances: 3}, guardLimits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
-		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, guardLimits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
-		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, guardLimits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
+		{"alone", BackendConfig{}, guard.Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"one of one", BackendConfig{Instances: 1}, guard.Limits{InFlight: 8, Queue: 64, MaxHeld: 64 << 20, MainThread: 1, PerClient: 4, Instances: 1}},
+		{"two", BackendConfig{Instances: 2}, guard.Limits{InFlight: 4, Queue: 32, MaxHeld: 32 << 20, MainThread: 1, PerClient: 4, Instances: 2}},
+		{"three round down", BackendConfig{Instances: 3}, guard.Limits{InFlight: 2, Queue: 21, MaxHeld: (64 << 20) / 3, MainThread: 1, PerClient: 4, Instances: 3}},
+		{"at least 1", BackendConfig{Instances: 10, MaxInFlight: 8, QueueLength: 4, MaxResponse: 1 << 20}, guard.Limits{InFlight: 1, Queue: 1, MaxHeld: (64 << 20) / 10, MainThread: 1, PerClient: 4, Instances: 10}},
+		{"off stays off", BackendConfig{Instances: 2, MaxInFlight: off, QueueLength: off, MaxMainThread: off, MaxPerClient: off}, guard.Limits{InFlight: 0, Queue: 0, MaxHeld: 32 << 20, MainThread: 0, PerClient: 0, Instances: 2}},
 	} {
 		l, err := resolveLimits(tc.c)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		got := guardLimits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
+		got := guard.Limits{InFlight: l.InFlight, Queue: l.Queue, MaxHeld: l.MaxHeld, MainThread: l.MainThread, PerClient: l.PerClient, Instances: l.Instances}
 		if got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
@@ -173,7 +177,7 @@ func TestInstancesAdmission(t *testing.T) {
 		}
 	}
 	// The third waits in the queue of 1; the fourth finds it full.
-	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.all.Stats().QueuedAnonymous == 1 })
+	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.Stats().All.QueuedAnonymous == 1 })
 	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
@@ -213,8 +217,8 @@ func TestInstancesAdmission(t *testing.T) {
 // max_held comes after it, and a max_held large enough after it is taken.
 func TestInstancesAboveMaxInFlight(t *testing.T) {
 	h, logs := newTestHandler(t, "max_in_flight 4\ninstances 6\ndisable placeholders")
-	if l := h.guard.lim.Load(); l.InFlight != 1 || l.Instances != 6 {
-		t.Errorf("share %+v, want 1 of instances 6", *l)
+	if l := h.guard.Limits(); l.InFlight != 1 || l.Instances != 6 {
+		t.Errorf("share %+v, want 1 of instances 6", l)
 	}
 	ws := logs.FilterMessageSnippet("instances is more than max_in_flight").All()
 	if len(ws) != 1 || ws[0].Level != zap.WarnLevel {
@@ -248,10 +252,6 @@ type gate struct {
 	peak     int
 	entered  chan string // the path of each request as it arrives
 	release  chan struct{}
-}
-
-func newGate() *gate {
-	return &gate{entered: make(chan string, 64), release: make(chan struct{})}
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
@@ -298,7 +298,7 @@ func TestAdmission(t *testing.T) {
 	}
 	// Two fill the backend; two anonymous callers queue, then a keyed one,
 	// each once the one before is in the queue.
-	stats := h.guard.all.Stats
+	stats := func() admission.Stats { return h.guard.Stats().All }
 	for _, who := range []string{"first0", "first1"} {
 		go call(who, nil)
 		<-g.entered
@@ -413,51 +413,18 @@ func TestTimeoutBudget(t *testing.T) {
 	}
 }
 
-// counter is a next handler that counts calls, waits for release when told
-// to, and answers with a fixed status and body.
-type counter struct {
-	mu      sync.Mutex
-	calls   []string // RequestURI + " " + Accept-Encoding
-	status  int
-	body    string
-	entered chan struct{}
-	release chan struct{} // nil: answer at once
-}
-
-func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	c.mu.Lock()
-	c.calls = append(c.calls, r.URL.RequestURI()+" "+r.Header.Get("Accept-Encoding"))
-	c.mu.Unlock()
-	if c.release != nil {
-		c.entered <- struct{}{}
-		<-c.release
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(cmp.Or(c.status, http.StatusOK))
-	_, err := io.WriteString(w, c.body)
-	return err
-}
-
-func (c *counter) n() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.calls)
-}
-
 // cacheClock gives h's guard a micro-cache on a clock of the test's own, so
 // that an entry's time to live passes when the test says and never while a
 // busy machine stalls it.
 func cacheClock(h *Handler) *fixture.Clock {
 	clk := fixture.NewClock()
-	h.guard.cache = microcache.New(microcache.Config{MaxBytes: h.guard.lim.Load().CacheSize, Grace: staleGrace, Now: clk.Now})
+	h.guard.SetClock(clk.Now)
 	return clk
 }
 
 // refreshing reports whether a background refresh of h's guard is under way.
 func refreshing(h *Handler) bool {
-	busy := false
-	h.guard.refreshing.Range(func(any, any) bool { busy = true; return false })
-	return busy
+	return h.guard.Stats().Refreshing > 0
 }
 
 // TestMicroCache checks that a cached endpoint reaches the backend once per
@@ -530,7 +497,7 @@ func TestMicroCache(t *testing.T) {
 func TestCacheOffAfterReload(t *testing.T) {
 	before, _ := newTestHandler(t, "guard cached\ncache status 1m")
 	after, _ := newTestHandler(t, "guard cached\ncache status off")
-	if before.guard.guardState != after.guard.guardState {
+	if !before.guard.Shares(after.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	be := &counter{body: `{"ok":true,"data":{"online":[]},"meta":{"authenticated":false}}`}
@@ -560,7 +527,7 @@ func TestCoalescing(t *testing.T) {
 		}
 		// Every caller is at the backend or waiting for a trip it joined.
 		fixture.WaitFor(t, "the callers to reach the backend or join a trip", func() bool {
-			return be.n()+h.guard.flights.Stats().Waiting == len(callers)
+			return be.n()+h.guard.Stats().Flights.Waiting == len(callers)
 		})
 		go func() {
 			for range be.release {
@@ -701,10 +668,10 @@ func TestSnapshotAwareCache(t *testing.T) {
 		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
 	}
 
-	if _, ok := snapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
+	if _, ok := guard.SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
 		t.Error("a body without cachedAt has a snapshot time")
 	}
-	if at, ok := snapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
+	if at, ok := guard.SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
 		t.Errorf("snapshotTime = %v %v", at, ok)
 	}
 }
@@ -827,7 +794,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 			t.Error("a protected member was sent")
 		}
 	}
-	if logs.FilterField(zap.Error(errTooLargeToHold)).Len() != 1 {
+	if logs.FilterField(zap.Error(guard.ErrTooLargeToHold)).Len() != 1 {
 		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
 	}
 	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
@@ -848,7 +815,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 func TestGuardSharing(t *testing.T) {
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	join := func(load *App, c BackendConfig, declared string) (*guard, error) {
+	join := func(load *App, c BackendConfig, declared string) (*guard.Guard, error) {
 		t.Helper()
 		var b *upstream.Backend
 		if declared != "" {
@@ -863,7 +830,7 @@ func TestGuardSharing(t *testing.T) {
 		}
 		g, err := joinGuard(load, ctx, c, l, b, "policy", zap.NewNop(), "")
 		if err == nil {
-			t.Cleanup(g.leave)
+			t.Cleanup(g.Leave)
 		}
 		return g, err
 	}
@@ -878,8 +845,8 @@ func TestGuardSharing(t *testing.T) {
 	load1 := newLoad()
 	g1, _ := join(load1, BackendConfig{}, survival)
 	g2, err := join(load1, BackendConfig{}, "{\n  \"upstreams\": [ { \"dial\": \"10.0.0.2:8080\" } ]\n}")
-	if err != nil || g2.guardState != g1.guardState || g2.scope != g1.scope {
-		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.guardState == g1.guardState)
+	if err != nil || !g2.Shares(g1) || g2.Scope() != g1.Scope() {
+		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.Shares(g1))
 	}
 	for name, other := range map[string]string{
 		"another upstream":      `{"upstreams":[{"dial":"10.0.0.3:8080"}]}`,
@@ -888,7 +855,7 @@ func TestGuardSharing(t *testing.T) {
 		"the upstreams swapped": `{"upstreams":[{"dial":"10.0.0.3:8080"},{"dial":"10.0.0.2:8080"}]}`,
 	} {
 		g, err := join(load1, BackendConfig{}, other)
-		if err != nil || g.guardState == g1.guardState || g.scope == g1.scope {
+		if err != nil || g.Shares(g1) || g.Scope() == g1.Scope() {
 			t.Errorf("%s shares the guard or its answers (%v)", name, err)
 		}
 	}
@@ -900,7 +867,7 @@ func TestGuardSharing(t *testing.T) {
 	// A reload keeps the declared backend's guard, and puts its limits in force.
 	load2 := newLoad()
 	g3, err := join(load2, BackendConfig{MaxInFlight: 4}, survival)
-	if err != nil || g3.guardState != g1.guardState || g3.scope != g1.scope || g3.lim.Load().InFlight != 4 {
+	if err != nil || !g3.Shares(g1) || g3.Scope() != g1.Scope() || g3.Limits().InFlight != 4 {
 		t.Errorf("a reload that keeps the declaration: %v", err)
 	}
 
@@ -908,14 +875,14 @@ func TestGuardSharing(t *testing.T) {
 	// answers of two declarations.
 	n1, _ := join(load1, BackendConfig{Guard: "survival"}, survival)
 	n2, _ := join(load2, BackendConfig{Guard: "survival"}, `{"upstreams":[{"dial":"10.0.0.9:8080"}]}`)
-	if n1.guardState != n2.guardState || n1.guardState == g1.guardState || n1.scope == n2.scope {
+	if !n1.Shares(n2) || n1.Shares(g1) || n1.Scope() == n2.Scope() {
 		t.Error("a named guard is not shared by name alone")
 	}
 	// A name in the 1.0 form says the handlers are one game server: the
 	// counts and the answers are the name's.
 	o1, _ := join(load1, BackendConfig{Guard: "old"}, "")
 	o2, _ := join(load2, BackendConfig{Guard: "old"}, "")
-	if o1.guardState != o2.guardState || o1.scope != o2.scope {
+	if !o1.Shares(o2) || o1.Scope() != o2.Scope() {
 		t.Error("two 1.0 handlers naming one guard do not share it")
 	}
 	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
@@ -925,14 +892,14 @@ func TestGuardSharing(t *testing.T) {
 	// The 1.0 form: one guard in the process, answers each handler's own.
 	u1, _ := join(load1, BackendConfig{}, "")
 	u2, err := join(load1, BackendConfig{}, "")
-	if err != nil || u1.guardState != u2.guardState || u1.scope == u2.scope || u1.guardState == g1.guardState {
+	if err != nil || !u1.Shares(u2) || u1.Scope() == u2.Scope() || u1.Shares(g1) {
 		t.Errorf("two handlers without upstreams: %v", err)
 	}
 	if _, err := join(load1, BackendConfig{MaxInFlight: 5}, ""); err == nil || !strings.Contains(err.Error(), "neither declares its upstreams") {
 		t.Errorf("handlers without upstreams with two sets of limits in one load: %v", err)
 	}
 	u3, err := join(load2, BackendConfig{MaxInFlight: 5}, "")
-	if err != nil || u3.guardState != u1.guardState || u3.lim.Load().InFlight != 5 {
+	if err != nil || !u3.Shares(u1) || u3.Limits().InFlight != 5 {
 		t.Errorf("a later load of the 1.0 form: %v", err)
 	}
 	// The Caddyfile finds it with its lines (TestHeldFitsCaddyfile); the
@@ -982,7 +949,7 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
 		}
 	}
-	if n := h.guard.bigAnswers.Load(); n != 0 {
+	if n := h.guard.Stats().BigAnswers; n != 0 {
 		t.Errorf("%d stream places left taken", n)
 	}
 }
@@ -1024,7 +991,7 @@ func TestClientGone(t *testing.T) {
 			t.Fatal("the request did not end when its client left")
 		}
 		o, _ := repl.GetString(placeholderOutcome)
-		if rec.Code != statusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
+		if rec.Code != guard.StatusClientClosed || rec.Body.Len() != 0 || o != "client_gone" {
 			t.Errorf("got %d, %d body bytes, outcome %q; want 499, nothing, client_gone", rec.Code, rec.Body.Len(), o)
 		}
 	}
@@ -1041,7 +1008,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.all.Stats().QueuedKeyed == 1 }, nil)
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.Stats().All.QueuedKeyed == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the caller at the backend got %d", r.Code)
@@ -1054,7 +1021,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.flights.Stats().Waiting == 1 }, nil)
+		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.Stats().Flights.Waiting == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the leader got %d", r.Code)
@@ -1082,7 +1049,7 @@ func TestClientGone(t *testing.T) {
 			}, func() {
 				// Still at the backend, which has not answered: the slot
 				// stays taken until it does.
-				if n := h.guard.all.Stats().InFlight; n != 1 {
+				if n := h.guard.Stats().All.InFlight; n != 1 {
 					t.Errorf("%d requests hold a slot after the client left, want the one still at the backend", n)
 				}
 				g.release <- struct{}{}
@@ -1098,41 +1065,19 @@ func TestClientGone(t *testing.T) {
 // is refused.
 func TestGatewayCallerTakesNoPlace(t *testing.T) {
 	h, _ := newTestHandler(t, "key "+testKey+"\nmax_per_client 1")
-	network := caller{key: noKey, name: noValue, gateway: true, holder: "network main"}
-	address := caller{key: noKey, name: noValue, holder: "192.0.2.1"}
+	network := guard.Caller{Gateway: true, Holder: "network main"}
+	address := guard.Caller{Holder: "192.0.2.1"}
 	for _, c := range []struct {
-		who     caller
+		who     guard.Caller
 		refused bool
 	}{{network, false}, {address, true}} {
-		v1, v2 := h.guard.place(c.who), h.guard.place(c.who)
-		if v1.status != 0 || (v2.status != 0) != c.refused {
-			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.holder, v1.status, v2.status, c.refused)
+		v1, v2 := h.guard.Place(c.who), h.guard.Place(c.who)
+		if v1.Status != 0 || (v2.Status != 0) != c.refused {
+			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.Holder, v1.Status, v2.Status, c.refused)
 		}
-		h.guard.unplace(c.who)
-		if v2.status == 0 {
-			h.guard.unplace(c.who)
+		h.guard.Unplace(c.who)
+		if v2.Status == 0 {
+			h.guard.Unplace(c.who)
 		}
-	}
-}
-
-// TestTopicBudgetSmallEvents: a topic's event of a small answer is kept
-// whatever the held bytes hold (a budget slow readers filled must not end
-// the /status topic and every stream of it), and a large one only while it
-// fits.
-func TestTopicBudgetSmallEvents(t *testing.T) {
-	held := hold.New(100<<10, 100<<10, 50<<10)
-	if err := held.Take(hold.Share{}, 50<<10); err != nil {
-		t.Fatal(err)
-	}
-	b := topicBudget{held}
-	if !b.Keep(false, smallEvent) {
-		t.Error("a small event refused by a full anonymous pool")
-	}
-	if b.Keep(false, smallEvent+1) {
-		t.Error("a large event kept past the anonymous pool")
-	}
-	b.Drop(false, smallEvent)
-	if held.Held() != 50<<10 {
-		t.Errorf("held %d after the small event was dropped, want the 50 KiB taken before", held.Held())
 	}
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 import (
 	"errors"
@@ -35,8 +35,8 @@ func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byt
 	_, _ = w.Write(body)
 }
 
-// errTooLargeToHold refuses an answer that must be held whole and does not fit.
-var errTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
+// ErrTooLargeToHold refuses an answer that must be held whole and does not fit.
+var ErrTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
 
 // spoolStart is a spool's first buffer when the backend did not say how long
 // its answer is.
@@ -50,7 +50,7 @@ const spoolStart = 4 << 10
 // followers of a shared trip), what was kept goes to the client, the rest
 // streams through, and nothing is shared.
 //
-// Its life follows a fetch: made there (newSpool), filled by one trip
+// Its life follows a Fetch: made there (newSpool), filled by one trip
 // (begin, then done when the backend is done: the held-bytes charge goes
 // back), and recycled there once the answer is written: the buffer goes back
 // to the pool then, unless keep said that the followers of a shared trip
@@ -115,7 +115,7 @@ func (s *spool) Write(p []byte) (int, error) {
 	}
 	if !s.spilled && !s.grow(len(s.body)+len(p)) {
 		if s.mustHold {
-			s.err = errTooLargeToHold
+			s.err = ErrTooLargeToHold
 			return 0, s.err
 		}
 		if err := s.onSpill(); err != nil {
@@ -195,13 +195,13 @@ func (s *spool) spill() error {
 }
 
 // done gives back the held bytes the buffer took, when the backend is done:
-// from then on whoever writes the answer holds it (deliver).
+// from then on whoever writes the answer holds it (Deliver).
 func (s *spool) done() {
 	s.held.Give(s.share, s.charged)
 	s.charged = 0
 }
 
-// keep says the body lives on past the fetch, with the followers of a shared
+// keep says the body lives on past the Fetch, with the followers of a shared
 // trip: recycle leaves it to the garbage collector.
 func (s *spool) keep() { s.kept = true }
 

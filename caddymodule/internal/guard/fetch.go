@@ -1,6 +1,6 @@
-package caddymodule
+package guard
 
-// This file is the guard's one entry, fetch: the answer to one request that
+// This file is the guard's one entry, Fetch: the answer to one request that
 // the gateway let through, for ServeHTTP, for the micro-cache's refresh and
 // for a live stream's poll alike. The backend's time and the client's are
 // kept apart: within the request's budget the answer comes from the
@@ -17,10 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
@@ -29,12 +26,12 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
-// fetch answers the request r that t describes, to pw: the guard's one
+// Fetch answers the request r that t describes, to pw: the guard's one
 // entry. It returns how the request ended; a refusal is the caller's to
-// write (conclude, or a stream's poll).
-func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
-	if err := g.held.Check(t.who.holder, t.who.held); err != nil {
-		return heldRefusal(err)
+// write (the handler's conclude, or a stream's poll).
+func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
+	if err := g.held.Check(t.Caller.Holder, t.Caller.Held); err != nil {
+		return HeldRefusal(err)
 	}
 	if g.timeout > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
@@ -46,40 +43,40 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 	// of a shared trip have it (the cache keeps a copy).
 	sp := newSpool(pw, g.maxResponse, g.held)
 	defer sp.recycle()
-	if t.share == "" {
+	if t.Share == "" {
 		res, v := g.trip(sp, r, t)
 		if res == nil {
 			return v
 		}
 		if left(r) {
-			return contextRefusal(r.Context().Err())
+			return ContextRefusal(r.Context().Err())
 		}
-		return g.deliver(pw, t.who, res, false, false, v.outcome)
+		return g.Deliver(pw, t.Caller, res, false, false, v.Outcome)
 	}
 	// Only an endpoint with a time to live looks: a guard outlives a reload
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one.
-	if t.ep.cacheTTL > 0 {
-		if e, fresh, ok := g.caching().GetStale(t.share); ok {
-			v := g.deliver(pw, t.who, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
+	if t.Station.CacheTTL > 0 {
+		if e, fresh, ok := g.Caching().GetStale(t.Share); ok {
+			v := g.Deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
 			if !fresh {
 				g.refresh(r, t)
 			}
 			return v
 		}
 	}
-	var v verdict // of the caller's own trip
-	res, how := g.coalescing().Do(r.Context(), t.share, func(ctx context.Context) *coalesce.Result {
+	var v Verdict // of the caller's own trip
+	res, how := g.Coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
 		var res *coalesce.Result
 		res, v = g.trip(sp, r.WithContext(ctx), t)
-		g.store(t.share, t.ep, res) // a copy: the answer's buffer stays the spool's
+		g.store(t.Share, t.Station, res) // a copy: the answer's buffer stays the spool's
 		return res
 	})
 	switch how {
 	case coalesce.Shared:
-		return g.deliver(pw, t.who, res, true, false, metrics.Coalesced)
+		return g.Deliver(pw, t.Caller, res, true, false, metrics.Coalesced)
 	case coalesce.Abandoned:
-		return contextRefusal(r.Context().Err())
+		return ContextRefusal(r.Context().Err())
 	}
 	if res == nil {
 		return v
@@ -88,9 +85,9 @@ func (g *guard) fetch(pw *progress.Writer, r *http.Request, t *ticket) verdict {
 		sp.keep()
 	}
 	if left(r) {
-		return contextRefusal(r.Context().Err())
+		return ContextRefusal(r.Context().Err())
 	}
-	return g.deliver(pw, t.who, res, true, false, v.outcome)
+	return g.Deliver(pw, t.Caller, res, true, false, v.Outcome)
 }
 
 // left reports whether r's client left while its trip ran on without it
@@ -100,46 +97,64 @@ func left(r *http.Request) bool {
 	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
-// caching is the guard's micro-cache while the limits in force have one, or
+// Caching is the guard's micro-cache while the limits in force have one, or
 // nil, which holds nothing.
-func (g *guard) caching() *microcache.Cache {
+func (g *Guard) Caching() *microcache.Cache {
 	if g.lim.Load().CacheSize > 0 {
 		return g.cache
 	}
 	return nil
 }
 
-// coalescing is the guard's coalescing group while the handler has
+// Coalescing is the guard's coalescing group while the handler has
 // coalescing on, or nil, which just runs each call.
-func (g *guard) coalescing() *coalesce.Group {
+func (g *Guard) Coalescing() *coalesce.Group {
 	if g.coalesce {
 		return g.flights
 	}
 	return nil
 }
 
-// deliver writes a held answer to the client, pw, within the share of the
+// Deliver writes a held answer to the client, pw, within the share of the
 // held bytes of the caller who, which it holds until the client has taken the
 // answer or the progress deadline cut it off. shareable says other callers
 // may get the same bytes: the client is then told not to store it. cached
 // says the bytes are the micro-cache's, which keeps them anyway: they are
 // lent (hold.Budget.Lend), charged to the caller's share alone, so that a
 // cache hit is never refused because the held bytes are spent.
-func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) verdict {
+func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
+	held, err := g.Hand(pw, who, res.Body, cached, func() error {
+		writeHeld(pw, res.Status, res.Header, res.Body, shareable)
+		return pw.Done()
+	})
+	if !held {
+		return HeldRefusal(err)
+	}
+	return Verdict{Outcome: outcome}
+}
+
+// Hand holds p, an answer (or a stream's event) for who, against who's
+// share of the held bytes while write sends it to pw: until the client has
+// taken it, or the progress deadline cut it off, with each piece the client
+// takes counted as progress. lend says the bytes are kept anyway (the
+// micro-cache's, a topic's event): they are lent (hold.Budget.Lend),
+// charged to the caller's share alone, so that they are never refused
+// because the held bytes are spent. held says whether p fit: if not,
+// nothing was written, and err is the budget's reason; if so, err is
+// write's.
+func (g *Guard) Hand(pw *progress.Writer, who Caller, p []byte, lend bool, write func() error) (held bool, err error) {
 	hold := g.held.Hold
-	if cached {
+	if lend {
 		hold = g.held.Lend
 	}
-	claim, err := hold(who.holder, who.held, res.Body)
+	claim, err := hold(who.Holder, who.Held, p)
 	if err != nil {
-		return heldRefusal(err)
+		return false, err
 	}
 	defer claim.Release()
 	pw.Watch(claim) // each piece the client takes is progress
 	defer pw.Watch(nil)
-	writeHeld(pw, res.Status, res.Header, res.Body, shareable)
-	_ = pw.Done()
-	return verdict{outcome: outcome}
+	return true, write()
 }
 
 // trip is one request's way to the backend and back, under the caller's
@@ -150,20 +165,20 @@ func (g *guard) deliver(pw *progress.Writer, who caller, res *coalesce.Result, s
 // released at once to make their own. r is the canonical request under the
 // budget. The verdict says how the trip ended; with an answer held whole,
 // its outcome is the answer's.
-func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, verdict) {
-	who := t.who
-	if v := g.place(who); v.status != 0 {
+func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket) (*coalesce.Result, Verdict) {
+	who := t.Caller
+	if v := g.Place(who); v.Status != 0 {
 		return nil, v
 	}
-	defer g.unplace(who)
+	defer g.Unplace(who)
 	ctx := r.Context()
-	permits, err := g.admit(ctx, t.ep, who.keyed)
+	permits, err := g.admit(ctx, t.Station, who.Keyed)
 	if err != nil {
 		var be *admission.BusyError
 		if errors.As(err, &be) {
-			return nil, busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
+			return nil, Busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
 		}
-		return nil, contextRefusal(err)
+		return nil, ContextRefusal(err)
 	}
 	defer permits.Release()
 	// From here the request is the backend's, which works it off whether or
@@ -188,9 +203,9 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	// broke off mid-stream would reach it as a clean close after a 200, a
 	// truncated body it cannot tell from a whole one. It gets answers held
 	// whole, or a 502.
-	mustHold := who.filtered() && !r.ProtoAtLeast(1, 1)
-	sp.begin(who.held, mustHold, func() error {
-		if limit := g.maxBigAnswers.Load(); !who.keyed && limit > 0 {
+	mustHold := who.Filtered() && !r.ProtoAtLeast(1, 1)
+	sp.begin(who.Held, mustHold, func() error {
+		if limit := g.maxBigAnswers.Load(); !who.Keyed && limit > 0 {
 			if g.bigAnswers.Add(1) > limit {
 				g.bigAnswers.Add(-1)
 				return errStreamsFull
@@ -204,46 +219,46 @@ func (g *guard) trip(sp *spool, r *http.Request, t *ticket) (*coalesce.Result, v
 	v := g.proxy(sp, r, t)
 	switch {
 	case errors.Is(sp.err, errStreamsFull):
-		return nil, busy(sp.err, "1")
-	case v.status != 0, v.cut, sp.spilled:
+		return nil, Busy(sp.err, "1")
+	case v.Status != 0, v.Cut, sp.spilled:
 		return nil, v // refused, failed, or streamed to the client already
 	}
 	res := sp.result()
 	if res == nil {
-		return nil, badGateway(errNoBody)
+		return nil, BadGateway(errNoBody)
 	}
 	return res, v
 }
 
-// place takes who's place among the requests open at the backend: an
+// Place takes who's place among the requests open at the backend: an
 // anonymous caller's per-client place (max_per_client), or a key's under its
 // own cap, before the queue: past it only this caller is turned away, and
 // nobody waits for it. Counted whether or not a bound is in force, so that a
 // reload that sets one finds what is open. The gateway's own caller (a
 // network's member trips) takes none. It returns the caller's 429, or
-// nothing: then unplace gives the place back.
-func (g *guard) place(who caller) verdict {
+// nothing: then Unplace gives the place back.
+func (g *Guard) Place(who Caller) Verdict {
 	switch {
-	case who.gateway:
-	case !who.keyed:
-		if !g.quota.TakeUpTo(who.holder, g.perClient) {
-			return tooMany(errQuota)
+	case who.Gateway:
+	case !who.Keyed:
+		if !g.quota.TakeUpTo(who.Holder, g.perClient) {
+			return TooMany(errQuota)
 		}
-	case !g.keys.TakeUpTo(who.holder, who.keyCap):
+	case !g.keys.TakeUpTo(who.Holder, who.KeyCap):
 		// Counted by the key's name, under its cap in this config.
-		return tooMany(errKeyQuota)
+		return TooMany(errKeyQuota)
 	}
-	return verdict{}
+	return Verdict{}
 }
 
-// unplace gives back the place place took for who.
-func (g *guard) unplace(who caller) {
+// Unplace gives back the place Place took for who.
+func (g *Guard) Unplace(who Caller) {
 	switch {
-	case who.gateway:
-	case !who.keyed:
-		g.quota.Give(who.holder)
+	case who.Gateway:
+	case !who.Keyed:
+		g.quota.Give(who.Holder)
 	default:
-		g.keys.Give(who.holder)
+		g.keys.Give(who.Holder)
 	}
 }
 
@@ -263,12 +278,12 @@ func detached(r *http.Request) (*http.Request, context.CancelFunc) {
 // admit waits for the backend's capacity: the main-thread limiter first for
 // the stations that need it, then the global one. Release the Permits when the
 // backend is done with the request.
-func (g *guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admission.Permits, error) {
+func (g *Guard) admit(ctx context.Context, ep *Station, withKey bool) (admission.Permits, error) {
 	class := admission.Anonymous
 	if withKey {
 		class = admission.Keyed
 	}
-	if ep.mainThread && g.lim.Load().MainThread > 0 {
+	if ep.MainThread && g.lim.Load().MainThread > 0 {
 		return admission.AcquireAll(ctx, class, g.main, g.all)
 	}
 	return admission.AcquireAll(ctx, class, g.all)
@@ -278,33 +293,33 @@ func (g *guard) admit(ctx context.Context, ep *endpoint, withKey bool) (admissio
 // micro-cache: for its time to live, or, for a snapshot station, until the
 // backend's next snapshot is due if that is later (see
 // BackendConfig.Snapshot).
-func (g *guard) store(key string, ep *endpoint, res *coalesce.Result) {
-	if res == nil || ep.cacheTTL <= 0 || res.Status != http.StatusOK {
+func (g *Guard) store(key string, ep *Station, res *coalesce.Result) {
+	if res == nil || ep.CacheTTL <= 0 || res.Status != http.StatusOK {
 		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
-	cache := g.caching()
+	cache := g.Caching()
 	if cache == nil {
 		return
 	}
-	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, cacheTime(ep, res.Body, cache.Now()))
+	cache.Put(key, microcache.Entry{Status: res.Status, Header: res.Header, Body: res.Body}, CacheTime(ep, res.Body, cache.Now()))
 }
 
-// cacheTime is how long an answer body of ep, made at now, is kept: ep's
+// CacheTime is how long an answer body of ep, made at now, is kept: ep's
 // time to live, or, for a snapshot station, until the backend's next
 // snapshot is due if that is later.
-func cacheTime(ep *endpoint, body []byte, now time.Time) time.Duration {
-	ttl := ep.cacheTTL
-	if ep.snapshot > 0 {
-		if at, ok := snapshotTime(body); ok {
-			if due := at.Add(ep.snapshot).Sub(now); due > ttl {
-				ttl = min(due, ep.snapshot) // a clock ahead of ours never keeps it longer
+func CacheTime(ep *Station, body []byte, now time.Time) time.Duration {
+	ttl := ep.CacheTTL
+	if ep.Snapshot > 0 {
+		if at, ok := SnapshotTime(body); ok {
+			if due := at.Add(ep.Snapshot).Sub(now); due > ttl {
+				ttl = min(due, ep.Snapshot) // a clock ahead of ours never keeps it longer
 			}
 		}
 	}
 	return ttl
 }
 
-// snapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
+// SnapshotTime is the meta.cachedAt of a backend envelope: when the snapshot
 // it carries was taken. gjson finds that one member without decoding the body
 // (the station's data is skipped, not built); the value counts only when it
 // is a JSON integer literal in int64's range, as encoding/json would accept it
@@ -312,7 +327,7 @@ func cacheTime(ep *endpoint, body []byte, now time.Time) time.Duration {
 // string is no snapshot time. The body is not validated: the filter refuses a
 // broken body to every caller without a key, and a time read from one keeps
 // the entry at most one snapshot interval.
-func snapshotTime(body []byte) (time.Time, bool) {
+func SnapshotTime(body []byte) (time.Time, bool) {
 	v := gjson.GetBytes(body, "meta.cachedAt")
 	if v.Type != gjson.Number || !gjson.Valid(v.Raw) {
 		return time.Time{}, false
@@ -327,67 +342,38 @@ func snapshotTime(body []byte) (time.Time, bool) {
 // refresh fetches a stale cache entry anew in the background, unless a refresh
 // of it is under way: the callers meanwhile get the stale entry, so that no
 // caller of a cached endpoint waits in the backend's queue. The refresh is a
-// request of its own (backgroundRequest) with the caller's ticket, the same
+// request of its own (BackgroundRequest) with the caller's ticket, the same
 // admission and budget, and no caller to answer: its outcome is not counted.
-func (g *guard) refresh(r *http.Request, t *ticket) {
-	if _, busy := g.refreshing.LoadOrStore(t.share, struct{}{}); busy {
+func (g *Guard) refresh(r *http.Request, t *Ticket) {
+	if _, busy := g.refreshing.LoadOrStore(t.Share, struct{}{}); busy {
 		return
 	}
-	if g.caching().Fresh(t.share) {
+	if g.Caching().Fresh(t.Share) {
 		// Refreshed since this caller found it stale, by a refresh that
 		// has ended since.
-		g.refreshing.Delete(t.share)
+		g.refreshing.Delete(t.Share)
 		return
 	}
 
 	// The budget of its own: the caller's ends with the caller, and without
 	// one a hung backend would hold this key's refreshes for ever.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, staleGrace))
-	bg := backgroundRequest(ctx, r, t)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, StaleGrace))
+	bg := g.BackgroundRequest(ctx, r, t)
 	go func() {
-		defer g.refreshing.Delete(t.share)
+		defer g.refreshing.Delete(t.Share)
 		defer cancel()
-		defer func() {
-			// A response that broke off ends in http.ErrAbortHandler, which
-			// net/http would have caught for a caller; here nobody would.
-			if rec := recover(); rec != nil && rec != http.ErrAbortHandler {
-				g.logger.Error("cache refresh failed", zap.String("endpoint", t.ep.name), zap.Any("panic", rec))
-			}
-		}()
-		sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
-		defer sp.recycle()
-		res, _ := g.trip(sp, bg, t)
-		g.store(t.share, t.ep, res)
+		Background(g.logger, "cache refresh", t.Station, func() Verdict {
+			sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
+			defer sp.recycle()
+			res, v := g.trip(sp, bg, t)
+			g.store(t.Share, t.Station, res)
+			return v
+		})
 	}()
 }
 
-// backgroundRequest is a copy of the canonical upstream request r for a trip
-// of its own, under ctx: one nobody waits for (a refresh, a live stream's
-// poll), or one of a network's members' (network.go), asked at once. It has
-// its own replacer and variables, because Caddy's are the caller's, which
-// the caller's handlers and log still use. The replacer carries the endpoint,
-// key and client placeholders of the caller's, and the values t resolved
-// for the declared backend's placeholders, so that the trip reaches the
-// backend the caller's would.
-func backgroundRequest(ctx context.Context, r *http.Request, t *ticket) *http.Request {
-	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
-	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	bg := r.Clone(ctx)
-	bg.Body = http.NoBody
-	own := caddy.NewReplacer()
-	if repl != nil {
-		for _, p := range []string{placeholderEndpoint, placeholderKey, placeholderClient} {
-			v, _ := repl.Get(p)
-			own.Set(p, v)
-		}
-	}
-	t.upstream.Set(own)
-	return caddyhttp.PrepareRequest(bg, own, nil, srv)
-}
-
-// discardWriter is the client of a background refresh: nobody.
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return http.Header{} }
-func (discardWriter) WriteHeader(int)             {}
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+// StaleGrace is how long past its time to live a cache entry is still
+// served while one request refreshes it: as long as the default request
+// budget, so that a refresh that fails or times out is retried before
+// callers are made to wait.
+const StaleGrace = 5 * time.Second

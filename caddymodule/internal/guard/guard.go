@@ -1,19 +1,15 @@
-package caddymodule
+package guard
 
 import (
 	"cmp"
 	"crypto/rand"
-	"fmt"
-	"hash/fnv"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
@@ -29,18 +25,18 @@ import (
 // backend (the admission limits, the per-client and per-key counts, the held
 // bytes, coalescing, the micro-cache and the stream seats), how it is named,
 // and how a handler joins it. A guard is named by what the handler declares
-// and by nothing else (guardName); the handler's own use of it, with the
-// backend it sends requests to, is a guard value (fetch.go has its one entry).
+// and by nothing else (Name); the handler's own use of it, with the
+// backend it sends requests to, is a Guard (fetch.go has its one entry).
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
-// lives in the guards pool under its name (guardName), and goes when the last
+// lives in the guards pool under its name (Name), and goes when the last
 // handler using it is cleaned up. Its units are always there; the limits in
 // force (lim) say which of them act, and a reload changes them in place
 // (use), so that what is in flight, queued, held and cached stays counted.
 type guardState struct {
 	all     *admission.Limiter // the backend's slots; limit 0: no admission control
 	main    *admission.Limiter // the main-thread stations'; limit 0: they share all
-	quota   *admission.Quota   // per anonymous client, each handler's bound (guard.perClient)
+	quota   *admission.Quota   // per anonymous client, each handler's bound (Guard.perClient)
 	keys    *admission.Quota   // per key, by name, each up to the key's own cap
 	flights *coalesce.Group    // used while lim.Coalesce
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
@@ -55,7 +51,7 @@ type guardState struct {
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
 
-	lim atomic.Pointer[guardLimits] // in force: the newest load's
+	lim atomic.Pointer[Limits] // in force: the newest load's
 
 	usersMu sync.Mutex
 	users   []guardUser // the handlers using the guard, oldest load first
@@ -64,20 +60,20 @@ type guardState struct {
 // guardUser is one handler's use of a guard: the limits its load gives it.
 type guardUser struct {
 	load   uint64
-	limits guardLimits
+	limits Limits
 }
 
-// newGuardState makes a guard's units, with no limits in force yet: use
-// gives it its first.
-func newGuardState() *guardState {
-	held := hold.New(defaultMaxHeld, defaultMaxHeld, defaultMaxHeld)
+// newGuardState makes a guard's units, sized for l, with no limits in
+// force yet: use gives it its first.
+func newGuardState(l Limits) *guardState {
+	held := hold.New(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
 	return &guardState{
 		all:     admission.New(admission.Config{}),
 		main:    admission.New(admission.Config{}),
 		quota:   admission.NewQuota(0),
 		keys:    admission.NewQuota(0),
 		flights: coalesce.New(coalesce.Config{}),
-		cache:   microcache.New(microcache.Config{Grace: staleGrace}),
+		cache:   microcache.New(microcache.Config{Grace: StaleGrace}),
 		held:    held,
 		seats:   live.NewSeats(0, 0, 0),
 		topics:  live.NewMeter(topicBudget{held}),
@@ -111,7 +107,7 @@ func (b topicBudget) Drop(keyed bool, n int64) {
 
 // use records that a handler of the given load uses the guard with limits l,
 // and puts the newest load's limits in force.
-func (s *guardState) use(load uint64, l guardLimits) {
+func (s *guardState) use(load uint64, l Limits) {
 	s.usersMu.Lock()
 	defer s.usersMu.Unlock()
 	i, _ := slices.BinarySearchFunc(s.users, load, func(u guardUser, load uint64) int { return cmp.Compare(u.load, load+1) })
@@ -138,7 +134,7 @@ func (s *guardState) leave(load uint64) {
 // apply puts l in force, under usersMu: each unit takes its bounds in place,
 // for the requests to come, and keeps counting those in flight, queued and
 // held.
-func (s *guardState) apply(l guardLimits) {
+func (s *guardState) apply(l Limits) {
 	if cur := s.lim.Load(); cur != nil && *cur == l {
 		return
 	}
@@ -151,7 +147,7 @@ func (s *guardState) apply(l guardLimits) {
 	} else {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
-	s.held.SetSizes(l.MaxHeld, l.clientShare(), l.anonymousHeld())
+	s.held.SetSizes(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
 	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (liveLimits.perClient)
 	streams := int32(0)
 	if l.InFlight > 0 {
@@ -167,10 +163,10 @@ func (*guardState) Destruct() error { return nil }
 // guards holds every guard in the process, by guardKey.
 var guards = caddy.NewUsagePool()
 
-// guard is one handler's use of a guard: the shared state, the backend the
+// Guard is one handler's use of a guard: the shared state, the backend the
 // handler sends requests to, and what the handler decides for itself. Its
-// one entry is fetch (fetch.go).
-type guard struct {
+// one entry is Fetch (fetch.go).
+type Guard struct {
 	*guardState
 	name    string            // in guards
 	load    uint64            // the handler's config load (guardState.use)
@@ -180,7 +176,7 @@ type guard struct {
 	// else this handler of this load alone (it cannot know where the
 	// handlers after it send requests).
 	scope string
-	// The front door's choices (guardLimits.server): this handler's.
+	// The front door's choices (Limits.Server): this handler's.
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	perClient    int           // an anonymous client's places; 0: no bound
 	coalesce     bool          // identical requests share a trip
@@ -191,10 +187,11 @@ type guard struct {
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
 	policy string
+	carry  []string // Config.Carry
 	logger *zap.Logger
 }
 
-// guardName names a guard in the pool by what the handler declares: the
+// Name names a guard in the pool by what the handler declares: the
 // name it gives (guard <name>: handlers in front of one game server at two
 // addresses), or else its backend (handlers that declare the same backend
 // share one guard; any difference in the upstreams or the proxy's settings
@@ -202,7 +199,7 @@ type guard struct {
 // one guard for their counts in the whole process: merging the counts of
 // two backends is safe (it only spares them more), splitting one backend's
 // counts would double what it is sent.
-func guardName(name string, b *upstream.Backend) string {
+func Name(name string, b *upstream.Backend) string {
 	switch {
 	case name != "":
 		return "statusgate/guard/name/" + name
@@ -212,60 +209,73 @@ func guardName(name string, b *upstream.Backend) string {
 	return "statusgate/guard/undeclared"
 }
 
-// joinGuard takes the guard the handler's config names from the pool,
-// making it if it is new, and puts the limits l in force on it, for the
-// handler of the config load app. c is the
-// handler's backend options, b its declared backend (nil: none), policy
-// the field lists' fingerprint (policyOf); member, when the guard is a
-// network's server's, describes it for error messages (else the handler
-// is described by its place).
-func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guardLimits, b *upstream.Backend, policy string, logger *zap.Logger, member string) (*guard, error) {
-	name := guardName(c.Guard, b)
-	where := member
-	if where == "" {
-		where = handlerAt(ctx, b)
-	}
-	if err := app.agree(name, l, where, member != ""); err != nil {
-		return nil, err
-	}
-	v, _, err := guards.LoadOrNew(name, func() (caddy.Destructor, error) { return newGuardState(), nil })
+// Config is what a handler joins a guard with: the limits its load puts
+// in force, and what it decides for itself.
+type Config struct {
+	// Name is the guard's name in the process's pool (Name): handlers
+	// that give one name share one guard.
+	Name string
+	// Load is the handler's config load: the newest load's limits are in
+	// force, and a load that stops gives its limits back (Leave).
+	Load uint64
+	// Limits are the handler's limits, resolved; the handlers of one load
+	// that share a guard agree on their Server part.
+	Limits Limits
+	// Backend is the declared backend; nil: the handlers after statusgate
+	// reach it (the 1.0 form).
+	Backend *upstream.Backend
+	// Scope names what the guard's answers may be shared within: the
+	// declared backend's answers, the guard the operator named, or this
+	// handler alone (Join makes it so when it is "").
+	Scope string
+	// WriteTimeout is the progress deadline of client writes; 0: none.
+	WriteTimeout time.Duration
+	// Prefix6 is how many bits of an IPv6 address name a client.
+	Prefix6 int
+	// Policy names what a shared answer's bytes depend on beyond the class
+	// and the request: the field lists. A reload that changes them never
+	// serves what the old ones produced.
+	Policy string
+	// Carry are the placeholders of a client's request that a trip of its
+	// own (BackgroundRequest) keeps: the endpoint, key and client ones.
+	Carry  []string
+	Logger *zap.Logger
+}
+
+// Join takes the guard c names from the pool, making it if it is new, and
+// puts c's limits in force on it: the handler's use of the guard, until
+// Leave.
+func Join(c Config) (*Guard, error) {
+	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) { return newGuardState(c.Limits), nil })
 	if err != nil {
 		return nil, err
 	}
 	s := v.(*guardState)
-	s.use(app.seq, l)
-	g := &guard{
+	s.use(c.Load, c.Limits)
+	g := &Guard{
 		guardState:   s,
-		name:         name,
-		load:         app.seq,
-		backend:      b,
-		timeout:      l.Timeout,
-		perClient:    l.PerClient,
-		coalesce:     l.Coalesce,
-		writeTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
-		maxResponse:  int(l.MaxResponse),
-		prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
-		policy:       policy,
-		logger:       logger,
-	}
-	switch {
-	case b != nil:
-		g.scope = "backend " + b.Answers()
-	case c.Guard != "":
-		// The 1.0 form, but the operator named the backend: one game
-		// server, whatever the handlers after each statusgate say.
-		g.scope = "guard " + c.Guard
-	default:
-		g.scope = "handler " + rand.Text()
+		name:         c.Name,
+		load:         c.Load,
+		backend:      c.Backend,
+		scope:        cmp.Or(c.Scope, "handler "+rand.Text()),
+		timeout:      c.Limits.Timeout,
+		perClient:    c.Limits.PerClient,
+		coalesce:     c.Limits.Coalesce,
+		writeTimeout: c.WriteTimeout,
+		maxResponse:  int(c.Limits.MaxResponse),
+		prefix6:      c.Prefix6,
+		policy:       c.Policy,
+		carry:        c.Carry,
+		logger:       c.Logger,
 	}
 	return g, nil
 }
 
-// backendName is what names the guard's backend to other gateways, which
+// BackendName is what names the guard's backend to other gateways, which
 // compare it with theirs (internal/peers): the guard's name, or the
 // declared backend with its identity, or, in the form of 1.0, that no
 // backend is declared.
-func (g *guard) backendName() string {
+func (g *Guard) BackendName() string {
 	switch {
 	case strings.HasPrefix(g.name, "statusgate/guard/name/"):
 		return "guard " + strings.TrimPrefix(g.name, "statusgate/guard/name/")
@@ -275,10 +285,10 @@ func (g *guard) backendName() string {
 	return "a backend the config does not declare (statusgate without upstreams)"
 }
 
-// leave gives the handler's guard back to the pool: the last handler using
+// Leave gives the handler's guard back to the pool: the last handler using
 // it removes it, and until then the limits of the newest load still using
 // it are in force.
-func (g *guard) leave() {
+func (g *Guard) Leave() {
 	if g == nil || g.name == "" {
 		return
 	}
@@ -287,22 +297,8 @@ func (g *guard) leave() {
 	g.name = "" // once: the pool counts each handler once
 }
 
-// handlerAt describes a handler for an error message: its server's addresses,
-// the only thing of its place that Caddy tells a handler, and the backend
-// it declares.
-func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
-	s := "a statusgate handler"
-	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.Listen) > 0 {
-		s += " on " + strings.Join(slices.Sorted(slices.Values(srv.Listen)), " ")
-	}
-	if b != nil {
-		return s + " in front of " + b.String()
-	}
-	return s + " without upstreams"
-}
-
-// shareReason says why two handlers share the guard name.
-func shareReason(name string) string {
+// ShareReason says why two handlers share the guard name.
+func ShareReason(name string) string {
 	switch {
 	case strings.HasPrefix(name, "statusgate/guard/name/"):
 		return "both name it guard " + strings.TrimPrefix(name, "statusgate/guard/name/")
@@ -312,20 +308,9 @@ func shareReason(name string) string {
 	return "neither declares its upstreams, and such handlers share one guard"
 }
 
-// policyOf fingerprints the field lists: what a filtered answer's bytes
-// depend on besides the request.
-func policyOf(authOn bool, t *endpointTable) string {
-	f := fnv.New64a()
-	fmt.Fprintf(f, "auth=%v\n", authOn)
-	for _, ep := range t.ordered {
-		fmt.Fprintf(f, "%s=%q\n", ep.name, ep.fieldList)
-	}
-	return strconv.FormatUint(f.Sum64(), 36)
-}
-
-// units is what the guard has on under the limits l, for its metrics:
+// Units is what the guard has on under the limits l, for its metrics:
 // name is the guard's name as the config gives it ("" unless guard <name>).
-func (g *guard) units(name string, l guardLimits) metrics.Guard {
+func (g *Guard) Units(name string, l Limits) metrics.Guard {
 	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics}
 	if l.InFlight > 0 {
 		m.All = g.all

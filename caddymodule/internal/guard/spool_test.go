@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 import (
 	"bytes"

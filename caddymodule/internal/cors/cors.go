@@ -1,4 +1,6 @@
-package caddymodule
+// Package cors is the gateway's CORS headers: the same on every answer,
+// the gateway's own envelopes and the backend's answers alike.
+package cors
 
 import "net/http"
 
@@ -8,7 +10,7 @@ import "net/http"
 // to ask again; without this a browser hides it from the page.
 const exposedHeaders = "Retry-After"
 
-// setCORS gives a response the gateway's CORS headers, replacing whatever the
+// Set gives a response the gateway's CORS headers, replacing whatever the
 // backend sent. The origin is always "*", never the caller's Origin echoed
 // back: the key travels in a header a script sets, not in a cookie, so no
 // request needs credentials mode, and "*" makes a browser refuse credentialed
@@ -19,7 +21,7 @@ const exposedHeaders = "Retry-After"
 // canonicalization: this runs on every answer. Each value is
 // a slice of its own, because later handlers (Caddy's header directive) may
 // edit header values in place.
-func setCORS(hdr http.Header) {
+func Set(hdr http.Header) {
 	hdr["Access-Control-Allow-Origin"] = []string{"*"}
 	hdr["Access-Control-Expose-Headers"] = []string{exposedHeaders}
 	delete(hdr, "Access-Control-Allow-Credentials")

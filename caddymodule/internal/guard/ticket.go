@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 // This file is the ticket: what the guard is told of a request it fetches an
 // answer for, and what the answer is shared under.
@@ -11,70 +11,61 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
-	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
-// ticket is what the guard is told of a request it fetches an answer for:
-// what ServeHTTP decided of it, which nothing below changes.
-type ticket struct {
-	ep   *endpoint
-	who  caller
-	path string // the decoded path the client sent: the gateway's envelopes show it
-	// share names the answer for everyone who may get the same bytes
-	// (shareKey); "" when the endpoint's answers are each caller's own.
-	share string
-	// upstream is the declared backend's placeholders for this request:
+// Ticket is what the guard is told of a request it fetches an answer for:
+// what the handler decided of it, which nothing in the guard changes.
+type Ticket struct {
+	Station *Station
+	Caller  Caller
+	Path    string // the decoded path the client sent: the gateway's envelopes show it
+	// Share names the answer for everyone who may get the same bytes
+	// (ShareKey); "" when the endpoint's answers are each caller's own.
+	Share string
+	// Upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
-	upstream upstream.Values
-	next     caddyhttp.HandlerFunc // the handlers after statusgate
-	// answer answers the request, for ServeHTTP and a live stream's poll
-	// alike: the guard's fetch, from the backend, or a network's, from its
-	// members; ServeHTTP says which.
-	answer answerFunc
+	Upstream upstream.Values
+	Next     caddyhttp.HandlerFunc // the handlers after statusgate
 }
 
-// answerFunc answers the request r that t describes, writing the answer to
-// pw, or returns the refusal.
-type answerFunc func(pw *progress.Writer, r *http.Request, t *ticket) verdict
-
-// ticket is the guard's ticket for the canonical request r to ep by who,
+// Ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path and picked the backend picked (resolve); next is
 // what follows statusgate.
-func (g *guard) ticket(r *http.Request, ep *endpoint, who caller, path string, picked upstream.Values, next caddyhttp.Handler) *ticket {
-	t := &ticket{ep: ep, who: who, path: path, upstream: picked, next: next.ServeHTTP}
-	if g.shareable(ep) {
-		t.share = g.shareKey(r, who.filtered(), t.upstream)
+func (g *Guard) Ticket(r *http.Request, ep *Station, who Caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
+	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
+	if g.Shareable(ep) {
+		t.Share = g.ShareKey(r, who.Filtered(), t.Upstream)
 	}
 	return t
 }
 
-// resolve is the values of the declared backend's placeholders in repl, the
+// Resolve is the values of the declared backend's placeholders in repl, the
 // client's request's: which backend it picks (nil: the declaration picks
 // one, or none is declared). Read before statusgate rewrites the request.
-func (g *guard) resolve(repl *caddy.Replacer) upstream.Values {
+func (g *Guard) Resolve(repl *caddy.Replacer) upstream.Values {
 	if g.backend == nil || !g.backend.Placeholders() {
 		return nil
 	}
 	return g.backend.Resolve(repl)
 }
 
-// shareable reports whether the endpoint's answers may go to more than one
+// Shareable reports whether the endpoint's answers may go to more than one
 // caller (coalesced or cached): then the backend is asked for an unencoded
 // body, the same for every caller of the class, and each caller is told not
-// to store it (deliver).
-func (g *guard) shareable(ep *endpoint) bool {
-	return g.coalesce || ep.cacheTTL > 0
+// to store it (Deliver).
+func (g *Guard) Shareable(ep *Station) bool {
+	return g.coalesce || ep.CacheTTL > 0
 }
 
-// shareKey names what a response depends on: the field lists in force
+// ShareKey names what a response depends on: the field lists in force
 // (policy), whether it goes through the field layer, which alone decides the
 // bytes a caller gets (filtered for a caller without a key while auth is on,
 // the backend's for everyone else), the backend (the guard's scope, and the
 // values of the placeholders in its declaration), the site (siteOf: the
 // client's Host reaches the backend) and the canonical upstream request.
 // Never the key itself.
-func (g *guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
+func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values) string {
 	class := " whole "
 	if filtered {
 		class = " filtered "

@@ -1,0 +1,19 @@
+// Package guard is what stands between the gateway's callers and one
+// backend, and its one door: Fetch, the answer to one request the handler
+// let through, from the micro-cache, from an identical request's trip, or
+// from a trip of the caller's own through admission, read through the
+// field layer into a spool, and written to the client at the client's
+// pace within the held bytes.
+//
+// The handler tells the guard what it decided of a request as a Ticket of
+// plain facts (the endpoint's Station, the Caller, what the answer is
+// shared under, the backend's placeholder values, what follows statusgate)
+// and gets back a Verdict: how the request ended, or the refusal the
+// handler answers in its envelope. The guard knows nothing of the
+// handler's routes, keys or config: a guard is joined (Join) with its
+// resolved Limits, and shared in the process by its name (Name).
+//
+// Three kinds of trips have no client: a stale cache entry's refresh, a
+// live stream's poll and a network member's status. They are all made the
+// same way (BackgroundRequest, Background).
+package guard

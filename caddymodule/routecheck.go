@@ -1,0 +1,101 @@
+package caddymodule
+
+// This file is what the config load's app checks once every app of the
+// load is provisioned: the mistakes that a handler cannot see, because they
+// are in the handlers around it (internal/chain reads the routes).
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/chain"
+)
+
+// rateLimitID is caddy-ratelimit's handler, known by its module ID: the
+// module is the user's to build in, not a dependency of statusgate's.
+const rateLimitID = "http.handlers.rate_limit"
+
+// needsNext reports whether h needs a handler after it to reach its
+// backend: it declares none (the form of 1.0: no upstreams, no server
+// <name>), and one of its enabled endpoints goes there, one other than the
+// index and a network it answers itself without a member of its own (self,
+// which it reaches through the handlers after it).
+func (h *Handler) needsNext() bool {
+	if h.ProxyRaw != nil {
+		return false
+	}
+	if h.table == nil {
+		return true
+	}
+	for _, ep := range h.table.ordered {
+		switch {
+		case !ep.enabled || ep.Name == "index":
+		case ep.Name == "network" && h.network != nil && h.Network.Self == "":
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// countsEvery reports whether the rate_limit h counts every request that
+// reaches it: whether one of its zones has no matcher of its own (a zone's
+// match, after provisioning its unexported matcherSets). A zone that
+// matches only some requests (match { path /login }) may never count
+// statusgate's; and a rate_limit whose zones cannot be read (another
+// version of caddy-ratelimit) is taken to count none, so that the check is
+// never a false alarm (test/testdata/routes fails if that happens to the
+// version cmd/caddy builds).
+func countsEvery(h any) bool {
+	v := reflect.Indirect(reflect.ValueOf(h))
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	zones := v.FieldByName("RateLimits")
+	if zones.Kind() != reflect.Map {
+		return false
+	}
+	for it := zones.MapRange(); it.Next(); {
+		z := reflect.Indirect(it.Value())
+		if z.Kind() != reflect.Struct {
+			return false
+		}
+		raw, sets := z.FieldByName("MatcherSetsRaw"), z.FieldByName("matcherSets")
+		if raw.Kind() != reflect.Slice || sets.Kind() != reflect.Slice {
+			return false
+		}
+		if raw.Len() == 0 && sets.Len() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// routeMistakes are the statusgate handlers of the servers that no handler can
+// follow though they need one (the form of 1.0: no upstreams of their own
+// nor a declared server), and those with a rate_limit before them on their
+// chain: each with its place and the fix.
+func routeMistakes(servers map[string]*caddyhttp.Server) error {
+	var errs []error
+	chain.Walk(servers, func(l chain.Link) {
+		h, ok := l.Handler.(*Handler)
+		if !ok {
+			return
+		}
+		for _, s := range l.Before {
+			if chain.ModuleID(s.Handler) == rateLimitID && countsEvery(s.Handler) {
+				errs = append(errs, fmt.Errorf("statusgate in %s: the rate_limit at %s runs before it, so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend",
+					l.Where, s.Path))
+				break
+			}
+		}
+		if h.needsNext() && !l.Followed {
+			errs = append(errs, fmt.Errorf("statusgate in %s declares no upstreams, and no handler runs after it: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it",
+				l.Where))
+		}
+	})
+	return errors.Join(errs...)
+}
