@@ -47,7 +47,7 @@ func (h *Handler) needsNext() bool {
 // matches only some requests (match { path /login }) may never count
 // statusgate's; and a rate_limit whose zones cannot be read (another
 // version of caddy-ratelimit) is taken to count none, so that the check is
-// never a false alarm (test/testdata/routes fails if that happens to the
+// never a false alarm (test/gateway/testdata/routes fails if that happens to the
 // version cmd/caddy builds).
 func countsEvery(h any) bool {
 	v := reflect.Indirect(reflect.ValueOf(h))
