@@ -49,7 +49,7 @@ func TestRouteMistakes(t *testing.T) {
 			if strings.HasSuffix(file, ".jsontest") {
 				code, msg = PostJSON(t, jsonForTheHarness(t, input))
 			} else {
-				code, msg = postCaddyfile(t, caddyfileForTheHarness(input))
+				code, msg = PostCaddyfile(t, caddyfileForTheHarness(input))
 			}
 			if expected == "loads" {
 				if code != http.StatusOK {
@@ -67,20 +67,6 @@ func TestRouteMistakes(t *testing.T) {
 			}
 		})
 	}
-}
-
-// postCaddyfile posts a Caddyfile to the admin API's /load, as caddy reload
-// does, and returns the status and Caddy's error message.
-func postCaddyfile(t *testing.T, caddyfile string) (int, string) {
-	t.Helper()
-	res, err := AdminClient.Post(AdminURL+"/load", "text/caddyfile", strings.NewReader(caddyfile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var answer struct{ Error string }
-	_ = json.NewDecoder(res.Body).Decode(&answer)
-	return res.StatusCode, answer.Error
 }
 
 // harnessOptions are the global options that keep a config on the tests'
@@ -158,9 +144,9 @@ func TestReloadRefusesRouteMistakes(t *testing.T) {
 		load   func() (int, string)
 		wanted []string
 	}{
-		{"1.0 form, nothing after it", func() (int, string) { return postCaddyfile(t, nothingAfter) },
+		{"1.0 form, nothing after it", func() (int, string) { return PostCaddyfile(t, nothingAfter) },
 			[]string{"statusgate app module: start: statusgate in server srv0", "declares no upstreams, and no handler runs after it", "statusgate 127.0.0.1:8080"}},
-		{"rate_limit without its order line", func() (int, string) { return postCaddyfile(t, rateLimitFirst) },
+		{"rate_limit without its order line", func() (int, string) { return PostCaddyfile(t, rateLimitFirst) },
 			[]string{"statusgate app module: start: statusgate in server srv0", "runs before it", "order rate_limit after statusgate"}},
 		{"1.0 form, nothing after it, JSON", func() (int, string) { return PostJSON(t, Adapt(t, nothingAfter)) },
 			[]string{"declares no upstreams, and no handler runs after it"}},

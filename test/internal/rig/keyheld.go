@@ -23,7 +23,20 @@ func Adapt(t *testing.T, caddyfile string) []byte {
 // management tool does, and returns the status and Caddy's error message.
 func PostJSON(t *testing.T, config []byte) (int, string) {
 	t.Helper()
-	res, err := AdminClient.Post(AdminURL+"/load", "application/json", bytes.NewReader(config))
+	return postLoad(t, "application/json", config)
+}
+
+// PostCaddyfile posts a Caddyfile to the admin API's /load, as caddy
+// reload does, and returns the status and Caddy's error message.
+func PostCaddyfile(t *testing.T, caddyfile string) (int, string) {
+	t.Helper()
+	return postLoad(t, "text/caddyfile", []byte(caddyfile))
+}
+
+// postLoad posts config, of the content type, to the admin API's /load.
+func postLoad(t *testing.T, contentType string, config []byte) (int, string) {
+	t.Helper()
+	res, err := AdminClient.Post(AdminURL+"/load", contentType, bytes.NewReader(config))
 	if err != nil {
 		t.Fatal(err)
 	}
