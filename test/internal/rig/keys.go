@@ -1,10 +1,7 @@
 package rig
 
 import (
-	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 )
 
@@ -13,18 +10,12 @@ import (
 // takes the config.
 func LoadRefused(t *testing.T, caddyfile string) string {
 	t.Helper()
-	res, err := AdminClient.Post(AdminURL+"/load", "text/caddyfile", strings.NewReader(caddyfile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode == http.StatusOK {
+	code, msg := PostCaddyfile(t, caddyfile)
+	if code == http.StatusOK {
 		t.Fatalf("config loaded, want it refused:\n%s", caddyfile)
 	}
-	var answer struct{ Error string }
-	if err := json.Unmarshal(body, &answer); err != nil || answer.Error == "" {
-		t.Fatalf("admin API's answer %s: %v", body, err)
+	if msg == "" {
+		t.Fatalf("the admin API refused the config (%d) without an error message", code)
 	}
-	return answer.Error
+	return msg
 }
