@@ -320,13 +320,9 @@ func TestNetworkMemberDown(t *testing.T) {
 	until := func(what string, cond func(NetworkDoc) bool) NetworkDoc {
 		t.Helper()
 		var doc NetworkDoc
-		fixture.WaitFor(t, what, func() bool {
+		fixture.WaitEvery(t, what, 20*time.Millisecond, func() bool { // not a flood of requests
 			doc = ReadNetwork(t, Send(t, "GET", "/api/v1/network", WithKey(KeyA)))
-			if cond(doc) {
-				return true
-			}
-			time.Sleep(20 * time.Millisecond) // not a flood of requests
-			return false
+			return cond(doc)
 		})
 		return doc
 	}

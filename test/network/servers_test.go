@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/sim"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
@@ -172,7 +173,7 @@ func TestDeclaredServerOneGuard(t *testing.T) {
 		t.Errorf("the network with lobby's one place held: unreachable %v, want lobby", doc.Meta.Unreachable)
 	}
 	lobby.Open()
-	<-held
+	fixture.Recv(t, held, "lobby's held request")
 	if p := lobby.Peak.Load(); p > 1 {
 		t.Errorf("lobby held %d requests at once, above its max_in_flight 1: its handler and the network's member counted it at two guards", p)
 	}

@@ -169,13 +169,9 @@ func heldBytes(t *testing.T) int64 {
 func waitHeld(t *testing.T, what string, ok func(int64) bool) int64 {
 	t.Helper()
 	var n int64
-	fixture.WaitFor(t, what, func() bool {
+	fixture.WaitEvery(t, what, 20*time.Millisecond, func() bool {
 		n = heldBytes(t)
-		if ok(n) {
-			return true
-		}
-		time.Sleep(20 * time.Millisecond)
-		return false
+		return ok(n)
 	})
 	return n
 }
@@ -295,7 +291,8 @@ func TestKeyStalledReadersCut(t *testing.T) {
 // it stops taking it, they are refused (429), until write_timeout cuts it.
 // The first part runs under write_timeout 1h, whose patience (half of it) no
 // stretch between two pieces on a busy machine uses up; the second under
-// 3s, so that the stalled reader is refused and cut within the test. (The
+// 10s, so that the stalled reader is refused and cut within the test, with
+// seconds between the two for the requests that see the refusal. (The
 // time a key may take nothing before it is refused, half of write_timeout,
 // is checked in the caddymodule package, where the test decides when the
 // client takes a piece.)
@@ -340,23 +337,21 @@ func TestKeyJudgedByProgress(t *testing.T) {
 	conn.Close()
 	waitHeld(t, "the first reader's answer to be given back", func(n int64) bool { return n == 0 })
 
-	// Under write_timeout 3s, a reader that takes 8 KiB of its answer and
-	// then stops taking it.
-	load("3s")
+	// Under write_timeout 10s, a reader that takes 8 KiB of its answer and
+	// then stops taking it: its key is refused from half the timeout on
+	// (5 s), and the reader is cut at the whole: a window of seconds for
+	// the requests below, however busy the machine.
+	load("10s")
 	_, res = reader()
 	if _, err := io.CopyN(io.Discard, res.Body, 8<<10); err != nil {
 		t.Fatalf("the second reader's first piece: %v", err)
 	}
-	fixture.WaitFor(t, "the key's request to be refused while its reader takes nothing", func() bool {
+	fixture.WaitEvery(t, "the key's request to be refused while its reader takes nothing", 50*time.Millisecond, func() bool {
 		r := Send(t, "GET", "/api/v1/server", WithKey(KeyA))
-		if r.Status == http.StatusTooManyRequests {
-			return true
-		}
-		if r.Status != http.StatusOK {
+		if r.Status != http.StatusOK && r.Status != http.StatusTooManyRequests {
 			t.Fatalf("while the reader stalls: %d", r.Status)
 		}
-		time.Sleep(50 * time.Millisecond)
-		return false
+		return r.Status == http.StatusTooManyRequests
 	})
 	waitHeld(t, "the stalled reader to be cut", func(n int64) bool { return n == 0 })
 	if r := Send(t, "GET", "/api/v1/server", WithKey(KeyA)); r.Status != http.StatusOK {
