@@ -121,6 +121,16 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // the statusgate line declares a backend, and self names the one this
 // statusgate fronts. It needs enable network.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return h.unmarshalCaddyfile(d, false)
+}
+
+// unmarshalCaddyfile is UnmarshalCaddyfile of a handler's block, or, with
+// defaults, of the global option's defaults. A key's max_held is checked
+// here, at its word and line, against the limits of a block that sets its
+// guard's own; under server <name>, and among the defaults, the limits are
+// a declared server's, and the handler's Provision checks it against them
+// (keyShares).
+func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) error {
 	d.Next() // the directive name
 	directive := d.Token()
 	upstreams := d.RemainingArgsAsTokens()
@@ -282,8 +292,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		at := written["instances"]
 		return at.d.Errf("instances: %d %s", b.Instances, why)
 	}
-	if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
-		return err
+	if h.Server == "" && !defaults {
+		if err := checkKeyHeld(auth.Keys, keyHeld, *b); err != nil {
+			return err
+		}
 	}
 	if h.Server != "" && (len(upstreams) > 0 || proxyBlock != nil) {
 		return errAt(directive, "statusgate: server %s, and upstreams or a proxy block of its own: a handler fronts a server declared in the global statusgate option, or declares its backend, not both", h.Server)

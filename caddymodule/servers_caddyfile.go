@@ -129,7 +129,7 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	block := append(caddyfile.Segment{renamed(head, "statusgate"), renamed(head, "{")}, toks...)
 	block = append(block, caddyfile.Token{File: last.File, Line: last.Line + 1, Text: "}"})
 	var h Handler
-	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(block)); err != nil {
+	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true); err != nil {
 		return nil, err
 	}
 	return &h, nil

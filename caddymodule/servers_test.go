@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 )
 
 // TestAppRefuses checks the statusgate app's servers and defaults as the
@@ -100,6 +101,28 @@ func TestAdopt(t *testing.T) {
 		}
 		if err := h.adopt(&a); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}
+
+// TestKeyHeldAgainstTheServersLimits: a key's max_held under a handler
+// that fronts a declared server, and one among the global option's
+// defaults, is judged against that server's limits, when the handler is
+// provisioned (keyShares), not against the defaults of a block that sets
+// no limits of its own: a server of max_held 512MiB takes a key of 128MiB.
+// Before, the Caddyfile was refused, and told to raise a max_held it had
+// raised already.
+func TestKeyHeldAgainstTheServersLimits(t *testing.T) {
+	for _, where := range []string{"handler", "defaults"} {
+		key := "\t\tkey staff " + testKey + " {\n\t\t\tmax_held 128MiB\n\t\t}\n"
+		global, handler := "", key
+		if where == "defaults" {
+			global, handler = key, ""
+		}
+		input := "{\n\tstatusgate {\n" + global + "\t\tserver lobby 10.0.0.3:8080 {\n\t\t\tmax_held 512MiB\n\t\t}\n\t}\n}\n" +
+			":8080 {\n\tstatusgate {\n\t\tserver lobby\n" + handler + "\t}\n}\n"
+		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil); err != nil {
+			t.Errorf("a key of 128MiB in the %s, under a server of 512MiB: %v", where, err)
 		}
 	}
 }

@@ -99,7 +99,7 @@ func syntaxLines(block string) (top, key []option) {
 }
 
 // parserCases are the option names of the case clauses of the switches on
-// opt in UnmarshalCaddyfile (caddyfile.go) and keyBlock (keys_caddyfile.go).
+// opt in unmarshalCaddyfile (caddyfile.go) and keyBlock (keys_caddyfile.go).
 func parserCases(t *testing.T) (top, key []string) {
 	var decls []ast.Decl
 	for _, file := range []string{"caddyfile.go", "keys_caddyfile.go"} {
@@ -111,7 +111,7 @@ func parserCases(t *testing.T) (top, key []string) {
 	}
 	for _, decl := range decls {
 		fn, ok := decl.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "UnmarshalCaddyfile" && fn.Name.Name != "keyBlock" {
+		if !ok || fn.Name.Name != "unmarshalCaddyfile" && fn.Name.Name != "keyBlock" {
 			continue
 		}
 		ast.Inspect(fn.Body, func(n ast.Node) bool {
@@ -139,7 +139,7 @@ func parserCases(t *testing.T) (top, key []string) {
 		})
 	}
 	if len(top) == 0 || len(key) == 0 {
-		t.Fatal("found no switch on opt in UnmarshalCaddyfile or keyBlock")
+		t.Fatal("found no switch on opt in unmarshalCaddyfile or keyBlock")
 	}
 	return top, key
 }
