@@ -3,7 +3,7 @@ package guard
 // This file is the trips that no client waits for: a stale entry's
 // refresh, a live stream's poll and a network member's status. Each is a
 // request of its own (BackgroundRequest), written to a sink of its own (a
-// Capture, or nothing), and run by Background, which answers for what
+// Capture), and run by Background, which answers for what
 // net/http would do for a client.
 
 import (
@@ -95,10 +95,3 @@ func (g *Guard) BackgroundRequest(ctx context.Context, r *http.Request, t *Ticke
 	t.Upstream.Set(own)
 	return caddyhttp.PrepareRequest(bg, own, nil, srv)
 }
-
-// discardWriter is the client of a background refresh: nobody.
-type discardWriter struct{}
-
-func (discardWriter) Header() http.Header         { return http.Header{} }
-func (discardWriter) WriteHeader(int)             {}
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -31,8 +31,9 @@ func (g *Guard) Prefix6() int { return g.prefix6 }
 // 0: none.
 func (g *Guard) WriteTimeout() time.Duration { return g.writeTimeout }
 
-// MaxResponse is the most of an answer the guard holds whole.
-func (g *Guard) MaxResponse() int { return g.maxResponse }
+// MaxResponse is the most of an answer the guard holds whole: the limits
+// in force, which the handlers of a load sharing the guard agree on.
+func (g *Guard) MaxResponse() int { return int(g.lim.Load().MaxResponse) }
 
 // Seats are the live streams open at the guard's backend, and their
 // topics; Topics what the topics keep, charged to the held bytes.

@@ -30,8 +30,20 @@ import (
 // entry. It returns how the request ended; a refusal is the caller's to
 // write (the handler's conclude, or a stream's poll).
 func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
-	if err := g.held.Check(t.Caller.Holder, t.Caller.Held); err != nil {
-		return HeldRefusal(err)
+	if refused := g.Check(t.Caller); refused.Status != 0 {
+		return refused
+	}
+	// Only an endpoint with a time to live looks: a guard outlives a reload
+	// that turns an endpoint's cache off, and what the old config stored
+	// must not be served under the new one. A stale entry is refreshed
+	// before it is written, at whatever pace its client reads.
+	if t.Share != "" && t.Station.CacheTTL > 0 {
+		if e, fresh, ok := g.Caching().GetStale(t.Share); ok {
+			if !fresh {
+				g.refresh(r, t)
+			}
+			return g.Deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
+		}
 	}
 	if g.timeout > 0 {
 		ctx, cancel := context.WithTimeout(r.Context(), g.timeout)
@@ -41,7 +53,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	// The answer's buffer, from the pool: taken by the spool as the answer
 	// comes, and given back here once it is written, unless the followers
 	// of a shared trip have it (the cache keeps a copy).
-	sp := newSpool(pw, g.maxResponse, g.held)
+	sp := newSpool(pw, g.MaxResponse(), g.held)
 	defer sp.recycle()
 	if t.Share == "" {
 		res, v := g.trip(sp, r, t)
@@ -52,18 +64,6 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 			return ContextRefusal(r.Context().Err())
 		}
 		return g.Deliver(pw, t.Caller, res, false, false, v.Outcome)
-	}
-	// Only an endpoint with a time to live looks: a guard outlives a reload
-	// that turns an endpoint's cache off, and what the old config stored
-	// must not be served under the new one.
-	if t.Station.CacheTTL > 0 {
-		if e, fresh, ok := g.Caching().GetStale(t.Share); ok {
-			v := g.Deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
-			if !fresh {
-				g.refresh(r, t)
-			}
-			return v
-		}
 	}
 	var v Verdict // of the caller's own trip
 	res, how := g.Coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
@@ -363,7 +363,10 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 		defer g.refreshing.Delete(t.Share)
 		defer cancel()
 		Background(g.logger, "cache refresh", t.Station, func() Verdict {
-			sp := newSpool(progress.New(discardWriter{}, 0), g.maxResponse, g.held)
+			// Its client takes nothing: an answer too large to hold,
+			// which the cache could not keep, ends the trip where it
+			// would spill, rather than stream to nobody with its slot.
+			sp := newSpool(progress.New(NewCapture(0), 0), g.MaxResponse(), g.held)
 			defer sp.recycle()
 			res, v := g.trip(sp, bg, t)
 			g.store(t.Share, t.Station, res)

@@ -164,11 +164,54 @@ func status(ttl time.Duration) *Station {
 // fetch asks g for /api/v1/status for who, as ServeHTTP would, and returns
 // the verdict and what the client got.
 func fetch(g *Guard, st *Station, who Caller, next caddyhttp.Handler) (Verdict, *httptest.ResponseRecorder) {
+	rec := httptest.NewRecorder()
+	return fetchTo(rec, g, st, who, next), rec
+}
+
+// fetchTo is fetch, its answer written to w.
+func fetchTo(w http.ResponseWriter, g *Guard, st *Station, who Caller, next caddyhttp.Handler) Verdict {
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/status", nil)
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
 	t := g.Ticket(r, st, who, "/api/v1/status", nil, next)
-	rec := httptest.NewRecorder()
-	return g.Fetch(progress.New(rec, 0), r, t), rec
+	return g.Fetch(progress.New(w, 0), r, t)
+}
+
+// stalledWriter is a client that takes nothing of its answer until taking
+// is closed.
+type stalledWriter struct {
+	header http.Header
+	taking chan struct{}
+}
+
+func (w *stalledWriter) Header() http.Header { return w.header }
+func (w *stalledWriter) WriteHeader(int)     {}
+func (w *stalledWriter) Write(p []byte) (int, error) {
+	<-w.taking
+	return len(p), nil
+}
+
+// TestStaleEntryRefreshedWhileItsClientReads: a stale cache entry is
+// refreshed as its caller is answered, not once its client has taken the
+// answer: a client that reads slowly (or not at all, until write_timeout)
+// must not leave the entry stale past its grace for everyone after it.
+func TestStaleEntryRefreshedWhileItsClientReads(t *testing.T) {
+	s := newGameServer(t, false)
+	g, next := join(t, forms[0], s, Limits{CacheSize: 1 << 20})
+	clk := fixture.NewClock()
+	g.SetClock(clk.Now)
+	st := status(time.Second)
+	if v, _ := fetch(g, st, keyed, next); v.Status != 0 || s.hits.Load() != 1 {
+		t.Fatalf("the first trip: %+v, %d at the game server", v, s.hits.Load())
+	}
+	clk.Advance(2 * time.Second) // past the time to live, within the grace
+	w := &stalledWriter{header: http.Header{}, taking: make(chan struct{})}
+	done := make(chan Verdict, 1)
+	go func() { done <- fetchTo(w, g, st, keyed, next) }()
+	fixture.WaitFor(t, "the stale entry's refresh to reach the game server while its client takes nothing", func() bool { return s.hits.Load() == 2 })
+	close(w.taking)
+	if v := fixture.Recv(t, done, "the stale entry's answer"); v.Outcome != metrics.Cached {
+		t.Errorf("the stale entry's caller: %+v, want it answered from the cache", v)
+	}
 }
 
 var (

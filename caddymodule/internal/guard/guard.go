@@ -181,8 +181,7 @@ type Guard struct {
 	perClient    int           // an anonymous client's places; 0: no bound
 	coalesce     bool          // identical requests share a trip
 	writeTimeout time.Duration // progress deadline of client writes; 0: none
-	maxResponse  int
-	prefix6      int // bits of an IPv6 address that name a client
+	prefix6      int           // bits of an IPv6 address that name a client
 	// policy names what a shared answer's bytes depend on beyond the class
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
@@ -262,7 +261,6 @@ func Join(c Config) (*Guard, error) {
 		perClient:    c.Limits.PerClient,
 		coalesce:     c.Limits.Coalesce,
 		writeTimeout: c.WriteTimeout,
-		maxResponse:  int(c.Limits.MaxResponse),
 		prefix6:      c.Prefix6,
 		policy:       c.Policy,
 		carry:        c.Carry,
