@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -89,13 +90,23 @@ func (m *Metrics) ExportGuard(g Guard) {
 	}
 }
 
-// add makes g one of the guards exported, unless it is already.
+// add makes g one of the guards exported, unless it is already: a guard is
+// known by its held bytes, which every guard has and no two share. Two
+// handlers in front of one guard may differ in the units they use (one
+// coalesces, the other not): the guard is exported once, with every unit
+// either uses.
 func (c *guardCollector) add(g Guard) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.Contains(c.guards, g) {
+	i := slices.IndexFunc(c.guards, func(e Guard) bool { return e.Held == g.Held })
+	if i < 0 {
 		c.guards = append(c.guards, g)
+		return
 	}
+	e := &c.guards[i]
+	e.Name = cmp.Or(e.Name, g.Name)
+	e.All, e.Main, e.Flights = cmp.Or(e.All, g.All), cmp.Or(e.Main, g.Main), cmp.Or(e.Flights, g.Flights)
+	e.Cache, e.Topics = cmp.Or(e.Cache, g.Cache), cmp.Or(e.Topics, g.Topics)
 }
 
 // Describe implements prometheus.Collector.

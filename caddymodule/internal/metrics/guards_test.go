@@ -234,3 +234,21 @@ func TestDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardExportedOnce: two handlers in front of one guard that use
+// different units of it (one coalesces, the other not) export it once,
+// with both units: its requests at the backend are not counted twice.
+func TestGuardExportedOnce(t *testing.T) {
+	m, err := New(prometheus.NewRegistry(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := admission.New(admission.Config{Limit: 4})
+	held := hold.New(1<<20, 1<<19, 1<<19)
+	flights := coalesce.New(coalesce.Config{})
+	m.ExportGuard(Guard{All: all, Held: held})
+	m.ExportGuard(Guard{All: all, Held: held, Flights: flights})
+	if n := len(m.guards.guards); n != 1 || m.guards.guards[0].Flights != flights {
+		t.Fatalf("one guard exported as %d, %+v", n, m.guards.guards)
+	}
+}
