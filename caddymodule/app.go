@@ -223,7 +223,7 @@ func (a *App) checkServers() error {
 		if opt := setOption(&s.Backend, isDoorOption); opt != "" {
 			return fmt.Errorf("%s.backend.%s: the front door's choice, not the server's: set it in the statusgate handlers in front of it (or in the defaults)", path, opt)
 		}
-		if _, err := resolveLimits(s.Backend); err != nil {
+		if _, _, err := resolveGuard(s.Backend); err != nil {
 			return fmt.Errorf("%s: %v", path, err)
 		}
 	}
@@ -238,6 +238,9 @@ func (a *App) checkServers() error {
 		}
 		if opt := setOption(&d.Backend, isServerOption); opt != "" {
 			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.<name>.backend.%s)", opt, opt)
+		}
+		if _, _, err := resolveGuard(d.Backend); err != nil {
+			return fmt.Errorf("defaults: %v", err)
 		}
 	}
 	return nil

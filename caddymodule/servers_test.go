@@ -24,6 +24,10 @@ func TestAppRefuses(t *testing.T) {
 		{`{"servers":{"lobby":{}}}`, "servers.lobby.proxy: missing: no upstreams"},
 		{`{"servers":{"lo bby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}}}}`, "servers: 'lo bby' is not a name"},
 		{`{"servers":{"lobby":{"prxy":{}}}}`, "prxy: unknown option"},
+		// A server's live limits and the defaults' options are checked at
+		// the app, under their own paths, used or not.
+		{`{"servers":{"lobby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]},"backend":{"max_streams":-5}}}}`, "servers.lobby: backend.max_streams"},
+		{`{"defaults":{"backend":{"timeout":"-5s"}}}`, "defaults: backend.timeout"},
 	} {
 		var a App
 		err := json.Unmarshal([]byte(c.raw), &a)
