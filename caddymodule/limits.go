@@ -124,7 +124,8 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	return l.PerInstance(max(1, c.Instances)), nil
 }
 
-// limitsDiff lists the limits of a that b does not share, by option name.
+// limitsDiff lists the server limits (guard.Limits.Server) of a that b
+// does not share, by option name.
 func limitsDiff(a, b guard.Limits) string {
 	var out []string
 	add := func(name string, x, y any) {
@@ -134,17 +135,13 @@ func limitsDiff(a, b guard.Limits) string {
 	}
 	add("max_in_flight", a.InFlight, b.InFlight)
 	add("max_main_thread", a.MainThread, b.MainThread)
-	add("max_per_client", a.PerClient, b.PerClient)
 	add("queue_length", a.Queue, b.Queue)
 	add("queue_wait", a.Wait, b.Wait)
-	add("timeout", a.Timeout, b.Timeout)
-	add("coalesce", a.Coalesce, b.Coalesce)
 	add("cache_size", a.CacheSize, b.CacheSize)
 	add("max_response", a.MaxResponse, b.MaxResponse)
 	add("max_held", a.MaxHeld, b.MaxHeld)
 	add("instances", a.Instances, b.Instances)
 	add("max_streams", a.Streams, b.Streams)
-	add("max_streams_per_client", a.StreamsPerClient, b.StreamsPerClient)
 	add("max_topics", a.Topics, b.Topics)
 	return strings.Join(out, ", ")
 }
@@ -192,6 +189,6 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	if err != nil {
 		return l, lv, err
 	}
-	l.Streams, l.StreamsPerClient, l.Topics = lv.maxStreams, lv.perClient, lv.maxTopics
+	l.Streams, l.Topics = lv.maxStreams, lv.maxTopics
 	return l, lv, nil
 }

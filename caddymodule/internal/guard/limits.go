@@ -15,9 +15,10 @@ type Limits struct {
 	// Instances is how many gateways share the backend; the limits above
 	// are this one's share (PerInstance).
 	Instances int
-	// Streams and StreamsPerClient bound the live streams, Topics what
-	// they poll (LiveConfig): their seats are the guard's.
-	Streams, StreamsPerClient, Topics int
+	// Streams bounds the live streams, Topics what they poll
+	// (LiveConfig): their seats are the guard's; how many one client may
+	// open is each handler's (max_streams_per_client).
+	Streams, Topics int
 }
 
 // Server is l less the front door's choices: what the backend's guard
@@ -29,7 +30,7 @@ type Limits struct {
 // own: a public site and a staff dashboard in front of
 // one server may choose differently, and still count at one guard.
 func (l Limits) Server() Limits {
-	l.PerClient, l.Timeout, l.Coalesce, l.StreamsPerClient = 0, 0, false, 0
+	l.PerClient, l.Timeout, l.Coalesce = 0, 0, false
 	return l
 }
 
