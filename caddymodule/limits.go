@@ -177,7 +177,6 @@ func logShare(logger *zap.Logger, l guard.Limits, t *endpointTable, maxInFlight 
 	}
 }
 
-// resolveLive checks c and applies the defaults.
 // resolveGuard is resolveLimits and resolveLive together: c's limits with
 // the live streams' bounds in them, and the streams' own options.
 func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {

@@ -72,6 +72,7 @@ type liveLimits struct {
 	lifetime, heartbeat              time.Duration
 }
 
+// resolveLive checks c and applies the defaults.
 func resolveLive(c LiveConfig) (liveLimits, error) {
 	var l liveLimits
 	for _, n := range []struct {

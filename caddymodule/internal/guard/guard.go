@@ -201,12 +201,16 @@ type Guard struct {
 func Name(name string, b *upstream.Backend) string {
 	switch {
 	case name != "":
-		return "statusgate/guard/name/" + name
+		return namedPrefix + name
 	case b != nil:
 		return "statusgate/guard/backend/" + b.ID()
 	}
 	return "statusgate/guard/undeclared"
 }
+
+// namedPrefix starts the pool name of a guard the config names (guard
+// <name>).
+const namedPrefix = "statusgate/guard/name/"
 
 // Config is what a handler joins a guard with: the limits its load puts
 // in force, and what it decides for itself.
@@ -275,8 +279,8 @@ func Join(c Config) (*Guard, error) {
 // backend is declared.
 func (g *Guard) BackendName() string {
 	switch {
-	case strings.HasPrefix(g.name, "statusgate/guard/name/"):
-		return "guard " + strings.TrimPrefix(g.name, "statusgate/guard/name/")
+	case strings.HasPrefix(g.name, namedPrefix):
+		return "guard " + strings.TrimPrefix(g.name, namedPrefix)
 	case g.backend != nil:
 		return g.backend.String() + " (declaration " + g.backend.ID() + ")"
 	}
@@ -298,8 +302,8 @@ func (g *Guard) Leave() {
 // ShareReason says why two handlers share the guard name.
 func ShareReason(name string) string {
 	switch {
-	case strings.HasPrefix(name, "statusgate/guard/name/"):
-		return "both name it guard " + strings.TrimPrefix(name, "statusgate/guard/name/")
+	case strings.HasPrefix(name, namedPrefix):
+		return "both name it guard " + strings.TrimPrefix(name, namedPrefix)
 	case strings.HasPrefix(name, "statusgate/guard/backend/"):
 		return "they declare the same backend"
 	}
