@@ -5,15 +5,18 @@ package caddymodule
 // handler joins their guards (network.go).
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -138,8 +141,8 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 		}
 		byServer[be.Server()] = i
 		if s.ID != c.Self {
-			if dial, l, ok := ownListener(be, listen); ok {
-				return nil, false, fmt.Errorf("%s '%s'.proxy: %s is this gateway's own listener, %s: a member is a game server, and a gateway that asks itself for a member's status asks itself again", path, s.ID, dial, l)
+			if dial, l, how, ok := ownListener(be, listen); ok {
+				return nil, false, fmt.Errorf("%s '%s'.proxy: %s: %s is this gateway's own listener, %s%s: a member is another game server, and a gateway that asks itself for a member's status gets its own server's again, whose players count twice", path, s.ID, be, dial, l, how)
 			}
 		}
 		backends = append(backends, be)
@@ -178,29 +181,109 @@ func selfMismatch(self, own *upstream.Backend) string {
 }
 
 // ownListener finds a dial of the member be that reaches one of listen, the
-// addresses the gateway's server listens on (caddyhttp.Server.Listen):
-// the same address, or the same port on this machine where the gateway
-// listens on every address. It returns the dial and the listener.
-func ownListener(be *upstream.Backend, listen []string) (dial, listener string, found bool) {
+// addresses the gateway's server listens on (caddyhttp.Server.Listen), and
+// says how (how, "" for the same address): the same address in any
+// spelling, the same Unix socket by any path, or, where the server listens
+// on every address, its port at any address of this machine (any loopback
+// address, the machine's own, their IPv4-mapped forms). A host name is
+// resolved (lookupIP, within resolveTimeout for the whole check), only when
+// its port is the listener's; one that does not resolve is compared by name.
+func ownListener(be *upstream.Backend, listen []string) (dial, listener, how string, found bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	defer cancel()
+	names := hostAddrs{ctx: ctx, known: map[string][]netip.Addr{}}
 	for _, l := range listen {
-		na, err := caddy.ParseNetworkAddress(l)
-		if err != nil || na.IsUnixNetwork() {
-			continue
+		ln, err := caddy.ParseNetworkAddress(l)
+		if err != nil || ln.IsFdNetwork() {
+			continue // a socket Caddy is handed: its address is not written
 		}
-		every := na.Host == "" || isUnspecified(na.Host)
-		for port := na.StartPort; ; port++ {
-			own := upstream.Address(net.JoinHostPort(na.Host, strconv.FormatUint(uint64(port), 10)))
-			for _, d := range be.Dials() {
-				if d == own || every && local(d, port) {
-					return d, l, true
-				}
+		for _, d := range be.Dials() {
+			dn, err := caddy.ParseNetworkAddress(d)
+			if err != nil {
+				continue
 			}
-			if port >= na.EndPort {
-				break
+			if how, ok := names.reaches(dn, ln); ok {
+				return d, l, how, true
 			}
 		}
 	}
-	return "", "", false
+	return "", "", "", false
+}
+
+// resolveTimeout bounds the resolving of the host names ownListener
+// compares, for one member: a load waits no longer for a DNS that does not
+// answer, and a name it could not resolve is compared by name.
+const resolveTimeout = 2 * time.Second
+
+// lookupIP resolves a host name; a variable, for tests.
+var lookupIP = net.DefaultResolver.LookupNetIP
+
+// hostAddrs are the addresses of the hosts ownListener compares, each
+// resolved once, under ctx.
+type hostAddrs struct {
+	ctx   context.Context
+	known map[string][]netip.Addr
+}
+
+// reaches reports whether the dial d reaches the listener l, and how.
+func (h hostAddrs) reaches(d, l caddy.NetworkAddress) (how string, ok bool) {
+	if d.IsUnixNetwork() || l.IsUnixNetwork() {
+		if d.IsUnixNetwork() && l.IsUnixNetwork() && sameSocket(d.Host, l.Host) {
+			return " (the same Unix socket)", true
+		}
+		return "", false
+	}
+	if d.StartPort < l.StartPort || d.StartPort > l.EndPort {
+		return "", false
+	}
+	dh, lh := upstream.Host(d.Host), upstream.Host(l.Host)
+	if dh == lh {
+		return "", true
+	}
+	ips := h.addrs(dh)
+	if lh == "" || isUnspecified(lh) {
+		for _, ip := range ips {
+			if onThisMachine(ip) {
+				return fmt.Sprintf(" (%s, an address of this machine, on the port of a server that listens on every address)", h.named(dh, ip)), true
+			}
+		}
+		return "", false
+	}
+	for _, ip := range ips {
+		if slices.Contains(h.addrs(lh), ip) {
+			return fmt.Sprintf(" (%s)", h.named(dh, ip)), true
+		}
+	}
+	return "", false
+}
+
+// named is ip, the address the host h is or resolved to, for a message.
+func (h hostAddrs) named(host string, ip netip.Addr) string {
+	if _, err := netip.ParseAddr(host); err == nil || host == "loopback" {
+		return ip.String()
+	}
+	return fmt.Sprintf("%s resolves to %s", host, ip)
+}
+
+// addrs are the addresses of host (as upstream.Host spells it): loopback's two,
+// an IP address itself, a name's as it resolves now (none when it does
+// not), each IPv4-mapped address as IPv4.
+func (h hostAddrs) addrs(host string) []netip.Addr {
+	switch ip, err := netip.ParseAddr(host); {
+	case err == nil:
+		return []netip.Addr{ip}
+	case host == "loopback":
+		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
+	}
+	if ips, ok := h.known[host]; ok {
+		return ips
+	}
+	ips, _ := lookupIP(h.ctx, "ip", host)
+	for i, ip := range ips {
+		ips[i] = ip.Unmap().WithZone("")
+	}
+	h.known[host] = ips
+	return ips
 }
 
 // isUnspecified reports whether host is an address that listens on every
@@ -210,27 +293,53 @@ func isUnspecified(host string) bool {
 	return err == nil && ip.IsUnspecified()
 }
 
-// local reports whether d, an address as upstream.Address reads it,
-// reaches this machine on port: loopback, an unspecified address, or one
-// of the machine's own.
-func local(d string, port uint) bool {
-	_, hostport, _ := strings.Cut(d, "/")
-	host, p, err := net.SplitHostPort(hostport)
-	if err != nil || p != strconv.FormatUint(uint64(port), 10) {
-		return false
-	}
-	if host == "loopback" || isUnspecified(host) {
+// onThisMachine reports whether ip reaches this machine: any loopback
+// address (all of 127.0.0.0/8), an unspecified one, or one of the
+// machine's own.
+func onThisMachine(ip netip.Addr) bool {
+	if ip.IsLoopback() || ip.IsUnspecified() {
 		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil {
-		return false
 	}
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
-		if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Addr().Unmap() == ip {
+		if pfx, err := netip.ParsePrefix(a.String()); err == nil && pfx.Addr().Unmap().WithZone("") == ip {
 			return true
 		}
 	}
 	return false
+}
+
+// sameSocket reports whether the Unix socket paths dial and listen (a
+// listener's, which may end in |<permission bits>) name one socket: the
+// same path once made absolute, with the links of its directory followed,
+// or one file (os.SameFile) where both exist. An abstract socket (@name)
+// is only itself.
+func sameSocket(dial, listen string) bool {
+	listen, _, _ = strings.Cut(listen, "|")
+	if dial == listen {
+		return true
+	}
+	if strings.HasPrefix(dial, "@") || strings.HasPrefix(listen, "@") {
+		return false
+	}
+	a, b := socketPath(dial), socketPath(listen)
+	if a == b {
+		return true
+	}
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(fa, fb)
+}
+
+// socketPath is the path p of a Unix socket, absolute, with the links of
+// its directory followed where it exists.
+func socketPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	dir, file := filepath.Split(p)
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return filepath.Join(real, file)
+	}
+	return filepath.Clean(p)
 }

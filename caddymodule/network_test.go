@@ -3,9 +3,14 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,10 +252,35 @@ func TestNetworkMemberReadOnce(t *testing.T) {
 }
 
 // TestOwnListener: a member is the gateway's own listener when it dials the
-// address the server listens on, in any spelling, or the port of a server
-// that listens on every address from this machine; not another port, nor
-// another machine's address.
+// address the server listens on, in any spelling (a name as it resolves),
+// the server's Unix socket by any path, or the port of a server that
+// listens on every address at any address of this machine (any loopback
+// address, an IPv4-mapped one); not another port, nor another machine's
+// address, nor another loopback address than the one a server listens on.
+// Names are resolved only on the listener's port.
 func TestOwnListener(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "run"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "run"), filepath.Join(dir, "var-run")); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string][]netip.Addr{
+		"game.example": {netip.MustParseAddr("127.0.0.2")},
+		"gw.internal":  {netip.MustParseAddr("::ffff:10.0.0.2")},
+		"far.example":  {netip.MustParseAddr("10.255.255.254")},
+	}
+	var asked []string
+	lookup := lookupIP
+	lookupIP = func(_ context.Context, _, host string) ([]netip.Addr, error) {
+		asked = append(asked, host)
+		if ips, ok := names[host]; ok {
+			return slices.Clone(ips), nil
+		}
+		return nil, errors.New("no such host")
+	}
+	t.Cleanup(func() { lookupIP = lookup })
 	for _, tc := range []struct {
 		listen []string
 		dial   string
@@ -261,17 +291,43 @@ func TestOwnListener(t *testing.T) {
 		{[]string{":8080"}, "127.0.0.1:8080", true},
 		{[]string{"tcp/[::]:8080"}, "[::1]:8080", true},
 		{[]string{":8000-8090"}, "localhost:8080", true},
+		{[]string{":8080"}, "127.0.0.2:8080", true},
+		{[]string{"tcp/0.0.0.0:8080"}, "[::ffff:127.0.0.2]:8080", true},
+		{[]string{":8080"}, "0.0.0.0:8080", true},
+		{[]string{":8080"}, "game.example.:8080", true},
+		{[]string{"10.0.0.2:8080"}, "gw.internal:8080", true},
+		{[]string{"gw.internal:8080"}, "10.0.0.2:8080", true},
+		{[]string{"unix/" + dir + "/run/gw.sock"}, "unix/" + dir + "/run/gw.sock", true},
+		{[]string{"unix/" + dir + "/run/gw.sock|0222"}, "unix/" + dir + "/run/./gw.sock", true},
+		{[]string{"unix/" + dir + "/run/gw.sock"}, "unix+h2c/" + dir + "/var-run/gw.sock", true},
 		{[]string{"127.0.0.1:8080"}, "127.0.0.1:8081", false},
+		{[]string{"127.0.0.1:8080"}, "127.0.0.2:8080", false},
 		{[]string{":8080"}, "10.255.255.254:8080", false},
+		{[]string{":8080"}, "far.example:8080", false},
+		{[]string{":8080"}, "nowhere.example:8080", false},
 		{[]string{"10.0.0.2:8080"}, "127.0.0.1:8080", false},
+		{[]string{"unix/" + dir + "/run/gw.sock"}, "unix/" + dir + "/run/other.sock", false},
+		{[]string{"unix/" + dir + "/run/gw.sock"}, "127.0.0.1:8080", false},
+		{[]string{":8080"}, "unix/" + dir + "/run/gw.sock", false},
 		{nil, "127.0.0.1:8080", false},
 	} {
 		be, err := upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"`+tc.dial+`"}]}`))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, own := ownListener(be, tc.listen); own != tc.own {
+		if _, _, _, own := ownListener(be, tc.listen); own != tc.own {
 			t.Errorf("%s listening on %v: own %v, want %v", tc.dial, tc.listen, own, tc.own)
 		}
+	}
+	// A name is resolved only where its port is the listener's.
+	asked = nil
+	be, _ := upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"game.example:9090"}]}`))
+	if _, _, _, own := ownListener(be, []string{":8080"}); own || len(asked) > 0 {
+		t.Errorf("another port: own %v, names resolved %v", own, asked)
+	}
+	// The message says how a name reaches the listener.
+	be, _ = upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"game.example:8080"}]}`))
+	if dial, l, how, _ := ownListener(be, []string{":8080"}); dial != "tcp/game.example:8080" || l != ":8080" || !strings.Contains(how, "game.example resolves to 127.0.0.2") {
+		t.Errorf("%q %q %q", dial, l, how)
 	}
 }

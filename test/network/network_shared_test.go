@@ -406,7 +406,7 @@ func TestNetworkMembersAreFixedServers(t *testing.T) {
 		{"an IPv4-mapped address", map[string]string{"survival": fmt.Sprintf("[::ffff:127.0.0.1]:%d", port)},
 			[]string{fmt.Sprintf("server lobby: 127.0.0.1:%d is the server that server survival declares as [::ffff:127.0.0.1]:%d", port, port)}},
 		{"the gateway's own listener", map[string]string{"lobby": GatewayAddr},
-			[]string{fmt.Sprintf("network.servers[1] 'lobby'.proxy: tcp/loopback:%d is this gateway's own listener", HTTPPort), "asks itself again"}},
+			[]string{fmt.Sprintf("network.servers[1] 'lobby'.proxy: %s: tcp/loopback:%d is this gateway's own listener", GatewayAddr, HTTPPort), "players count twice"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NetworkGateway(ms, tc.addrs, "key "+KeyA)

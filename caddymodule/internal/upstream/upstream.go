@@ -426,21 +426,31 @@ func Address(d string) string {
 	if err != nil || na.IsUnixNetwork() || strings.Contains(d, "{") {
 		return d
 	}
-	host := strings.ToLower(strings.TrimSuffix(na.Host, "."))
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ip = ip.Unmap().WithZone("")
-		host = ip.String()
-		if ip == netip.IPv6Loopback() || ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
-			host = "loopback" // what localhost is
-		}
-	} else if host == "localhost" {
-		host = "loopback"
-	}
+	host := Host(na.Host)
 	port := strconv.FormatUint(uint64(na.StartPort), 10)
 	if na.EndPort != na.StartPort {
 		port += "-" + strconv.FormatUint(uint64(na.EndPort), 10)
 	}
 	return na.Network + "/" + net.JoinHostPort(host, port)
+}
+
+// Host is a dial's host as Address spells it: an IP address in its
+// shortest form (an IPv4-mapped IPv6 address as IPv4, no zone), localhost,
+// 127.0.0.1 and ::1 as "loopback", a name in lower case without a trailing
+// dot.
+func Host(host string) string {
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ip = ip.Unmap().WithZone("")
+		if ip == netip.IPv6Loopback() || ip == netip.AddrFrom4([4]byte{127, 0, 0, 1}) {
+			return "loopback" // what localhost is
+		}
+		return ip.String()
+	}
+	if host == "localhost" {
+		return "loopback"
+	}
+	return host
 }
 
 // String is the backend's upstreams, for messages and logs.
