@@ -36,6 +36,13 @@ func (g *Guard) Ticket(r *http.Request, ep *Station, who Caller, path string, pi
 	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
 	if g.Shareable(ep) {
 		t.Share = g.ShareKey(r, who.Filtered(), t.Upstream)
+		if who.Gateway && !who.Filtered() {
+			// A network's trip to a member: the member's whole answer, which
+			// the gateway reads and then filters for each handler's field
+			// lists, is the same whatever they are, so that every network
+			// listing the member shares its one trip per snapshot.
+			t.Share = strings.TrimPrefix(t.Share, g.policy)
+		}
 	}
 	return t
 }
