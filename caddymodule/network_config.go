@@ -186,8 +186,8 @@ func selfMismatch(self, own *upstream.Backend) string {
 // spelling, the same Unix socket by any path, or, where the server listens
 // on every address, its port at any address of this machine (any loopback
 // address, the machine's own, their IPv4-mapped forms). A host name is
-// resolved (lookupIP, within resolveTimeout for the whole check), only when
-// its port is the listener's; one that does not resolve is compared by name.
+// resolved (lookupIP, within resolveTimeout for the member), only when its
+// port is the listener's; one that does not resolve is compared by name.
 func ownListener(be *upstream.Backend, listen []string) (dial, listener, how string, found bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
@@ -257,22 +257,26 @@ func (h hostAddrs) reaches(d, l caddy.NetworkAddress) (how string, ok bool) {
 	return "", false
 }
 
-// named is ip, the address the host h is or resolved to, for a message.
+// named is ip, the address the host is or resolved to, for a message.
 func (h hostAddrs) named(host string, ip netip.Addr) string {
-	if _, err := netip.ParseAddr(host); err == nil || host == "loopback" {
+	switch _, err := netip.ParseAddr(host); {
+	case err == nil:
+		return host
+	case host == "loopback" || host == "":
 		return ip.String()
 	}
 	return fmt.Sprintf("%s resolves to %s", host, ip)
 }
 
-// addrs are the addresses of host (as upstream.Host spells it): loopback's two,
-// an IP address itself, a name's as it resolves now (none when it does
-// not), each IPv4-mapped address as IPv4.
+// addrs are the addresses a connection to host (as upstream.Host spells
+// it) reaches: loopback's two, which an unspecified address or none
+// (0.0.0.0, ::, "") reaches too; an IP address itself; a name's as it
+// resolves now (none when it does not), each IPv4-mapped address as IPv4.
 func (h hostAddrs) addrs(host string) []netip.Addr {
 	switch ip, err := netip.ParseAddr(host); {
-	case err == nil:
+	case err == nil && !ip.IsUnspecified():
 		return []netip.Addr{ip}
-	case host == "loopback":
+	case err == nil, host == "loopback", host == "":
 		return []netip.Addr{netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback()}
 	}
 	if ips, ok := h.known[host]; ok {

@@ -294,6 +294,8 @@ func TestOwnListener(t *testing.T) {
 		{[]string{":8080"}, "127.0.0.2:8080", true},
 		{[]string{"tcp/0.0.0.0:8080"}, "[::ffff:127.0.0.2]:8080", true},
 		{[]string{":8080"}, "0.0.0.0:8080", true},
+		{[]string{"127.0.0.1:8080"}, "0.0.0.0:8080", true},
+		{[]string{"tcp/[::1]:8080"}, "[::]:8080", true},
 		{[]string{":8080"}, "game.example.:8080", true},
 		{[]string{"10.0.0.2:8080"}, "gw.internal:8080", true},
 		{[]string{"gw.internal:8080"}, "10.0.0.2:8080", true},
