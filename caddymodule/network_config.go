@@ -244,21 +244,21 @@ func (h hostAddrs) reaches(d, l caddy.NetworkAddress) (how string, ok bool) {
 	if lh == "" || isUnspecified(lh) {
 		for _, ip := range ips {
 			if onThisMachine(ip) {
-				return fmt.Sprintf(" (%s, an address of this machine, on the port of a server that listens on every address)", h.named(dh, ip)), true
+				return fmt.Sprintf(" (%s, an address of this machine, on the port of a server that listens on every address)", reachedAs(dh, ip)), true
 			}
 		}
 		return "", false
 	}
 	for _, ip := range ips {
 		if slices.Contains(h.addrs(lh), ip) {
-			return fmt.Sprintf(" (%s)", h.named(dh, ip)), true
+			return fmt.Sprintf(" (%s)", reachedAs(dh, ip)), true
 		}
 	}
 	return "", false
 }
 
-// named is ip, the address the host is or resolved to, for a message.
-func (h hostAddrs) named(host string, ip netip.Addr) string {
+// reachedAs is ip, the address the host is or resolved to, for a message.
+func reachedAs(host string, ip netip.Addr) string {
 	switch _, err := netip.ParseAddr(host); {
 	case err == nil:
 		return host
