@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -14,10 +17,73 @@ import (
 )
 
 func init() {
-	httpcaddyfile.RegisterHandlerDirective("statusgate", parseCaddyfile)
+	httpcaddyfile.RegisterDirective("statusgate", parseDirective)
 	// Just before reverse_proxy: the gateway decides and rewrites the request
 	// that reverse_proxy then sends, and it has to see the response first.
 	httpcaddyfile.RegisterDirectiveOrder("statusgate", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// parseDirective is what httpcaddyfile.RegisterHandlerDirective registers
+// (the matcher token, then the handler, then the route), with one check
+// between the two: a path matcher that lets no /api path through is a
+// config mistake, since statusgate answers nothing else.
+func parseDirective(h httpcaddyfile.Helper) ([]httpcaddyfile.ConfigValue, error) {
+	if !h.Next() {
+		return nil, h.ArgErr()
+	}
+	directive := h.Token()
+	matcherSet, err := h.ExtractMatcherSet()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDirectiveMatcher(directive, matcherSet); err != nil {
+		return nil, err
+	}
+	val, err := parseCaddyfile(h)
+	if err != nil {
+		return nil, err
+	}
+	return h.NewRoute(matcherSet, val), nil
+}
+
+// checkDirectiveMatcher refuses a matcher on the statusgate directive
+// whose path patterns all miss /api and every path below it
+// (`statusgate /lobby/* { … }`): every request it let through would be a
+// 404, which loads in silence and reads as a broken gateway. The fix it
+// names is the one that was meant: handle_path strips the prefix before
+// statusgate sees the path.
+func checkDirectiveMatcher(directive caddyfile.Token, matcherSet caddy.ModuleMap) error {
+	raw, ok := matcherSet["path"]
+	if !ok {
+		return nil
+	}
+	var patterns []string
+	if err := json.Unmarshal(raw, &patterns); err != nil || len(patterns) == 0 || slices.ContainsFunc(patterns, mayMatchAPI) {
+		return nil
+	}
+	prefix := strings.TrimSuffix(strings.TrimSuffix(patterns[0], "*"), "/")
+	return errAt(directive, "statusgate %s: statusgate answers /api and the paths below it, and this matcher lets none of them through, so every request it gets would be a 404; "+
+		"to serve a game server's API under %s, write handle_path %s/* { statusgate … } (which takes %s off the path before statusgate reads it), "+
+		"or give statusgate no matcher, or /api/*", strings.Join(patterns, " "), prefix, prefix, prefix)
+}
+
+// mayMatchAPI reports whether the path pattern of a path matcher (Caddy's
+// MatchPath: case-insensitive, with * wildcards) may match /api or a path
+// below it. It is conservative: what it cannot read (a pattern that starts
+// with *, or holds an escape) may match.
+func mayMatchAPI(pattern string) bool {
+	p := strings.ToLower(pattern)
+	if p == "" || p[0] != '/' || strings.Contains(p, "%") {
+		return true
+	}
+	literal, _, wild := strings.Cut(p, "*")
+	if !wild {
+		_, under := underAPI(literal)
+		return under
+	}
+	// The paths it matches start with literal: /api or below it, or a
+	// literal that /api/ itself starts with ("/", "/ap").
+	return strings.HasPrefix("/api/", literal) || literal == "/api" || strings.HasPrefix(literal, "/api/")
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -314,3 +314,25 @@ func TestAdaptCaddyfiles(t *testing.T) {
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})
 }
+
+// TestDirectiveMatcher: a path matcher on the statusgate directive is
+// refused only when none of its patterns can let an /api path through
+// (testdata/adapt/matcher_*.caddyfiletest has the messages); the patterns
+// that may are read conservatively, and such a config adapts.
+func TestDirectiveMatcher(t *testing.T) {
+	for pattern, may := range map[string]bool{
+		"/api/*": true, "/api": true, "/API/V1/*": true, "/api/v1/status": true, "/api/v1/custom/votes": true,
+		"/*": true, "*": true, "/a*": true, "/api*": true, "*.json": true, "/%61pi/*": true,
+		"/lobby/*": false, "/lobby": false, "/apiary/*": false, "/apiary": false, "/": false, "/api.json": false,
+	} {
+		if got := mayMatchAPI(pattern); got != may {
+			t.Errorf("mayMatchAPI(%q) = %v, want %v", pattern, got, may)
+		}
+	}
+	for _, matcher := range []string{"/api/*", "/api/v1/status /lobby/*", "@api"} {
+		input := ":8080 {\n\t@api path /lobby/* /api/*\n\tstatusgate " + matcher + " 127.0.0.1:8081\n\tfile_server\n}\n"
+		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil); err != nil {
+			t.Errorf("statusgate %s: %v", matcher, err)
+		}
+	}
+}

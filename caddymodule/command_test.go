@@ -2,6 +2,9 @@ package caddymodule
 
 import (
 	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -186,5 +189,45 @@ func TestKeyCommandScoped(t *testing.T) {
 	}
 	if k := h.Auth.Keys[0]; strings.Join(k.Endpoints, " ") != "status bans" || k.MaxInFlight != 2 {
 		t.Errorf("parsed %+v", k)
+	}
+}
+
+// TestKeyCommandKeyFile: the key file the command prints is one that works.
+// Its echo line, run by a shell with the path moved to a temporary folder,
+// writes a file that `key discord-bot {file.<path>}` reads as the key: the
+// printed secret then opens a protected endpoint, and nothing else in the
+// printed text does.
+func TestKeyCommandKeyFile(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir()) // the revision key's folder
+	out, err := runKeyCommand(t, "--name", "discord-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, digest := fields(t, out)
+	const printedFile = "/etc/statusgate/discord-bot.digest"
+	if !strings.Contains(out, "\tkey discord-bot {file."+printedFile+"}\n") {
+		t.Fatalf("no key file line:\n%s", out)
+	}
+	echo := "\techo " + digest + " > " + printedFile + "\n"
+	if !strings.Contains(out, echo) {
+		t.Fatalf("no echo line for the key file:\n%s", out)
+	}
+	file := filepath.Join(t.TempDir(), "discord-bot.digest")
+	cmd := exec.Command("sh", "-c", strings.Replace(strings.TrimSpace(echo), printedFile, file, 1))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the printed echo line: %v %s", err, b)
+	}
+	if b, _ := os.ReadFile(file); string(b) != digest+"\n" {
+		t.Fatalf("the key file holds %q, want the digest and a newline", b)
+	}
+	h, _ := newTestHandler(t, "key discord-bot {file."+file+"}")
+	next := &counter{}
+	if r := serve(t, h, next, "GET", "/api/v1/server", keyHeader(secret)); r.Code != 200 || next.n() != 1 {
+		t.Errorf("the printed secret with the key file: %d, backend reached %d times", r.Code, next.n())
+	}
+	for _, wrong := range []string{digest, strings.TrimPrefix(digest, apikey.DigestPrefix), "discord-bot"} {
+		if r := serve(t, h, next, "GET", "/api/v1/server", keyHeader(wrong)); r.Code == 200 {
+			t.Errorf("%q opened /server", wrong)
+		}
 	}
 }

@@ -109,6 +109,30 @@ func (g Generated) caddyfileLine(secret string) string {
 	return line + "\n\t}"
 }
 
+// KeyFile is where the printed lines suggest keeping the digest in a file of
+// its own: /etc/statusgate/<name>.digest, or key.digest without a name.
+func (g Generated) KeyFile() string {
+	name := g.Name
+	if name == "" {
+		name = "key"
+	}
+	return "/etc/statusgate/" + name + ".digest"
+}
+
+// CaddyfileFileLine is the Caddyfile line that reads the key from KeyFile:
+// `key [<name>] {file./etc/statusgate/<name>.digest}`.
+func (g Generated) CaddyfileFileLine() string {
+	return g.caddyfileLine("{file." + g.KeyFile() + "}")
+}
+
+// KeyFileCommand is the shell command that writes KeyFile's whole content:
+// the digest and one newline, which {file.*} drops. A key file holds a bare
+// secret or a bare digest and nothing else, so the command is printed rather
+// than a description that could be copied with its label.
+func (g Generated) KeyFileCommand() string {
+	return "echo " + g.Digest + " > " + g.KeyFile()
+}
+
 // JSONEntry is the entry of "auth"."keys" in JSON: the digest as a string, or
 // {"name":…,"key":…} for a named key.
 func (g Generated) JSONEntry() string {
@@ -121,8 +145,9 @@ func (g Generated) JSONEntry() string {
 }
 
 // Write prints the key for an operator: the secret, the digest, the config
-// lines for the Caddyfile (with the digest, or with the secret in the
-// environment) and JSON, and a note on where each goes.
+// lines for the Caddyfile (with the digest, with the secret in the
+// environment, or with the digest in a key file and the command that writes
+// that file) and JSON, and a note on where each goes.
 func (g Generated) Write(w io.Writer) error {
 	_, err := fmt.Fprintf(w, `secret: %s
 digest: %s
@@ -131,10 +156,13 @@ Caddyfile, inside statusgate { }:
 	%s
 or with the secret itself in the environment variable %s:
 	%s
+or with the digest in a key file, which holds the digest alone (written by the echo line):
+	%s
+	%s
 JSON, an entry of "auth" → "keys":
 	%s
 
 The secret is shown only this once: give it to the client (it sends it as X-API-Key). The digest goes in the config.
-`, g.Secret, g.Digest, g.CaddyfileLine(), g.EnvVar(), g.CaddyfileEnvLine(), g.JSONEntry())
+`, g.Secret, g.Digest, g.CaddyfileLine(), g.EnvVar(), g.CaddyfileEnvLine(), g.CaddyfileFileLine(), g.KeyFileCommand(), g.JSONEntry())
 	return err
 }

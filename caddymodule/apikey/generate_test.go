@@ -128,6 +128,9 @@ Caddyfile, inside statusgate { }:
 	key discord-bot ` + g.Digest + `
 or with the secret itself in the environment variable STATUSGATE_KEY_DISCORD_BOT:
 	key discord-bot {env.STATUSGATE_KEY_DISCORD_BOT}
+or with the digest in a key file, which holds the digest alone (written by the echo line):
+	key discord-bot {file./etc/statusgate/discord-bot.digest}
+	echo ` + g.Digest + ` > /etc/statusgate/discord-bot.digest
 JSON, an entry of "auth" → "keys":
 	{"name":"discord-bot","key":"` + g.Digest + `"}
 
@@ -151,6 +154,9 @@ func TestGeneratedLinesUnnamed(t *testing.T) {
 	}
 	if got, want := g.CaddyfileEnvLine(), "key {env.STATUSGATE_KEY}"; got != want {
 		t.Errorf("CaddyfileEnvLine = %s, want %s", got, want)
+	}
+	if got, want := g.CaddyfileFileLine(), "key {file./etc/statusgate/key.digest}"; got != want {
+		t.Errorf("CaddyfileFileLine = %s, want %s", got, want)
 	}
 	if got, want := g.JSONEntry(), `"`+g.Digest+`"`; got != want {
 		t.Errorf("JSONEntry = %s, want %s", got, want)

@@ -12,13 +12,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +23,6 @@ import (
 	"github.com/statusgate/statusgate/internal/scrape"
 	"github.com/statusgate/statusgate/test/internal/harness"
 )
-
-// demoPorts are the loopback ports Caddyfile.example listens on: the
-// gateway, the simulated backend, the widget, the metrics, the admin API and
-// the network demo's lobby and creative servers.
-var demoPorts = []string{"8080", "8081", "8082", "8083", "8084", "8085", "8086"}
 
 // The commands of the tour's "Changing it while it runs", which this test
 // runs with the built binary in place of `go run ./cmd/caddy`.
@@ -44,10 +36,10 @@ const (
 
 // TestDemoReloads runs the tour's changes against the demo: a policy change
 // and a key rotation under the key's own name, each by `caddy reload
-// --config Caddyfile.example` as the tour writes it. The demo's fixed ports
-// are replaced by free ones in a copy of the file (its admin port too, which
-// the reload reads from the copy), so that it meets no other Caddy and no
-// other test.
+// --config Caddyfile.example` as the tour writes it. The demo is moved off
+// its ports the way docs/demo.md says, by STATUSGATE_DEMO_PORTS (for the
+// reloads too, which read the admin port from the file), so that it meets
+// no other Caddy and no other test.
 func TestDemoReloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Caddy and runs the demo")
@@ -66,19 +58,12 @@ func TestDemoReloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"\tadmin 127.0.0.1:8084\n", "\t\trequire_key constants off\n", "\t\t" + demoKeyLine + "\n"} {
+	for _, want := range []string{"\tadmin 127.0.0.1:{$" + harness.DemoPortsVar + ":80}84\n", "\t\trequire_key constants off\n", "\t\t" + demoKeyLine + "\n"} {
 		if !bytes.Contains(example, []byte(want)) {
 			t.Fatalf("Caddyfile.example has no line %q, which the tour edits", strings.TrimSpace(want))
 		}
 	}
-
-	// Every port of the demo's range is one renumbered below: one that
-	// demoPorts left out would be listened on as written.
-	for _, p := range regexp.MustCompile(`\b80\d\d\b`).FindAllString(string(example), -1) {
-		if !slices.Contains(demoPorts, p) {
-			t.Fatalf("Caddyfile.example has port %s, which demoPorts does not list: the demo would listen on it as written", p)
-		}
-	}
+	wantMovable(t, string(example))
 
 	bin := harness.CheckoutBinary(repo)
 	msg, err := harness.Build(repo, bin, false)
@@ -87,32 +72,25 @@ func TestDemoReloads(t *testing.T) {
 	}
 	t.Log(msg)
 
-	ports, err := harness.FreePorts(len(demoPorts))
+	prefix, err := harness.FreeDemoPrefix()
 	if err != nil {
 		t.Fatal(err)
-	}
-	port := map[string]int{}
-	for i, p := range demoPorts {
-		port[p] = ports[i]
-	}
-	demoPort := regexp.MustCompile(`\b(` + strings.Join(demoPorts, "|") + `)\b`)
-	renumber := func(text string) string {
-		return demoPort.ReplaceAllStringFunc(text, func(p string) string { return strconv.Itoa(port[p]) })
 	}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "Caddyfile.example")
 	write := func(text string) {
 		t.Helper()
-		if err := os.WriteFile(conf, []byte(renumber(text)), 0o600); err != nil {
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	write(string(example))
 
-	d := startDemo(t, bin, repo, dir, conf, port["8080"])
-	// The gateway's site is localhost:8080 (a host matcher), the metrics'
-	// 127.0.0.1:8083.
-	gateway, metrics := "http://localhost:"+strconv.Itoa(port["8080"]), "http://127.0.0.1:"+strconv.Itoa(port["8083"])
+	d := startDemo(t, bin, repo, dir, conf, prefix)
+	// The gateway's site is localhost:PP80 (a host matcher), the metrics'
+	// 127.0.0.1:PP83.
+	gateway := "http://localhost:" + strconv.Itoa(harness.DemoPort(prefix, harness.DemoGateway))
+	metrics := "http://127.0.0.1:" + strconv.Itoa(harness.DemoPort(prefix, harness.DemoMetrics))
 
 	// Before: /server is protected, the demo key opens it.
 	d.want(gateway+"/api/v1/server", "", 404, nil)
@@ -155,7 +133,7 @@ func TestDemoReloads(t *testing.T) {
 
 	// A mistake is refused with its line, and the demo carries on.
 	write(strings.Replace(rotating, "\t\t"+demoKeyLine+"\n", "\t\tkey website\n", 1))
-	if out, err := d.caddy("reload", "--config", conf); err == nil || !strings.Contains(out, "one word that reads like a name") || !strings.Contains(out, conf+":") {
+	if out, err := d.Caddy("reload", "--config", conf); err == nil || !strings.Contains(out, "one word that reads like a name") || !strings.Contains(out, conf+":") {
 		t.Errorf("reload of a config with a mistake: %v\n%s", err, out)
 	}
 	d.want(gateway+"/api/v1/bans", secret, 200, nil)
@@ -176,68 +154,35 @@ func tourSection(t *testing.T, repo string) string {
 	return section
 }
 
-// demo is the demo's caddy process.
-type demo struct {
-	t       *testing.T
-	bin     string
-	repo    string
-	env     []string
-	gateway int
-	log     string
+// wantMovable fails the test if a listening line of the demo's Caddyfile
+// names a port of the demo's range as written, which STATUSGATE_DEMO_PORTS
+// would not move: every one is written {$STATUSGATE_DEMO_PORTS:80}NN.
+func wantMovable(t *testing.T, example string) {
+	t.Helper()
+	fixed := regexp.MustCompile(`(^|[^\d}])80\d\d\b`)
+	for i, line := range strings.Split(example, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "#") && fixed.MatchString(line) {
+			t.Errorf("Caddyfile.example:%d: %q names a demo port that STATUSGATE_DEMO_PORTS does not move", i+1, line)
+		}
+	}
 }
 
-// startDemo runs `caddy run --config conf` from the repository's root (the
-// widget's files are found from there), as the README's first command does,
-// and returns once the gateway's port accepts connections.
-func startDemo(t *testing.T, bin, repo, dir, conf string, gateway int) *demo {
+// demo is the demo's caddy process.
+type demo struct {
+	*harness.Demo
+	t *testing.T
+}
+
+// startDemo runs the demo with STATUSGATE_DEMO_PORTS set to prefix, until
+// the test ends.
+func startDemo(t *testing.T, bin, repo, dir, conf string, prefix int) *demo {
 	t.Helper()
-	home := filepath.Join(dir, "caddy-home")
-	d := &demo{t: t, bin: bin, repo: repo, gateway: gateway, log: filepath.Join(dir, "demo.log"),
-		env: append(os.Environ(), "XDG_DATA_HOME="+home, "XDG_CONFIG_HOME="+home)}
-	logf, err := os.Create(d.log)
+	d, stop, err := harness.StartDemo(bin, repo, dir, conf, harness.DemoPort(prefix, harness.DemoGateway), harness.DemoPortsVar+"="+strconv.Itoa(prefix))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "--config", conf)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = repo, d.env, logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(fixture.Patience):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
-	for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(50 * time.Millisecond) {
-		select {
-		case <-exited:
-			t.Fatalf("the demo exited; its log:\n%s", harness.Tail(d.log, 30))
-		default:
-		}
-		if r, err := http.Get("http://localhost:" + strconv.Itoa(gateway) + "/api/v1"); err == nil {
-			r.Body.Close()
-			return d
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo did not come up; its log:\n%s", harness.Tail(d.log, 30))
-		}
-	}
-}
-
-// caddy runs the built binary as `go run ./cmd/caddy` runs it, from the
-// repository's root.
-func (d *demo) caddy(args ...string) (string, error) {
-	cmd := exec.Command(d.bin, args...)
-	cmd.Dir, cmd.Env = d.repo, d.env
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	t.Cleanup(stop)
+	return &demo{Demo: d, t: t}
 }
 
 // reload runs `caddy reload --config` on the demo's file, and waits until
@@ -245,16 +190,16 @@ func (d *demo) caddy(args ...string) (string, error) {
 // answered by the old config.
 func (d *demo) reload(t *testing.T) {
 	t.Helper()
-	if out, err := d.caddy("reload", "--config", filepath.Join(filepath.Dir(d.log), "Caddyfile.example")); err != nil {
-		t.Fatalf("caddy reload: %v\n%s\nthe demo's log:\n%s", err, out, harness.Tail(d.log, 20))
+	if out, err := d.Caddy("reload", "--config", filepath.Join(filepath.Dir(d.Log), "Caddyfile.example")); err != nil {
+		t.Fatalf("caddy reload: %v\n%s\nthe demo's log:\n%s", err, out, harness.Tail(d.Log, 20))
 	}
 	for deadline := time.Now().Add(fixture.Patience); ; time.Sleep(2 * time.Millisecond) {
 		listening, known := harness.ListeningTCP()
-		if !known || listening[uint(d.gateway)] <= 1 {
+		if !known || listening[uint(d.Gateway)] <= 1 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the old config's listener on port %d is still open %v after the reload", d.gateway, fixture.Patience)
+			t.Fatalf("the old config's listener on port %d is still open %v after the reload", d.Gateway, fixture.Patience)
 		}
 	}
 }
@@ -263,7 +208,7 @@ func (d *demo) reload(t *testing.T) {
 // the Caddyfile line it prints.
 func (d *demo) newKey(t *testing.T) (secret, line string) {
 	t.Helper()
-	out, err := d.caddy("statusgate-key", "--name", "demo")
+	out, err := d.Caddy("statusgate-key", "--name", "demo")
 	if err != nil {
 		t.Fatalf("caddy statusgate-key: %v\n%s", err, out)
 	}

@@ -29,9 +29,10 @@ import (
 	. "github.com/statusgate/statusgate/test/internal/rig"
 )
 
-// demoAPI is the data-api of examples/widget/index.html; the test pages are
-// copies with it replaced.
-const demoAPI = `data-api="http://localhost:8080"`
+// demoAPI is the data-api of examples/widget/index.html, which the demo's
+// Caddy fills in with its templates; the test pages are copies with it
+// replaced.
+const demoAPI = `data-api="{{placeholder "http.vars.statusgate_api"}}"`
 
 // browser is the one headless Chromium of the test binary, started by the
 // first browser test and stopped by TestMain (main_test.go): it takes seconds to start.
