@@ -62,12 +62,15 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
 	ctx := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	// Where the first viewer's request came in, the gateway's own address:
+	// a poll's (guard.BackgroundRequest).
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, r.Context().Value(http.LocalAddrContextKey))
 	base := r.WithContext(ctx)
 	u := *r.URL
 	base.URL = &u
 	base.Header = http.Header{}
 	setEventAccept(base.Header)
-	base.RemoteAddr = "" // no one client's: reverse_proxy adds no X-Forwarded-For
+	base.RemoteAddr = "" // no one client's (guard.BackgroundRequest)
 	base.Body = http.NoBody
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
 		c := by.(*charge)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/test/internal/harness"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
@@ -172,4 +173,73 @@ func TestHostAsSentStaleEdge(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRefreshCarriesNoCallersValues: behind a backend that records what it
+// gets, a cached answer's refresh is the request the caller's trip of the
+// same key was, but for the caller's own: the same target and Host (the
+// Host sent: a client's SURVIVAL.TEST.:8080 is survival.test), the same
+// X-Forwarded-Host and X-Forwarded-Proto (reverse_proxy's, never a
+// client's), none of the caller's other headers and not its address
+// (X-Forwarded-For names the gateway). Before, the refresh was a copy of
+// the request of the caller who found the entry stale, its Host, headers
+// and address included.
+func TestRefreshCarriesNoCallersValues(t *testing.T) {
+	type seen struct {
+		host   string
+		header http.Header
+	}
+	got := make(chan seen, 100)
+	be := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- seen{r.Host, r.Header.Clone()}
+		WriteBackend(w, http.StatusOK, Envelope(`{"online":[],"minecraft":1,"discord":null}`))
+	}))
+	t.Cleanup(be.Close)
+	// The caller comes through a trusted proxy (loopback), whose
+	// X-Forwarded-For names the client.
+	Gateway{Upstream: be.Listener.Addr().String(), Shared: true, Statusgate: []string{"key " + KeyA, "cache status 50ms", "snapshot status off"},
+		Global: []string{"log {\n\t\tlevel ERROR\n\t}", "servers {\n\t\ttrusted_proxies static private_ranges\n\t}"}}.Start(t)
+	caller := []string{"Cookie: session=caller", "X-Forwarded-For: 198.51.100.9", "X-Forwarded-Host: evil.test", "X-Forwarded-Proto: gopher",
+		"User-Agent: the-caller", "Accept-Language: fr"}
+	get := func() Response { return hostGet(t, "SURVIVAL.TEST.:8080", "/api/v1/status", caller...) }
+	if r := get(); r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, Clip(r.Body))
+	}
+	trip := fixture.Recv(t, got, "the caller's trip")
+	if trip.host != "survival.test" || trip.header.Get("X-Forwarded-Host") != "survival.test" || trip.header.Get("X-Forwarded-Proto") != "http" ||
+		trip.header.Get("X-Forwarded-For") != "198.51.100.9, 127.0.0.1" {
+		t.Errorf("the caller's trip: Host %q, X-Forwarded-Host %q, -Proto %q, -For %q, want survival.test, survival.test, http, 198.51.100.9, 127.0.0.1",
+			trip.host, trip.header.Get("X-Forwarded-Host"), trip.header.Get("X-Forwarded-Proto"), trip.header.Get("X-Forwarded-For"))
+	}
+	// Callers ask until the entry, stale, is refreshed: the next trip.
+	deadline := time.Now().Add(Patience)
+	var refresh seen
+	for refresh.header == nil {
+		if r := get(); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, Clip(r.Body))
+		}
+		select {
+		case refresh = <-got:
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no refresh reached the backend")
+		}
+	}
+	if refresh.host != trip.host {
+		t.Errorf("the refresh's Host %q, the caller's trip's %q", refresh.host, trip.host)
+	}
+	for _, name := range []string{"X-Forwarded-Host", "X-Forwarded-Proto", "Accept-Encoding"} {
+		if refresh.header.Get(name) != trip.header.Get(name) {
+			t.Errorf("the refresh's %s %q, the caller's trip's %q", name, refresh.header.Get(name), trip.header.Get(name))
+		}
+	}
+	for _, name := range []string{"Cookie", "User-Agent", "Accept-Language"} {
+		if v, ok := refresh.header[name]; ok {
+			t.Errorf("the refresh carried the caller's %s: %q", name, v)
+		}
+	}
+	if xff := refresh.header.Get("X-Forwarded-For"); xff != "127.0.0.1" {
+		t.Errorf("the refresh's X-Forwarded-For %q, want the gateway's own 127.0.0.1", xff)
+	}
 }
