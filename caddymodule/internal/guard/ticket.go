@@ -77,8 +77,9 @@ func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values
 // siteOf tells sites apart: the Host exactly as the backend is sent it
 // (SentHost made it so before the request was decided: a panel behind the
 // gateway that routes by Host routes every request of one share key alike),
-// and the port the request came in on, so that two sites of one host name
-// on two ports are two sites whatever Host a client sends.
+// quoted, so that no Host reads as another's with a port, and the port the
+// request came in on, so that two sites of one host name on two ports are
+// two sites whatever Host a client sends.
 func siteOf(r *http.Request) string {
 	site := strconv.Quote(r.Host)
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
