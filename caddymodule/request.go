@@ -9,8 +9,9 @@ import (
 
 // prepareUpstream rewrites r into the request the backend gets: the canonical
 // path that was authorised, of the query only what the endpoint reads
-// (upstreamQuery: never the key), no key header, no
-// client-supplied real-IP headers, GET for HEAD, no body and no trailers, and
+// (upstreamQuery: never the key), no key header, no client-supplied
+// real-IP, X-Forwarded-Host or X-Forwarded-Proto headers, GET for HEAD, no
+// body and no trailers, and
 // an identity body when the response is going to be filtered or shared
 // (identity is the one encoding every caller can be given).
 func prepareUpstream(r *http.Request, rt route, identity bool) {
@@ -40,6 +41,12 @@ func prepareUpstream(r *http.Request, rt route, identity bool) {
 	delete(hdr, "X-Real-Ip")
 	// No connection upgrades: a tunnel would carry bytes past the gateway.
 	delete(hdr, "Upgrade")
+	// What reverse_proxy writes in these (when its client is a trusted
+	// proxy, it keeps what came) is then made of what the share key has:
+	// the Host sent and the scheme of the connection, whose port the key
+	// names.
+	delete(hdr, "X-Forwarded-Host")
+	delete(hdr, "X-Forwarded-Proto")
 	// The gateway always asks for the whole answer: a part (206) or a "not
 	// modified" (304) that one caller's Range or validator asked for would
 	// reach, coalesced or cached, callers who asked for no such thing.

@@ -368,6 +368,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if live {
 		head = requestHead(r) // before the rewrite drops what the server keeps all the same
 	}
+	// The Host the backend is sent, and its answers shared under, from
+	// here on (guard.SentHost): so it is what the placeholders that pick
+	// the backend read, and what every trip of its share key carries.
+	r.Host = guard.SentHost(r.Host)
 	// Which backend the client's request picks (a map of its query, its
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/cors"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
@@ -167,9 +168,15 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
 		setEventAccept(r.Header)
 		var v guard.Verdict
-		v, viewer.Answer = lv.fetch(r, t, answer)
-		if v.Status == http.StatusTooManyRequests {
-			return v
+		var status int
+		v, viewer.Answer, status = lv.fetch(r, t, answer)
+		if coalesce.CallersOwn(status) {
+			// A refusal made for this viewer's request (its limits, a
+			// rate_limit after statusgate, the network's loop refusal of
+			// its header, a 401 or 403 of a panel or the backend) is its
+			// plain GET's answer, not the first event of the viewers who
+			// join the topic next.
+			return ownRefusal(v, status)
 		}
 		if err := r.Context().Err(); err != nil {
 			// The viewer left while its topic's first answer came: that
@@ -276,6 +283,21 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 		}
 		heartbeat.Reset(lv.limits.heartbeat)
 	}
+}
+
+// ownRefusal is the answer of a viewer whose stream's opening fetch was a
+// refusal made for its request (coalesce.CallersOwn) of the given status:
+// the gateway's own refusal v, or, when the refusal is the answer of a
+// handler after statusgate, a panel or the backend, the gateway's
+// envelope of its status.
+func ownRefusal(v guard.Verdict, status int) guard.Verdict {
+	if v.Status != 0 {
+		return v
+	}
+	if status == http.StatusTooManyRequests {
+		return guard.TooMany(nil)
+	}
+	return guard.Verdict{Outcome: metrics.Refused, Status: status}
 }
 
 // takeoverWindow is how long a keyed stream's takeover of an anonymous seat

@@ -62,12 +62,15 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
 	ctx := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	// Where the first viewer's request came in, the gateway's own address:
+	// a poll's (guard.BackgroundRequest).
+	ctx = context.WithValue(ctx, http.LocalAddrContextKey, r.Context().Value(http.LocalAddrContextKey))
 	base := r.WithContext(ctx)
 	u := *r.URL
 	base.URL = &u
 	base.Header = http.Header{}
 	setEventAccept(base.Header)
-	base.RemoteAddr = "" // no one client's: reverse_proxy adds no X-Forwarded-For
+	base.RemoteAddr = "" // no one client's (guard.BackgroundRequest)
 	base.Body = http.NoBody
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
 		c := by.(*charge)
@@ -81,7 +84,7 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		repl.Set(placeholderKey, c.key)
 		repl.Set(placeholderClient, c.client)
-		v, body := lv.fetch(pr, &pt, answer)
+		v, body, _ := lv.fetch(pr, &pt, answer)
 		return body, liveInterval(pt.Station, body), v.Status == http.StatusTooManyRequests
 	}
 }
@@ -95,12 +98,14 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 // streams it to its client as it comes, but a topic keeps its answer
 // whole for as long as it lasts, so it gets the 502 of an answer that
 // cannot be held (the write past max_response fails, and the trip ends
-// there). The verdict says how it ended.
-func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (guard.Verdict, []byte) {
+// there). The verdict says how it ended, and status is the answer's (the
+// backend's, when the verdict is not a refusal).
+func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (v guard.Verdict, body []byte, status int) {
 	rec := guard.NewCapture(lv.guard.MaxResponse())
-	v := guard.Background(lv.logger, "live stream poll", t.Station, func() guard.Verdict {
+	v = guard.Background(lv.logger, "live stream poll", t.Station, func() guard.Verdict {
 		return answer(progress.New(rec, 0), r, t)
 	})
+	status = rec.Status
 	if v.Cut {
 		v.Status = http.StatusBadGateway
 	}
@@ -122,8 +127,9 @@ func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) 
 		}
 		rec.Body, rec.Over = nil, false
 		writeError(rec, v.Status, t.Path)
+		status = v.Status
 	}
-	return v, rec.Body
+	return v, rec.Body, status
 }
 
 var (

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"runtime"
 	"slices"
@@ -451,5 +452,30 @@ func TestNetworkLoopStopped(t *testing.T) {
 	}
 	if n := loop.hits.Load(); n != 1 {
 		t.Errorf("the looping member got %d requests, want 1", n)
+	}
+}
+
+// TestNetworkLoopRefusalIsItsOwn: a client that opens the anonymous
+// /network live stream with a Statusgate-Network header gets the loop
+// refusal, 508, as its own answer, and the viewers who join next get the
+// network's document as their first event (before, the 508 was the
+// topic's first event, and every viewer who joined while the cache time
+// of /status ran got it).
+func TestNetworkLoopRefusalIsItsOwn(t *testing.T) {
+	ms := NewSimMembers(t, "survival", "lobby")
+	NetworkGateway(ms, nil, "key "+KeyA, "require_key network off", "cache status 10s").Start(t)
+	looped := OpenLive(t, nil, "/api/v1/network", "Statusgate-Network: main")
+	if looped.Resp.StatusCode != http.StatusLoopDetected || looped.Resp.Header.Get("Content-Type") == "text/event-stream" {
+		t.Errorf("a stream opened with the network's header: %d %s, want its own 508", looped.Resp.StatusCode, looped.Resp.Header.Get("Content-Type"))
+	}
+	for _, headers := range [][]string{nil, {WithKey(KeyA)}} {
+		s := OpenLive(t, nil, "/api/v1/network", headers...)
+		s.WantStream(t, "the next viewer")
+		ev := s.NextEvent(t)
+		var doc NetworkDoc
+		if err := json.Unmarshal([]byte(ev.Data), &doc); err != nil || !doc.OK || doc.Data.ServerCount != 2 {
+			t.Errorf("the next viewer's first event (%v): %s", headers, Clip([]byte(ev.Data)))
+		}
+		s.Close()
 	}
 }

@@ -13,7 +13,8 @@
 // secret, is never part of it: every accepted key sees the same response.
 //
 // Only complete, reusable responses are shared (see Group.Do): no result (a
-// failure, which the leader keeps as its own verdict), a 429 or 5xx, or a
+// failure, which the leader keeps as its own verdict), a refusal of the
+// leader's caller (CallersOwn: a 401, 403, 429, ...) or a 5xx, or a
 // body over the size limit is the leader's alone, and each
 // follower then runs its own request as if it had never waited, so that
 // coalescing never turns one caller's failure into everyone's.
@@ -228,8 +229,9 @@ func Commit(ctx context.Context) {
 // leader's fn to return, or for its own ctx to end (then Do returns nil and
 // Abandoned, and the leader carries on). If the leader's result is
 // shareable, the follower gets the same *Result with Shared. It is not
-// shareable when fn returned nil, a status of 429 or 500 and above (the
-// backend's verdict on that moment, not on the request), a body over
+// shareable when fn returned nil, a refusal of the leader's caller
+// (CallersOwn), a status of 500 and above (the backend's verdict on that
+// moment, not on the request), a body over
 // Config.MaxBody, or when fn panicked; then the follower runs its own fn
 // with its own ctx and gets its result with Alone.
 //
@@ -359,9 +361,24 @@ func (g *Group) shareable(res *Result) bool {
 	// Never a part (206) or a "not modified" (304): an answer to what one
 	// caller asked for, not to the request the followers share.
 	return res != nil &&
-		res.Status >= 200 && res.Status < 500 && res.Status != http.StatusTooManyRequests &&
+		res.Status >= 200 && res.Status < 500 && !CallersOwn(res.Status) &&
 		res.Status != http.StatusPartialContent && res.Status != http.StatusNotModified &&
 		(g.maxBody.Load() == 0 || int64(len(res.Body)) <= g.maxBody.Load())
+}
+
+// CallersOwn reports whether an answer of status is a refusal made for
+// the one caller whose request it answered, and never another's: a
+// request for its credentials (401, 407), a refusal of it (403), of its
+// rate (429), of its request's head (431), or of the loop its request
+// made (508). Whoever made it (the gateway, a handler after it, a panel,
+// the backend), it is not shared, cached, or a live stream's event.
+func CallersOwn(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired,
+		http.StatusTooManyRequests, http.StatusRequestHeaderFieldsTooLarge, http.StatusLoopDetected:
+		return true
+	}
+	return false
 }
 
 // Stats is a snapshot of a Group's counters, for metrics.
@@ -376,8 +393,8 @@ type Stats struct {
 	// Counters of leaders whose answer was not shared, since New: Released
 	// those that let their followers go before the answer was complete
 	// (Release: an answer too large to hold), Unshareable those whose
-	// finished answer could not be shared (an error, a 429 or 5xx, a body
-	// over MaxBody, a panic).
+	// finished answer could not be shared (an error, a refusal of its
+	// caller or a 5xx, a body over MaxBody, a panic).
 	Released, Unshareable uint64
 }
 

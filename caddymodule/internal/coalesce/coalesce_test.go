@@ -146,6 +146,12 @@ func TestNotShared(t *testing.T) {
 		{"no result: the leader failed", nil, errBackend, false},
 		{"nil result: the leader answered its client itself", nil, nil, false},
 		{"429", &Result{Status: 429}, nil, false},
+		// Refusals made for the leader's caller (CallersOwn).
+		{"401", &Result{Status: 401, Body: []byte("{}")}, nil, false},
+		{"403", &Result{Status: 403, Body: []byte("{}")}, nil, false},
+		{"407", &Result{Status: 407, Body: []byte("{}")}, nil, false},
+		{"431", &Result{Status: 431, Body: []byte("{}")}, nil, false},
+		{"508", &Result{Status: 508, Body: []byte("{}")}, nil, false},
 		{"500", &Result{Status: 500}, nil, false},
 		{"503", &Result{Status: 503}, nil, false},
 		{"504", &Result{Status: 504}, nil, false},

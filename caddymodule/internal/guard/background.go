@@ -9,6 +9,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -74,17 +75,31 @@ func (c *Capture) Write(p []byte) (int, error) {
 
 // BackgroundRequest is a copy of the canonical upstream request r for a trip
 // of its own, under ctx: one nobody waits for (a refresh, a live stream's
-// poll), or one of a network's members', asked at once. It has
+// poll), or one of a network's members', asked at once. Its answer is
+// everyone's who shares its key, so it carries what was decided of r and
+// nothing of the one caller whose request r was: its method, target and
+// Host (the Host sent, SentHost), and of its headers only what the gateway
+// reads, JSON, unencoded; not the caller's other headers, nor its address.
+// Its address is the gateway's own, where r came in (none if r's context
+// does not say): reverse_proxy writes X-Forwarded-Host and -Proto as it does
+// for a caller's trip of the same key, from the Host and the scheme, and
+// X-Forwarded-For names the gateway. It has
 // its own replacer and variables, because Caddy's are the caller's, which
 // the caller's handlers and log still use. The replacer carries the endpoint,
-// key and client placeholders of the caller's, and the values t resolved
-// for the declared backend's placeholders, so that the trip reaches the
-// backend the caller's would.
+// key and client placeholders of the caller's, so that a rate_limit after
+// statusgate charges the trip to the caller whose turn it is, and the values
+// t resolved for the declared backend's placeholders, so that the trip
+// reaches the backend the caller's would.
 func (g *Guard) BackgroundRequest(ctx context.Context, r *http.Request, t *Ticket) *http.Request {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	bg := r.Clone(ctx)
 	bg.Body = http.NoBody
+	bg.Header = http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"identity"}}
+	bg.RemoteAddr = ""
+	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		bg.RemoteAddr = a.String()
+	}
 	own := caddy.NewReplacer()
 	if repl != nil {
 		for _, p := range g.carry {

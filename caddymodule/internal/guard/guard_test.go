@@ -10,14 +10,16 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 )
 
-// TestShareKeySite: a shared answer's key tells sites apart by the host the
-// site matches and the port the request came in on, not by the port a client
-// writes in its Host.
+// TestShareKeySite: a shared answer's key tells sites apart by the Host the
+// backend is sent (SentHost, which the handler applies before it decides)
+// and the port the request came in on, not by the port a client writes in
+// its Host, its case or a trailing dot; and a Host sent otherwise is
+// another key.
 func TestShareKeySite(t *testing.T) {
 	g := &Guard{policy: "p"}
 	key := func(host string, port int) string {
 		r := httptest.NewRequest("GET", "/api/v1/worlds", nil)
-		r.Host = host
+		r.Host = SentHost(host)
 		if port > 0 {
 			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}))
 		}
@@ -31,6 +33,30 @@ func TestShareKeySite(t *testing.T) {
 	}
 	if key("a.example", 9001) == key("b.example", 9001) {
 		t.Error("two hosts on one port share answers")
+	}
+	if key("a.example..", 9001) == key("a.example", 9001) {
+		t.Error("two Hosts sent share answers")
+	}
+}
+
+// TestSentHost: the Host the backend is sent, for each spelling of a
+// client's.
+func TestSentHost(t *testing.T) {
+	for in, want := range map[string]string{
+		"survival.test":         "survival.test",
+		"survival.test.":        "survival.test",
+		"SURVIVAL.TEST.:8080":   "survival.test",
+		"Survival.Test:":        "survival.test",
+		"survival.test..":       "survival.test.",
+		"127.0.0.1:8080":        "127.0.0.1",
+		"[::1]:8080":            "[::1]",
+		"[FE80::1]":             "[fe80::1]",
+		"":                      "",
+		"localhost.localdomain": "localhost.localdomain",
+	} {
+		if got := SentHost(in); got != want {
+			t.Errorf("SentHost(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

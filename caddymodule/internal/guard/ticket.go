@@ -6,6 +6,7 @@ package guard
 import (
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -70,7 +71,7 @@ func (g *Guard) Shareable(ep *Station) bool {
 // bytes a caller gets (filtered for a caller without a key while auth is on,
 // the backend's for everyone else), the backend (the guard's scope, and the
 // values of the placeholders in its declaration), the site (siteOf: the
-// client's Host reaches the backend) and the canonical upstream request.
+// Host the backend is sent) and the canonical upstream request.
 // Never the key itself.
 func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values) string {
 	class := " whole "
@@ -80,20 +81,36 @@ func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values
 	return g.policy + class + g.scope + " " + backend.Key() + siteOf(r) + " " + r.URL.EscapedPath() + "?" + r.URL.RawQuery
 }
 
-// siteOf tells sites apart: the Host as Caddy's host matcher compares it
-// (without the port and a trailing dot, in lower case), and the port the
+// siteOf tells sites apart: the Host exactly as the backend is sent it
+// (SentHost made it so before the request was decided: a panel behind the
+// gateway that routes by Host routes every request of one share key alike),
+// quoted, so that no Host reads as another's with a port, and the port the
 // request came in on, so that two sites of one host name on two ports are
 // two sites whatever Host a client sends.
 func siteOf(r *http.Request) string {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	site := strings.ToLower(strings.TrimSuffix(host, "."))
+	site := strconv.Quote(r.Host)
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		if _, port, err := net.SplitHostPort(a.String()); err == nil {
 			site += " port " + port
 		}
 	}
 	return site
+}
+
+// SentHost is the Host the backend is sent for a client's Host, and the one
+// its answers are shared under: the host as Caddy's host matcher reads it,
+// in lower case (the matcher ignores case), without its port (the matcher
+// ignores it too, and a port a client writes must not split one site's
+// answers) and without a trailing dot, which the matcher does not ignore:
+// survival.test. is survival.test to the client's resolver, but a panel's
+// site survival.test would not match it, and would answer as its
+// catch-all. An IPv6 literal keeps its brackets.
+func SentHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+		if strings.Contains(h, ":") {
+			host = "[" + h + "]"
+		}
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
 }
