@@ -74,7 +74,7 @@ var (
 	descCoalesced = guardDesc("coalesce_requests_total",
 		"Requests that could share a backend trip with identical ones, by guard and role: led a trip, shared a leader's answer, ran alone after waiting for an answer that could not be shared, abandoned the wait.", "role")
 	descUnshared = guardDesc("coalesce_unshared_total",
-		"Leaders' backend trips whose answer was not shared, by guard and reason: released (too large to hold, the followers went their own way at once) or unshareable (a 304 or 206 to the leader's own request, a 429 or 5xx, or no answer: the leader's budget ran out or it left first).", "reason")
+		"Leaders' backend trips whose answer was not shared, by guard and reason: released (too large to hold, the followers went their own way at once) or unshareable (a 304 or 206 to the leader's own request, a refusal made for its caller such as a 401 or 429, a 5xx, or no answer: the leader's budget ran out or it left first).", "reason")
 	descCoalesceInFlight = guardDesc("coalesce_in_flight",
 		"Backend trips that identical requests can join now, by guard.")
 	descCoalesceWaiting = guardDesc("coalesce_waiting",
