@@ -126,6 +126,12 @@ func successor(r *http.Request) *caddyhttp.Server {
 			return nil // not superseded after all: never serve r twice
 		}
 		if a, ok := listenAddress(s.Listen, local); ok && a.Network == at.Network && a.Host == at.Host {
+			if (r.TLS != nil) != (len(s.TLSConnPolicies) > 0) {
+				// The new config serves the address over TLS where the
+				// old did not, or the other way round: its routes are not
+				// for what came this way.
+				return nil
+			}
 			return s
 		}
 	}
