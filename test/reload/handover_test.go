@@ -25,7 +25,9 @@ import (
 // TLS) through 20 reloads, each of which removes another key, with and
 // without shutdown_delay (every reload then drops a listener, so Caddy
 // keeps the old server serving for the delay): none of their requests
-// fails, whichever config its connection reached. A connection of the old
+// fails, whichever config its connection reached (a new connection that
+// Caddy's listener handover resets unanswered is counted apart: no handler
+// sees it). A connection of the old
 // server, sent the kept key and the removed one once the old config knows
 // it is replaced (during the delay), gets a 200 and the new config's 404;
 // and the removed key is refused from the first request after /load
