@@ -140,8 +140,8 @@ func successor(r *http.Request) *caddyhttp.Server {
 
 // listenAddress is the address among listen (a server's) that takes the
 // connections local is the local end of: its port in the address's range.
-// Without local (HTTP/3 gives none), a server with one address is read as
-// that address.
+// Without local (a listener that gives none), a server with one address
+// is read as that address.
 func listenAddress(listen []string, local net.Addr) (caddy.NetworkAddress, bool) {
 	port := -1
 	if tcp, ok := local.(*net.TCPAddr); ok {
