@@ -289,6 +289,11 @@ func (h *Handler) Cleanup() error {
 // backend's {ok,error,meta} envelope, which also keeps a disguised 404
 // byte-for-byte the same as a genuine one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	// Read once: a request this config began to judge is this config's.
+	superseded := h.superseded.Load()
+	if superseded && handOver(w, r) {
+		return nil // the config in force answered it (succession.go)
+	}
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
 	}
@@ -306,9 +311,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		x.finish(refused(metrics.NotFound, http.StatusNotFound))
 		return nil
 	}
-	if h.superseded.Load() {
-		// A newer config has taken over; this one's policy (a key it has
-		// since removed) must not answer what its server still accepts.
+	if superseded {
+		// A newer config has taken over, and has no server where this
+		// request arrived; this one's policy (a key it has since removed)
+		// must not answer what its server still accepts.
 		x.finish(supersededRefusal())
 		return nil
 	}

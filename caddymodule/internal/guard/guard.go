@@ -55,6 +55,10 @@ type guardState struct {
 
 	usersMu sync.Mutex
 	users   []guardUser // the handlers using the guard, oldest load first
+	// servers are the declared servers its handlers front
+	// (upstream.Backend.Server), under usersMu: a guard of another name in
+	// front of one of them takes it over in a later load (heir.go).
+	servers map[string]bool
 }
 
 // guardUser is one handler's use of a guard: the limits its load gives it.
@@ -249,12 +253,19 @@ type Config struct {
 // puts c's limits in force on it: the handler's use of the guard, until
 // Leave.
 func Join(c Config) (*Guard, error) {
-	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) { return newGuardState(c.Limits), nil })
+	taken := heir(c) // heir.go: before LoadOrNew, which holds the new name's entry
+	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) {
+		if taken != nil {
+			return taken, nil
+		}
+		return newGuardState(c.Limits), nil
+	})
 	if err != nil {
 		return nil, err
 	}
 	s := v.(*guardState)
 	s.use(c.Load, c.Limits)
+	s.fronts(c.Backend)
 	g := &Guard{
 		guardState:   s,
 		name:         c.Name,
