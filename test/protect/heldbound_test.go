@@ -38,7 +38,9 @@ func sizedPlayers(t *testing.T, size int) *Backend {
 }
 
 // from is the X-Forwarded-For of the client numbered i of a flood.
-func from(i int) string { return fmt.Sprintf("X-Forwarded-For: 10.%d.%d.%d", 50+i/65536, i/256%256, i%256) }
+func from(i int) string {
+	return fmt.Sprintf("X-Forwarded-For: 10.%d.%d.%d", 50+i/65536, i/256%256, i%256)
+}
 
 // bigAnswer is the size of the large answers below: 3 MB, as a modded
 // server's detailed player, more than a connection's buffers take from a
