@@ -45,10 +45,11 @@
 // client decides how large its headers are.
 //
 // Bytes are charged per client and answer: an answer that several clients
-// share counts once for each of them, however often each writes it (a client
-// with many stalled streams of one cached answer holds one copy). That
-// overstates what answers shared between clients cost, and never understates
-// what the process holds.
+// share counts once in each one's share, however often each writes it (a
+// client with many stalled streams of one cached answer holds one copy), and
+// in the total once for each of them, but a lent answer once for all. That
+// overstates what answers shared between clients cost (and what the cache
+// keeps as well), and never understates what the process holds.
 //
 // A client that holds half its share starts no request (Check): its next
 // answer might not fit, and a client that does not read would only make the
