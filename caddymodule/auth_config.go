@@ -32,7 +32,7 @@ type AuthConfig struct {
 	// queued; past it its caller gets 429 at once (default: no cap of its
 	// own). max_held is the key's share of the held bytes, in bytes, from
 	// max_response to backend.max_held (default: max_response for each
-	// request the guard admits for the key at once, at most half of
+	// request the guard admits for the key at once, at most a quarter of
 	// max_held and never less than an address's share). The name is
 	// what logs, placeholders and metrics show; names and secrets must be
 	// distinct. Placeholders such as {env.NAME} and {file./path} are

@@ -214,8 +214,9 @@ func keyShares(info []keyInfo, keys []apikey.Key, l guard.Limits, writeTimeout t
 // max_held, or by default enough for as many answers of max_response as the
 // guard admits for it at once (its max_in_flight, or the backend's), so that
 // a key that reads what it asks for is never refused for what it holds while
-// it reads; at most half of max_held, so that a key that stops reading
-// leaves the other half to everyone else, and never less than an address's
+// it reads; at most a quarter of max_held (Limits.KeyShare), so that a key
+// that stops reading, with anonymous callers at their half, leaves the other
+// keys a quarter, and never less than an address's
 // share. Either way it is judged by progress (hold.Share): a key is the
 // operator's client, refused for its bytes only once it has taken nothing
 // of them for half of writeTimeout (0: off, and half the default then): past
@@ -226,7 +227,7 @@ func keyShare(k apikey.Key, l guard.Limits, writeTimeout time.Duration) hold.Sha
 		return s
 	}
 	admitted := cmp.Or(k.MaxInFlight, l.InFlight) // 0: no admission control
-	s.Bytes = l.MaxHeld / 2
+	s.Bytes = l.KeyShare()
 	if admitted > 0 {
 		s.Bytes = min(s.Bytes, int64(admitted)*l.MaxResponse)
 	}

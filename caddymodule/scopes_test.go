@@ -148,7 +148,7 @@ func TestProvisionKeyScopeErrors(t *testing.T) {
 
 // TestKeyShare checks each key's share of the held bytes: its own max_held,
 // or the default, enough for as many answers of max_response as the guard
-// admits for the key, at most half of max_held and never less than an
+// admits for the key, at most a quarter of max_held and never less than an
 // address's share; and that every key's is judged by progress, with half of
 // write_timeout's patience.
 func TestKeyShare(t *testing.T) {
@@ -158,17 +158,17 @@ func TestKeyShare(t *testing.T) {
 		want        int64
 		patience    time.Duration
 	}{
-		{"defaults: 8 slots of 4MiB, half of 64MiB", "key bot " + scopeBotSecret, 32 * mib, 5 * time.Second},
+		{"defaults: 8 slots of 4MiB, a quarter of 64MiB", "key bot " + scopeBotSecret, 16 * mib, 5 * time.Second},
 		{"its own cap", "key bot " + scopeBotSecret + " {\n\tmax_in_flight 2\n}", 8 * mib, 5 * time.Second},
 		{"a larger max_held", "key bot " + scopeBotSecret + "\nmax_held 256MiB", 32 * mib, 5 * time.Second},
-		{"more slots than half of max_held", "key bot " + scopeBotSecret + "\nmax_in_flight 32", 32 * mib, 5 * time.Second},
-		{"no admission control", "key bot " + scopeBotSecret + "\nmax_in_flight off\nmax_held 100MiB", 50 * mib, 5 * time.Second},
+		{"more slots than a quarter of max_held", "key bot " + scopeBotSecret + "\nmax_in_flight 32", 16 * mib, 5 * time.Second},
+		{"no admission control", "key bot " + scopeBotSecret + "\nmax_in_flight off\nmax_held 100MiB", 25 * mib, 5 * time.Second},
 		{"never less than an address's", "key bot " + scopeBotSecret + "\nmax_response 64KiB", 4 * mib, 5 * time.Second},
-		{"one of two gateways", "key bot " + scopeBotSecret + "\ninstances 2", 16 * mib, 5 * time.Second},
+		{"one of two gateways", "key bot " + scopeBotSecret + "\ninstances 2", 8 * mib, 5 * time.Second},
 		{"its own max_held", "key bot " + scopeBotSecret + " {\n\tmax_held 12MiB\n}", 12 * mib, 5 * time.Second},
 		{"its own max_held, all of the guard's", "key bot " + scopeBotSecret + " {\n\tmax_held 64MiB\n}", 64 * mib, 5 * time.Second},
-		{"half of write_timeout", "key bot " + scopeBotSecret + "\nwrite_timeout 3s", 32 * mib, 1500 * time.Millisecond},
-		{"write_timeout off: half the default", "key bot " + scopeBotSecret + "\nwrite_timeout off", 32 * mib, 5 * time.Second},
+		{"half of write_timeout", "key bot " + scopeBotSecret + "\nwrite_timeout 3s", 16 * mib, 1500 * time.Millisecond},
+		{"write_timeout off: half the default", "key bot " + scopeBotSecret + "\nwrite_timeout off", 16 * mib, 5 * time.Second},
 	} {
 		h, _ := newTestHandler(t, tc.block)
 		got := h.keyInfo[0].held

@@ -146,7 +146,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 	// no cost to the backend, as a cached answer is.
 	topic := cmp.Or(t.Share, g.ShareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
 	viewer := live.Viewer{
-		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed,
+		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed, Owner: who, Seat: seat, Window: lv.takeoverWindow(),
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
 	}
 	// What the stream's request keeps while it lasts (an opening fetch,
@@ -271,7 +271,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 			// refused until the client has taken what it holds.
 			// The event's bytes are its topic's, charged already
 			// (live.Meter): they are lent, as a cache hit's are.
-			held, err := lv.guard.Hand(pw, who, ev.Wire, true, func() error { return lv.send(pw, ev.Wire) }) // encoded once for every stream
+			held, err := lv.guard.HandEvent(pw, who, ev, func() error { return lv.send(pw, ev.Wire) }) // encoded once for every stream
 			if !held {
 				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
 				return guard.Verdict{Outcome: metrics.Streamed}

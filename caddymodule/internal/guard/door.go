@@ -14,6 +14,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
@@ -53,6 +54,14 @@ func (g *Guard) Check(who Caller) Verdict {
 // head) to its share; Unpin gives them back.
 func (g *Guard) Pin(who Caller, n int64) error { return g.held.Pin(who.Holder, who.Held, n) }
 func (g *Guard) Unpin(who Caller, n int64)     { g.held.Unpin(who.Holder, who.Held, n) }
+
+// HandEvent is Hand for ev, a live stream's event, whose bytes its topic
+// keeps: lent (hold.Budget.LendEvent), and judged small or not on its
+// answer, not its framing.
+func (g *Guard) HandEvent(pw *progress.Writer, who Caller, ev live.Event, write func() error) (held bool, err error) {
+	claim, err := g.held.LendEvent(who.Holder, who.Held, ev.Wire, ev.Size)
+	return hand(pw, claim, err, write)
+}
 
 // Keep charges n bytes that the gateway keeps for the callers of a class
 // (a network's document) to the class's pool; Drop gives them back.

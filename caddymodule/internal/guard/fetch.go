@@ -21,6 +21,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -119,9 +120,10 @@ func (g *Guard) Coalescing() *coalesce.Group {
 // held bytes of the caller who, which it holds until the client has taken the
 // answer or the progress deadline cut it off. shareable says other callers
 // may get the same bytes: the client is then told not to store it. cached
-// says the bytes are the micro-cache's, which keeps them anyway: they are
-// lent (hold.Budget.Lend), charged to the caller's share alone, so that a
-// cache hit is never refused because the held bytes are spent.
+// says the bytes are the micro-cache's, which keeps them as well: they are
+// lent (hold.Budget.Lend), counted once however many clients hold them, and
+// within the held bytes, since the cache may let them go while a client
+// still holds them.
 func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
 	held, err := g.Hand(pw, who, res.Body, cached, func() error {
 		writeHeld(pw, res.Status, res.Header, res.Body, shareable)
@@ -136,10 +138,9 @@ func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, s
 // Hand holds p, an answer (or a stream's event) for who, against who's
 // share of the held bytes while write sends it to pw: until the client has
 // taken it, or the progress deadline cut it off, with each piece the client
-// takes counted as progress. lend says the bytes are kept anyway (the
-// micro-cache's, a topic's event): they are lent (hold.Budget.Lend),
-// charged to the caller's share alone, so that they are never refused
-// because the held bytes are spent. held says whether p fit: if not,
+// takes counted as progress. lend says the bytes are kept as well (the
+// micro-cache's): they are lent (hold.Budget.Lend), counted once however
+// many clients hold them. held says whether p fit: if not,
 // nothing was written, and err is the budget's reason; if so, err is
 // write's.
 func (g *Guard) Hand(pw *progress.Writer, who Caller, p []byte, lend bool, write func() error) (held bool, err error) {
@@ -148,6 +149,11 @@ func (g *Guard) Hand(pw *progress.Writer, who Caller, p []byte, lend bool, write
 		hold = g.held.Lend
 	}
 	claim, err := hold(who.Holder, who.Held, p)
+	return hand(pw, claim, err, write)
+}
+
+// hand is Hand once the answer's claim is taken, or refused with err.
+func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error) (held bool, _ error) {
 	if err != nil {
 		return false, err
 	}

@@ -3,6 +3,7 @@ package guard
 import (
 	"cmp"
 	"crypto/rand"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -85,28 +86,36 @@ func newGuardState(l Limits) *guardState {
 }
 
 // topicBudget charges what live topics keep, each its latest answer as an
-// event, to the held bytes (live.Budget), as a buffer no client holds yet,
-// in the pool of its viewers' class: a topic's answer is memory the gateway
-// keeps for its viewers, and max_held is what bounds that.
+// event, to the held bytes (live.Budget): a topic's answer is memory the
+// gateway keeps for its viewers, and max_held is what bounds that. A keyed
+// topic's is kept in the share of the key that opened it (its Owner, a
+// Caller), for as long as the topic lasts, so that a key's topics count
+// against its share as its answers and its streams' heads do, and one key
+// cannot spend what the others need; an anonymous topic's in anonymous
+// callers' pool, under a holder of the topic's own (no address's share: a
+// topic outlives its opener's stream, and is everyone's). Its viewers hold
+// the same bytes as they are written (hold.Budget.LendEvent), which adds
+// nothing to the total while the topic keeps them.
 //
-// An event of a small answer (smallEvent: hold.Small, kept as the wire and
-// the data) is never charged, as a small answer is never held against a
-// client: a budget that slow readers of large answers have filled must not
-// end the public /status topic and every stream of it. What such topics keep
-// is bounded by max_topics (32 KiB each: 32 MiB at the default).
+// An event of a small answer (hold.Small, judged on the answer, not the
+// framing) is not charged, as a small answer is never held against a client:
+// a budget that slow readers of large answers have filled must not end the
+// public /status topic and every stream of it. What such topics keep is
+// bounded by max_topics instead (16 KiB and the framing each), and shown in
+// topic_bytes.
 type topicBudget struct{ held *hold.Budget }
 
-// smallEvent is the most a topic's event keeps and is not charged for.
-const smallEvent = 2 * hold.Small
-
-func (b topicBudget) Keep(keyed bool, n int64) bool {
-	return n <= smallEvent || b.held.Take(hold.Share{Keyed: keyed}, n) == nil
-}
-
-func (b topicBudget) Drop(keyed bool, n int64) {
-	if n > smallEvent {
-		b.held.Give(hold.Share{Keyed: keyed}, n)
+func (b topicBudget) Keep(topic string, owner any, keyed bool, ev *live.Event) (release func(), ok bool) {
+	client, share := "topic "+topic, hold.Share{Bytes: math.MaxInt64 / 2}
+	if who, isCaller := owner.(Caller); keyed && isCaller {
+		client, share = who.Holder, who.Held
 	}
+	share.Keyed = keyed
+	claim, err := b.held.Keep(client, share, ev.Wire, ev.Size)
+	if err != nil {
+		return nil, false
+	}
+	return claim.Release, true
 }
 
 // use records that a handler of the given load uses the guard with limits l,

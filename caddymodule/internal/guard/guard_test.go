@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/live"
 )
 
 // TestShareKeySite: a shared answer's key tells sites apart by the Host the
@@ -62,22 +63,58 @@ func TestSentHost(t *testing.T) {
 
 // TestTopicBudgetSmallEvents: a topic's event of a small answer is kept
 // whatever the held bytes hold (a budget slow readers filled must not end
-// the /status topic and every stream of it), and a large one only while it
-// fits.
+// the /status topic and every stream of it), judged on the answer, not the
+// framing; a large one only while it fits.
 func TestTopicBudgetSmallEvents(t *testing.T) {
 	held := hold.New(100<<10, 100<<10, 50<<10)
 	if err := held.Take(hold.Share{}, 50<<10); err != nil {
 		t.Fatal(err)
 	}
 	b := topicBudget{held}
-	if !b.Keep(false, smallEvent) {
-		t.Error("a small event refused by a full anonymous pool")
+	event := func(answer int) *live.Event {
+		return &live.Event{Wire: make([]byte, answer+64), Size: answer}
 	}
-	if b.Keep(false, smallEvent+1) {
+	release, ok := b.Keep("status", nil, false, event(hold.Small))
+	if !ok {
+		t.Fatal("a small event refused by a full anonymous pool")
+	}
+	if _, ok := b.Keep("player", nil, false, event(hold.Small+1)); ok {
 		t.Error("a large event kept past the anonymous pool")
 	}
-	b.Drop(false, smallEvent)
+	release()
 	if held.Held() != 50<<10 {
 		t.Errorf("held %d after the small event was dropped, want the 50 KiB taken before", held.Held())
+	}
+}
+
+// TestTopicBudgetKeyedOwner: a keyed topic's event is kept in the share of
+// the key that opened it, so that a key's topics cannot take more than its
+// share; an anonymous topic's in the anonymous pool, under no address.
+func TestTopicBudgetKeyedOwner(t *testing.T) {
+	held := hold.New(1<<20, 256<<10, 512<<10)
+	b := topicBudget{held}
+	key := Caller{Holder: "key bot", Keyed: true, Held: hold.Share{Bytes: 100 << 10, Keyed: true}}
+	event := func() *live.Event { return &live.Event{Wire: make([]byte, 60<<10), Size: 60 << 10} }
+	release, ok := b.Keep("a", key, true, event())
+	if !ok {
+		t.Fatal("a keyed topic's event within its key's share refused")
+	}
+	if _, ok := b.Keep("b", key, true, event()); ok {
+		t.Error("a second keyed topic's event past its key's share kept")
+	}
+	other := Caller{Holder: "key staff", Keyed: true, Held: hold.Share{Bytes: 100 << 10, Keyed: true}}
+	r2, ok := b.Keep("b", other, true, event())
+	if !ok {
+		t.Error("another key's topic refused")
+	}
+	r3, ok := b.Keep("c", nil, false, event())
+	if !ok || held.Anonymous() != 60<<10 {
+		t.Errorf("an anonymous topic: kept %v, anonymous %d", ok, held.Anonymous())
+	}
+	release()
+	r2()
+	r3()
+	if held.Held() != 0 {
+		t.Errorf("held %d after every topic let its event go", held.Held())
 	}
 }

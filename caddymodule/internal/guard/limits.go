@@ -50,6 +50,14 @@ func (l Limits) anonymousHeld() int64 {
 	return max(1, l.MaxHeld/2)
 }
 
+// KeyShare is the most a key's default share of the held bytes is: half of
+// what anonymous callers leave (a quarter of max_held), so that with
+// anonymous callers at their half and any one key at its share, the other
+// keys still have the rest.
+func (l Limits) KeyShare() int64 {
+	return max(1, (l.MaxHeld-l.anonymousHeld())/2)
+}
+
 // PerInstance is this gateway's share of the limits when it is one of k in
 // front of the backend: the backend's slots, the queue in front of it and
 // the held bytes divided by k, rounded down and at least 1 (off stays off).

@@ -135,32 +135,38 @@ func (s *spool) Write(p []byte) (int, error) {
 
 // grow makes room for need bytes of body within max and the held bytes.
 func (s *spool) grow(need int) bool {
-	if need <= cap(s.body) {
-		return true
-	}
 	if need > s.max {
 		return false
 	}
-	size := min(max(need, 2*cap(s.body), spoolStart), s.max)
-	if cap(s.body) == 0 && s.hint >= need {
-		size = min(s.hint, s.max)
+	size, pooled := cap(s.body), false
+	if need > size {
+		size = min(max(need, 2*cap(s.body), spoolStart), s.max)
+		if cap(s.body) == 0 && s.hint >= need {
+			size = min(s.hint, s.max)
+		}
+		// Charged as the memory it takes: the pool rounds up to its
+		// class, and past max the last growth is to max exactly, outside
+		// the pool.
+		if pooled = buffers.capacity(size) <= s.max; pooled {
+			size = buffers.capacity(size)
+		} else {
+			size = s.max
+		}
 	}
-	// Charged as the memory it takes: the pool rounds up to its class, and
-	// past max the last growth is to max exactly, outside the pool. A
-	// buffer of up to hold.Small is not charged, as an answer that small is
-	// not (hold.Budget.Hold): so a small answer is read whole whatever is
-	// held, and a full Budget refuses nobody whose answer costs it nothing.
-	pooled := buffers.capacity(size) <= s.max
-	if pooled {
-		size = buffers.capacity(size)
-	} else {
-		size = s.max
-	}
-	if want := int64(size); size > hold.Small && want > s.charged {
+	// Nothing is charged while the answer read so far is of up to
+	// hold.Small, as an answer that small is not (hold.Budget.Hold),
+	// whatever buffer its expected length (with the field layer's margin)
+	// rounded it into: so a small answer is read whole whatever is held,
+	// and a full Budget refuses nobody whose answer costs it nothing. Once
+	// it is larger, the whole buffer is.
+	if want := int64(size); need > hold.Small && want > s.charged {
 		if s.held.Take(s.share, want-s.charged) != nil {
 			return false
 		}
 		s.charged = want
+	}
+	if size == cap(s.body) {
+		return true
 	}
 	var grown []byte
 	if pooled {

@@ -76,6 +76,21 @@ func TestSpoolSmallAnswerWithThePoolFull(t *testing.T) {
 		t.Errorf("a small anonymous answer: spilled %v, %d bytes kept", sp.spilled, len(sp.body))
 	}
 	sp.recycle()
+	// Judged on the answer, not the buffer its expected length (with the
+	// field layer's margin) rounds it into: 16,200 bytes announced as
+	// 16,456 take a buffer of 32 KiB, and are still charged nothing.
+	hinted := newSpool(httptest.NewRecorder(), 256<<10, budget)
+	hinted.begin(hold.Share{}, false, func() error { return nil })
+	hinted.expect(16_200 + 256)
+	if _, err := hinted.Write(bytes.Repeat([]byte{'x'}, 16_200)); err != nil || hinted.spilled || cap(hinted.body) <= hold.Small {
+		t.Errorf("a small anonymous answer announced with a margin: err %v, spilled %v, a buffer of %d", err, hinted.spilled, cap(hinted.body))
+	}
+	// Grown past hold.Small within the buffer it has, it is charged the
+	// buffer: no room, so it spills.
+	if _, err := hinted.Write(bytes.Repeat([]byte{'x'}, 500)); err != nil || !hinted.spilled {
+		t.Errorf("the same answer grown past hold.Small with the pool full: err %v, spilled %v", err, hinted.spilled)
+	}
+	hinted.recycle()
 	sp, client = read(hold.Share{}, hold.Small+1)
 	if !sp.spilled || client.Body.Len() != hold.Small+1 {
 		t.Errorf("a larger anonymous answer: spilled %v, %d bytes to the client", sp.spilled, client.Body.Len())

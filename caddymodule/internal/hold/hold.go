@@ -11,7 +11,9 @@
 //
 // Answers of up to Small bytes are not charged: they fit in any connection's
 // buffers, so a client that stops reading does not keep them in the process,
-// and counting them would cost every request a lock.
+// and counting them would cost every request a lock. The size judged is the
+// answer's own, not that of the buffer it is read into nor of an event that
+// frames it (LendEvent).
 //
 // Keyed clients (the operator's own) come first, as they do in the queue and
 // the stream seats: what anonymous clients hold together, pinned, held or
@@ -20,15 +22,22 @@
 // an attacker has, and whatever they hold, the rest of the Budget stays for
 // keyed clients: a full anonymous pool refuses anonymous charges only.
 //
-// An answer another part of the gateway keeps anyway (Lend: a micro-cache
-// entry, a live topic's latest answer) is charged to the client's share,
-// which bounds what a client that stops reading keeps, but never refused for
-// the total: its bytes are bounded where they are kept (cache_size, the
-// topics' own charge), and counted once in Held however many clients hold
-// them, for as long as any client does. Check judges the client alone:
-// a request is not refused because the Budget is spent, since it may be a
-// cache hit or an answer too small to charge, which cost the Budget nothing;
-// what it would cost is refused when it is charged.
+// An answer another part of the gateway keeps as well (Lend: a micro-cache
+// entry, a live topic's latest answer) is charged to the client's share and
+// to the Budget once, however many clients hold it, for as long as any
+// client does (and to the anonymous pool once while any anonymous client
+// does): the cache or the topic may let it go while a client that stops
+// reading still holds it, and then those bytes are the Budget's alone. So
+// everything held, charged or lent, adds up within the maximum, and Held
+// never exceeds it. Check judges the client alone: a request is not refused
+// because the Budget is spent, since it may be an answer too small to
+// charge, which costs the Budget nothing; what it would cost is refused when
+// it is charged.
+//
+// What the gateway keeps on a client's behalf rather than for it to read (a
+// keyed live topic's latest answer, charged to the key that opened the
+// topic: Keep) is lent like a cached answer, in the client's share, but is
+// not what Check judges the client by: it is no answer left unread.
 //
 // What a client's request keeps for as long as it lasts (a live stream's
 // target and headers, which the server holds until the stream ends) is
@@ -36,10 +45,11 @@
 // client decides how large its headers are.
 //
 // Bytes are charged per client and answer: an answer that several clients
-// share counts once for each of them, however often each writes it (a client
-// with many stalled streams of one cached answer holds one copy). That
-// overstates what answers shared between clients cost, and never understates
-// what the process holds.
+// share counts once in each one's share, however often each writes it (a
+// client with many stalled streams of one cached answer holds one copy), and
+// in the total once for each of them, but a lent answer once for all. That
+// overstates what answers shared between clients cost (and what the cache
+// keeps as well), and never understates what the process holds.
 //
 // A client that holds half its share starts no request (Check): its next
 // answer might not fit, and a client that does not read would only make the
@@ -98,31 +108,39 @@ type Share struct {
 // Budget is a bound on held bytes, in total and per client.
 type Budget struct {
 	max, share, anonMax atomic.Int64 // changed by SetSizes at any time
-	used, anonUsed      atomic.Int64 // charged: in all, and of that anonymously
-	lent                atomic.Int64 // answers lent (Lend), once each
+	used, anonUsed      atomic.Int64 // charged: in all, and of that anonymously; lent answers once each
 
 	mu     sync.Mutex
 	by     map[string]*holding
-	lentBy map[*byte]int // the clients holding each answer lent
+	lentBy map[*byte]lending // the clients holding each answer lent
 
 	// now is the time on a monotonic clock; a test's own clock replaces it.
 	now func() time.Duration
 }
 
-// holding is what one client holds: its bytes, how often it holds each
-// answer, by the answer's first byte (nil until it holds one), and when it
-// last took a piece of any.
+// holding is what one client holds: its bytes (of which kept, what the
+// gateway keeps on its behalf: Keep), how often it holds each answer, by the
+// answer's first byte (nil until it holds one), and when it last took a
+// piece of any.
 type holding struct {
-	bytes   int64
-	answers map[*byte]holds
-	taken   atomic.Int64 // a time.Duration of Budget.now
+	bytes, kept int64
+	answers     map[*byte]holds
+	taken       atomic.Int64 // a time.Duration of Budget.now
 }
+
+// lending is how many clients hold one answer lent, in all and of them
+// anonymous ones: the answer is charged to the total while any client
+// holds it, and to the anonymous pool while an anonymous one does.
+type lending struct{ all, anon int }
 
 // holds is how often a client holds one answer, and whether its first hold
 // lent it (Lend), which decides how the last Release gives it back.
 type holds struct {
 	n    int
 	lent bool
+	// kept says the first hold was a Keep: its bytes are not judged by
+	// Check.
+	kept bool
 	// charged is the share the answer was charged in when it was first
 	// held: its last Release gives the bytes back there, whichever Claim
 	// it is (one client may hold one answer in two classes, as a network's
@@ -136,7 +154,7 @@ type holds struct {
 // max: configuration is validated before it gets here.
 func New(max, share, anonymous int64) *Budget {
 	start := time.Now()
-	b := &Budget{by: make(map[string]*holding), lentBy: make(map[*byte]int), now: func() time.Duration { return time.Since(start) }}
+	b := &Budget{by: make(map[string]*holding), lentBy: make(map[*byte]lending), now: func() time.Duration { return time.Since(start) }}
 	b.SetSizes(max, share, anonymous)
 	return b
 }
@@ -163,12 +181,13 @@ func (b *Budget) SetSizes(max, share, anonymous int64) {
 	b.anonMax.Store(anonymous)
 }
 
-// Held is how many bytes are held now: charged, and lent.
+// Held is how many bytes are held now: charged, lent answers included once
+// each. It never exceeds the maximum, but after SetSizes lowered it.
 func (b *Budget) Held() int64 {
 	if b == nil {
 		return 0
 	}
-	return b.used.Load() + b.lent.Load()
+	return b.used.Load()
 }
 
 // Anonymous is how many bytes are charged now out of the anonymous pool.
@@ -203,7 +222,7 @@ func (b *Budget) Check(client string, s Share) error {
 	var held int64
 	var taken time.Duration
 	if h := b.by[client]; h != nil {
-		held, taken = h.bytes, time.Duration(h.taken.Load())
+		held, taken = h.bytes-h.kept, time.Duration(h.taken.Load())
 	}
 	b.mu.Unlock()
 	if 2*held < b.bytesOf(s) {
@@ -269,23 +288,41 @@ type Claim struct {
 // chance to take it yet. Every successful Hold is followed by a Release of
 // its Claim.
 func (b *Budget) Hold(client string, s Share, answer []byte) (*Claim, error) {
-	return b.hold(client, s, answer, false)
+	return b.hold(client, s, answer, len(answer), false, false)
 }
 
 // Lend is Hold for an answer whose bytes another part of the gateway keeps
-// anyway (a micro-cache entry, bounded by cache_size; a live topic's latest
-// answer, charged to the Budget with Take): it is charged to the
-// client's share alone (ErrClientFull past it), never refused for the
-// total or the anonymous pool, and counted in Held once however many
-// clients hold it. A cache hit costs the Budget nothing, and is not refused
-// because the Budget is spent; a client that stops reading still keeps at
-// most its share.
+// as well (a micro-cache entry; a live topic's latest answer): it is
+// charged to the client's share, and to the Budget (the total, and for an
+// anonymous client the anonymous pool) once however many clients hold it,
+// for as long as any does; ErrClientFull past the share, ErrFull past the
+// total or the pool. The cache or the topic may let the answer go while a
+// client that stops reading still holds it: the bytes are then the Budget's
+// alone, so they are counted in it from the first hold, and what clients
+// hold stays within the maximum however many answers the cache lets go.
 func (b *Budget) Lend(client string, s Share, answer []byte) (*Claim, error) {
-	return b.hold(client, s, answer, true)
+	return b.hold(client, s, answer, len(answer), true, false)
 }
 
-func (b *Budget) hold(client string, s Share, answer []byte, lent bool) (*Claim, error) {
-	if b == nil || len(answer) <= Small {
+// LendEvent is Lend for p, a live stream's event: an answer of size bytes
+// with its framing, whose bytes its topic keeps (Keep). It is not counted
+// when the answer is small, whatever the framing adds.
+func (b *Budget) LendEvent(client string, s Share, p []byte, size int) (*Claim, error) {
+	return b.hold(client, s, p, size, true, false)
+}
+
+// Keep is LendEvent for what the gateway keeps on client's behalf rather
+// than for it to read: a live topic's latest event, charged to the key that
+// opened the topic (or, for an anonymous topic, to a holder of the topic's
+// own), as long as the topic keeps it. It is charged as Lend charges, and
+// its clients' holds of the same bytes add nothing; but Check does not
+// judge the client by it, since nothing of it is left unread.
+func (b *Budget) Keep(client string, s Share, p []byte, size int) (*Claim, error) {
+	return b.hold(client, s, p, size, true, true)
+}
+
+func (b *Budget) hold(client string, s Share, answer []byte, size int, lent, kept bool) (*Claim, error) {
+	if b == nil || size <= Small || len(answer) == 0 {
 		return nil, nil
 	}
 	id, n := &answer[0], int64(len(answer))
@@ -312,7 +349,10 @@ func (b *Budget) hold(client string, s Share, answer []byte, lent bool) (*Claim,
 	if c.h.answers == nil {
 		c.h.answers = make(map[*byte]holds, 1)
 	}
-	c.h.answers[id] = holds{n: 1, lent: lent, charged: s}
+	c.h.answers[id] = holds{n: 1, lent: lent, kept: kept, charged: s}
+	if kept {
+		c.h.kept += n
+	}
 	c.h.taken.Store(int64(b.now()))
 	return c, nil
 }
@@ -360,16 +400,33 @@ func (b *Budget) charge(client string, s Share, n int64) (*holding, error) {
 	return b.add(client, n), nil
 }
 
-// lend charges the answer id of n bytes to client, of Share s, alone, and
-// counts it in b.lent unless another client holds it already: ErrClientFull
-// past the client's share. Under b.mu.
+// lend charges the answer id of n bytes to client, of Share s, and to the
+// total unless another client holds it already, and to the anonymous pool
+// for an anonymous client unless another anonymous client holds it already:
+// ErrClientFull past the client's share, ErrFull past the total or the
+// pool. Under b.mu.
 func (b *Budget) lend(client string, s Share, id *byte, n int64) (*holding, error) {
 	if err := b.fits(client, s, n); err != nil {
 		return nil, err
 	}
-	if b.lentBy[id]++; b.lentBy[id] == 1 {
-		b.lent.Add(n)
+	l := b.lentBy[id]
+	total, anon := l.all == 0, !s.Keyed && l.anon == 0
+	if anon && b.anonUsed.Add(n) > b.anonMax.Load() {
+		b.anonUsed.Add(-n)
+		return nil, ErrFull
 	}
+	if total && b.used.Add(n) > b.max.Load() {
+		b.used.Add(-n)
+		if anon {
+			b.anonUsed.Add(-n)
+		}
+		return nil, ErrFull
+	}
+	l.all++
+	if !s.Keyed {
+		l.anon++
+	}
+	b.lentBy[id] = l
 	return b.add(client, n), nil
 }
 
@@ -435,10 +492,21 @@ func (c *Claim) Release() {
 		return
 	}
 	delete(h.answers, id)
+	if a.kept {
+		h.kept -= n
+	}
 	if a.lent {
-		if b.lentBy[id]--; b.lentBy[id] == 0 {
+		l := b.lentBy[id]
+		if l.all--; !a.charged.Keyed {
+			if l.anon--; l.anon == 0 {
+				b.anonUsed.Add(-n)
+			}
+		}
+		if l.all == 0 {
 			delete(b.lentBy, id)
-			b.lent.Add(-n)
+			b.used.Add(-n)
+		} else {
+			b.lentBy[id] = l
 		}
 	} else {
 		b.Give(a.charged, n)

@@ -418,15 +418,15 @@ func TestAnonymousPool(t *testing.T) {
 	}
 }
 
-// TestLend: an answer lent (a cache hit) is not refused with the total or
-// the anonymous pool spent, is counted once in Held however many clients
-// hold it, and is charged to each client's share, which still bounds it.
+// TestLend: an answer lent (a cache hit) is counted once in Held however
+// many clients hold it, in the anonymous pool once while an anonymous client
+// holds it, and charged to each client's share, which still bounds it; it
+// is refused past the total or the pool, so that what clients hold of
+// answers the cache let go stays within the maximum (50 addresses stalling
+// cache hits of 50 answers).
 func TestLend(t *testing.T) {
 	b := New(100*k, 40*k, 50*k)
-	if err := b.Pin("flood", Share{Bytes: 50 * k}, 50*k); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Pin("key", Share{Bytes: 50 * k, Keyed: true}, 50*k); err != nil {
+	if err := b.Pin("key", Share{Bytes: 50 * k, Keyed: true}, 40*k); err != nil {
 		t.Fatal(err)
 	}
 	cached := answer(30)
@@ -434,12 +434,12 @@ func TestLend(t *testing.T) {
 	for _, c := range []string{"a", "b", "a"} {
 		cl, err := b.Lend(c, Share{}, cached)
 		if err != nil {
-			t.Fatalf("%s: a cached answer with the Budget spent: %v", c, err)
+			t.Fatalf("%s: a cached answer: %v", c, err)
 		}
 		claims = append(claims, cl)
 	}
-	if b.Held() != 130*k || b.Anonymous() != 50*k {
-		t.Fatalf("held %d, anonymous %d; want the 100 units charged and the cached answer once", b.Held(), b.Anonymous())
+	if b.Held() != 70*k || b.Anonymous() != 30*k {
+		t.Fatalf("held %d, anonymous %d; want the 40 units pinned and the cached answer once", b.Held(), b.Anonymous())
 	}
 	if _, err := b.Lend("a", Share{}, answer(11)); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("a cached answer past the client's share: %v, want ErrClientFull", err)
@@ -447,13 +447,53 @@ func TestLend(t *testing.T) {
 	if err := b.Check("a", Share{}); !errors.Is(err, ErrClientFull) {
 		t.Fatalf("Check of a client holding more than half its share lent: %v", err)
 	}
+	// Another answer the cache let go, for another address: past the
+	// anonymous pool it is refused, not lent beyond every bound.
+	if _, err := b.Lend("c", Share{}, answer(21)); !errors.Is(err, ErrFull) {
+		t.Fatalf("a second cached answer past the anonymous pool: %v, want ErrFull", err)
+	}
+	// A key's hold of the same answer adds nothing to the total; its own
+	// answer is refused past it.
+	kc, err := b.Lend("key2", Share{Bytes: 80 * k, Keyed: true}, cached)
+	if err != nil || b.Held() != 70*k {
+		t.Fatalf("a key holding the answer lent already: %v, held %d", err, b.Held())
+	}
+	if _, err := b.Lend("key2", Share{Bytes: 80 * k, Keyed: true}, answer(31)); !errors.Is(err, ErrFull) {
+		t.Fatalf("a keyed answer past the total: %v, want ErrFull", err)
+	}
 	for _, cl := range claims {
 		cl.Release()
 	}
-	b.Unpin("flood", Share{Bytes: 50 * k}, 50*k)
-	b.Unpin("key", Share{Bytes: 50 * k, Keyed: true}, 50*k)
+	if b.Held() != 70*k || b.Anonymous() != 0 {
+		t.Fatalf("the anonymous holders gone, the key still holding it: held %d, anonymous %d", b.Held(), b.Anonymous())
+	}
+	kc.Release()
+	b.Unpin("key", Share{Bytes: 50 * k, Keyed: true}, 40*k)
 	if b.Held() != 0 || b.Anonymous() != 0 || len(b.by) != 0 || len(b.lentBy) != 0 {
 		t.Fatalf("after giving everything back: held %d, anonymous %d, %d clients, %d lent", b.Held(), b.Anonymous(), len(b.by), len(b.lentBy))
+	}
+}
+
+// TestKeepIsNotJudged: what a client keeps through Keep (a keyed topic's
+// event) counts in its share and the total, but Check does not refuse the
+// client for it; an event is judged small on its answer, not its framing.
+func TestKeepIsNotJudged(t *testing.T) {
+	b := New(100*k, 40*k, 50*k)
+	ev := answer(30)
+	c, err := b.Keep("key", Share{Bytes: 40 * k, Keyed: true}, ev, len(ev)-64)
+	if err != nil || b.Held() != 30*k {
+		t.Fatalf("a kept event: %v, held %d", err, b.Held())
+	}
+	if err := b.Check("key", Share{Bytes: 40 * k, Keyed: true}); err != nil {
+		t.Errorf("a key keeping a topic's event of more than half its share: %v", err)
+	}
+	if _, err := b.Lend("key", Share{Bytes: 40 * k, Keyed: true}, answer(11)); !errors.Is(err, ErrClientFull) {
+		t.Errorf("past its share with what it keeps: %v, want ErrClientFull", err)
+	}
+	c.Release()
+	framed := make([]byte, Small+64)
+	if c, err := b.LendEvent("a", Share{}, framed, Small); c != nil || err != nil || b.Held() != 0 {
+		t.Errorf("an event of a small answer: %v %v, held %d", c, err, b.Held())
 	}
 }
 

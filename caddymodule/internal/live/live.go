@@ -51,6 +51,9 @@ type Event struct {
 	// Wire is the event as the hub's encoder wrote it, once for every
 	// subscriber; shared, never modified. Nil without an encoder.
 	Wire []byte
+	// Size is the answer's length: what is judged small or not
+	// (hold.Small), whatever the framing adds.
+	Size int
 }
 
 // Encoder writes an event for the wire, once per answer: what every
@@ -73,6 +76,15 @@ type Viewer struct {
 	// Keyed says the subscriber is keyed: a new topic takes a keyed place
 	// (a topic's subscribers are all of one class).
 	Keyed bool
+	// Owner is who a new topic's answers are charged to (Budget.Keep)
+	// for as long as it lasts, when the subscriber starts it: its
+	// opener.
+	Owner any
+	// Seat is the subscriber's seat, whose client a keyed topic that
+	// takes an anonymous one's place over claims the takeover for, for
+	// Window (Seats.TakeTopic); nil claims nothing.
+	Seat   *Place
+	Window time.Duration
 	// By is what a poll is charged to when it is made on this
 	// subscriber's behalf: the topic's polls are charged to its
 	// subscribers in turn, so that a topic costs its viewers what their
@@ -118,8 +130,9 @@ type topic struct {
 	place  *Place // nil without seats
 	subs   map[*Sub]struct{}
 	keyed  bool   // its viewers are keyed: the class its answer is charged in
+	owner  any    // Viewer.Owner of its opener: who its answers are charged to
 	last   *Event // the latest answer; nil before the first
-	kept   int64  // what the hub's meter charged for last
+	give   func() // gives back what the hub's meter charged for last; nil: nothing
 	ended  bool   // under hub.mu
 }
 
@@ -162,12 +175,12 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 		var place *Place
 		if h.seats != nil {
 			var err error
-			if place, err = h.seats.TakeTopic(v.Keyed); err != nil {
+			if place, err = h.seats.TakeTopic(v.Keyed, v.Seat, v.Window); err != nil {
 				return nil, err
 			}
 		}
 		var first time.Duration
-		t = &topic{key: key, place: place, subs: map[*Sub]struct{}{}, keyed: v.Keyed}
+		t = &topic{key: key, place: place, subs: map[*Sub]struct{}{}, keyed: v.Keyed, owner: v.Owner}
 		if v.Answer != nil {
 			if !h.keep(t, h.event(v.Answer)) {
 				place.Give()
@@ -277,7 +290,7 @@ func (h *Hub) poll(ctx context.Context, t *topic, fetch Fetch, first time.Durati
 
 // event is answer as subscribers get it.
 func (h *Hub) event(answer []byte) *Event {
-	ev := &Event{ID: ID(answer), Data: answer}
+	ev := &Event{ID: ID(answer), Data: answer, Size: len(answer)}
 	if h.encode != nil {
 		ev.Wire, ev.Data = h.encode(*ev), nil
 	}
@@ -340,14 +353,22 @@ func (h *Hub) publish(t *topic, ev *Event) {
 // the one before, or reports that it does not fit: t then keeps nothing.
 // Under h.mu, or before t is known to anyone else.
 func (h *Hub) keep(t *topic, ev *Event) bool {
-	h.meter.drop(t.keyed, t.kept)
-	t.last, t.kept = nil, 0
-	n := ev.size()
-	if !h.meter.keep(t.keyed, n) {
+	t.drop()
+	give, ok := h.meter.keep(t, ev)
+	if !ok {
 		return false
 	}
-	t.last, t.kept = ev, n
+	t.last, t.give = ev, give
 	return true
+}
+
+// drop gives back what t's latest answer was charged, and forgets it.
+// Under h.mu.
+func (t *topic) drop() {
+	if t.give != nil {
+		t.give()
+	}
+	t.last, t.give = nil, nil
 }
 
 // offer makes ev pending unless the subscriber has it; a pending event not
@@ -405,8 +426,7 @@ func (h *Hub) end(t *topic) {
 		s.pending = nil
 	}
 	t.subs = nil
-	h.meter.drop(t.keyed, t.kept)
-	t.last, t.kept = nil, 0
+	t.drop()
 	t.place.Give()
 }
 

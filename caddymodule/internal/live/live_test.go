@@ -704,3 +704,63 @@ func TestEndDoesNotWaitForAPoll(t *testing.T) {
 	close(release)
 	<-closed
 }
+
+// TestTopicTakeoversClaimed: a key whose streams start new keyed topics
+// takes anonymous topics over at most its share of times (the seat's
+// per-client bound) within the window, however soon it leaves each; past
+// that its new topic is refused as an anonymous one is, and once the
+// window has passed it may again. Without a seat nothing is claimed.
+func TestTopicTakeoversClaimed(t *testing.T) {
+	seats := NewSeats(0, 0, 2)
+	now := time.Unix(1000, 0)
+	seats.now = func() time.Time { return now }
+	h := New(nil, seats, nil)
+	defer h.Close()
+	f := newFeed()
+	anon := 0
+	fill := func() []*Sub {
+		var subs []*Sub
+		for seats.Topics() < 2 {
+			anon++
+			s, err := h.Subscribe(fmt.Sprint("anon", anon), Viewer{}, f.newFetch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subs = append(subs, s)
+		}
+		return subs
+	}
+	ended := 0
+	var subs []*Sub
+	for i := range 6 {
+		subs = append(subs, fill()...)
+		seat, err := seats.TakeUpTo("key bot", true, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := h.Subscribe(fmt.Sprint("bot", i), Viewer{Keyed: true, Seat: seat, Window: time.Minute}, f.newFetch)
+		if err != nil {
+			if err != ErrTopicsFull || i < 3 {
+				t.Fatalf("the key's topic %d: %v", i, err)
+			}
+			seat.Give()
+			continue
+		}
+		k.Leave()
+		seat.Give()
+		fixture.WaitFor(t, "the key's topic to give its place back", func() bool { return seats.Topics() < 2 })
+	}
+	for _, s := range subs {
+		if isClosed(s.t.place.Ended()) { // its Done is closed a moment later
+			ended++
+		}
+	}
+	if ended != 3 {
+		t.Fatalf("a key churning new topics ended %d anonymous ones, want its share, 3", ended)
+	}
+	now = now.Add(time.Minute)
+	seat, _ := seats.TakeUpTo("key bot", true, 3)
+	if _, err := h.Subscribe("bot again", Viewer{Keyed: true, Seat: seat, Window: time.Minute}, f.newFetch); err != nil {
+		t.Fatalf("past the window: %v", err)
+	}
+}

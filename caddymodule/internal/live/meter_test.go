@@ -16,28 +16,23 @@ type budget struct {
 	anonHeld, keyedHeld int64
 }
 
-func (b *budget) Keep(keyed bool, n int64) bool {
+func (b *budget) Keep(_ string, _ any, keyed bool, ev *Event) (func(), bool) {
+	n := ev.size()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.anonHeld+b.keyedHeld+n > b.max {
-		return false
+		return nil, false
 	}
+	held := &b.anonHeld
 	if keyed {
-		b.keyedHeld += n
-	} else {
-		b.anonHeld += n
+		held = &b.keyedHeld
 	}
-	return true
-}
-
-func (b *budget) Drop(keyed bool, n int64) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if keyed {
-		b.keyedHeld -= n
-	} else {
-		b.anonHeld -= n
-	}
+	*held += n
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		*held -= n
+	}, true
 }
 
 func (b *budget) held() (anon, keyed int64) {

@@ -41,7 +41,11 @@ var (
 // for the window (the least a stream lives, so that a stream that lives its
 // lifetime has its claim back when it ends), however soon the stream
 // closes. So a keyed caller that is refused ends nothing, and one that opens
-// and closes streams without end ends no more than it could keep open.
+// and closes streams without end ends no more than it could keep open. A
+// topic taken over is claimed the same way, by the client whose stream
+// starts the keyed topic, within the same window and up to the same share,
+// counted apart from its seats: a key that churns new topics ends no more
+// anonymous topics than it could keep streams open.
 //
 // Memory is one map entry per client with a stream open, and one per keyed
 // client with a claim. Safe for concurrent use.
@@ -50,7 +54,7 @@ type Seats struct {
 	max, perClient, maxTopics int // 0: no bound
 	streams, topics           ledger
 	by                        map[string]int         // open streams per client, yielded and pending ones included
-	claims                    map[string][]time.Time // per keyed client, when each of its takeovers' claims ends
+	claims, topicClaims       map[string][]time.Time // per keyed client, when each of its takeovers' claims ends: of seats, of topics
 	now                       func() time.Time       // the clock of the claims; tests set it
 }
 
@@ -90,7 +94,8 @@ type Place struct {
 // NewSeats returns Seats for at most max streams, perClient per client, and
 // maxTopics topics; 0 is no bound.
 func NewSeats(max, perClient, maxTopics int) *Seats {
-	return &Seats{max: max, perClient: perClient, maxTopics: maxTopics, by: map[string]int{}, claims: map[string][]time.Time{}, now: time.Now}
+	return &Seats{max: max, perClient: perClient, maxTopics: maxTopics, by: map[string]int{},
+		claims: map[string][]time.Time{}, topicClaims: map[string][]time.Time{}, now: time.Now}
 }
 
 // SetBounds changes the bounds for the places taken from now on: the
@@ -127,7 +132,7 @@ func (s *Seats) TakeUpTo(client string, keyed bool, perClient int) (*Place, erro
 	}
 	var p *Place
 	if s.max > 0 && s.streams.held >= s.max {
-		if !keyed || s.streams.cheapest() == nil || !s.mayTakeOver(client, perClient) {
+		if !keyed || s.streams.cheapest() == nil || !mayTakeOver(s.claims, s.now(), client, perClient) {
 			return nil, ErrFull
 		}
 		p = &Place{s: s, l: &s.streams, keyed: true, pending: true, ended: make(chan struct{})}
@@ -159,7 +164,7 @@ func (p *Place) Settle(window time.Duration) error {
 	l := &s.streams
 	if s.max > 0 && l.held >= s.max {
 		v := l.cheapest()
-		if v == nil || !s.mayTakeOver(p.client, p.perClient) {
+		if v == nil || !mayTakeOver(s.claims, s.now(), p.client, p.perClient) {
 			return ErrFull
 		}
 		l.yield(v)
@@ -170,32 +175,40 @@ func (p *Place) Settle(window time.Duration) error {
 	return nil
 }
 
-// mayTakeOver reports whether client may take another seat over: it has
-// fewer claims running than its share of seats, perClient. Under s.mu.
-func (s *Seats) mayTakeOver(client string, perClient int) bool {
-	claims := s.claims[client]
-	now := s.now()
-	kept := claims[:0]
-	for _, until := range claims {
+// mayTakeOver reports whether client may take another place over: it has
+// fewer of claims (of seats, or of topics) running at now than its share,
+// perClient. Under s.mu.
+func mayTakeOver(claims map[string][]time.Time, now time.Time, client string, perClient int) bool {
+	kept := claims[client][:0]
+	for _, until := range claims[client] {
 		if until.After(now) {
 			kept = append(kept, until)
 		}
 	}
 	if len(kept) == 0 {
-		delete(s.claims, client)
+		delete(claims, client)
 	} else {
-		s.claims[client] = kept
+		claims[client] = kept
 	}
 	return len(kept) < cmp.Or(perClient, DefaultTakeovers)
 }
 
 // TakeTopic gives a new topic its place, or ErrTopicsFull when every place
-// is taken (for a keyed taker: by keyed takers). Its viewers are set with
-// SetViewers.
-func (s *Seats) TakeTopic(keyed bool) (*Place, error) {
+// is taken (for a keyed taker: by keyed takers, or the client of seat, the
+// stream that starts the topic, took over as many topics as it may within
+// window, each takeover claimed for window as a seat's is). A nil seat
+// claims nothing. Its viewers are set with SetViewers.
+func (s *Seats) TakeTopic(keyed bool, seat *Place, window time.Duration) (*Place, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.take(&s.topics, s.maxTopics, keyed)
+	l := &s.topics
+	if keyed && seat != nil && s.maxTopics > 0 && l.held >= s.maxTopics {
+		if l.cheapest() == nil || !mayTakeOver(s.topicClaims, s.now(), seat.client, seat.perClient) {
+			return nil, ErrTopicsFull
+		}
+		s.topicClaims[seat.client] = append(s.topicClaims[seat.client], s.now().Add(window))
+	}
+	p := s.take(l, s.maxTopics, keyed)
 	if p == nil {
 		return nil, ErrTopicsFull
 	}

@@ -36,8 +36,8 @@ type Guard struct {
 	Flights   *coalesce.Group
 	Cache     *microcache.Cache
 	Held      *hold.Budget
-	// Topics is what the guard's live topics keep (their latest answers),
-	// part of Held.
+	// Topics is what the guard's live topics keep (their latest answers);
+	// those of answers over 16 KiB are part of Held.
 	Topics *live.Meter
 }
 
@@ -58,11 +58,11 @@ var (
 	descQueued = guardDesc("backend_requests_queued",
 		"Requests waiting for the backend's capacity (admission control), by guard and caller class.", "class")
 	descHeld = guardDesc("held_bytes",
-		"Bytes held for clients, by guard: answers they have not read yet, and what their live streams' requests keep.")
+		"Bytes held for clients, by guard, at most max_held: answers they have not read yet (cache hits once each), what their live streams' requests keep, and their topics' events of answers over 16 KiB.")
 	descHeldAnonymous = guardDesc("held_anonymous_bytes",
 		"Bytes charged to the held bytes for anonymous callers, by guard: at most half of max_held, the rest being keyed callers' first.")
 	descTopicBytes = guardDesc("topic_bytes",
-		"Bytes the live streams' topics keep, each its latest answer as an event, by guard: counted in held_bytes too.")
+		"Bytes the live streams' topics keep, each its latest answer as an event, by guard: those of answers over 16 KiB are counted in held_bytes too.")
 	descCacheLookups = guardDesc("cache_lookups_total",
 		"Micro-cache lookups, by guard and result: a fresh entry (hit), one served past its time to live while it is refreshed (stale), none (miss).", "result")
 	descCacheEvictions = guardDesc("cache_evictions_total",

@@ -91,8 +91,7 @@ func busyGuard(t *testing.T, name string) Guard {
 // noBound is a live.Budget that takes everything.
 type noBound struct{}
 
-func (noBound) Keep(bool, int64) bool { return true }
-func (noBound) Drop(bool, int64)      {}
+func (noBound) Keep(string, any, bool, *live.Event) (func(), bool) { return func() {}, true }
 
 // guardSeries is the scrape of one busyGuard (times n, for guards that sum)
 // under the guard label name.
