@@ -46,10 +46,10 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
 		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
 		{"key with a placeholder in it", "statusgate {\n\tkey bot pre-{env.SG_KEY}-{system.os}\n}", `{"auth":{"keys":[{"name":"bot","key":"pre-{env.SG_KEY}-{system.os}"}]}}`},
-		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		{"key quoted", "statusgate {\n\tkey \"a7-Qx9-Zk3-Wv5pL\"\n}", `{"auth":{"keys":["` + apikey.Digest("a7-Qx9-Zk3-Wv5pL") + `"]}}`},
 		// Trimmed as Provision trims, and escaped braces unescaped as Caddy's
 		// replacer unescapes them.
-		{"key quoted with white space around", "statusgate {\n\tkey \" a b c\t\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		{"key quoted with white space around", "statusgate {\n\tkey \" a7-Qx9-Zk3-Wv5pL\t\"\n}", `{"auth":{"keys":["` + apikey.Digest("a7-Qx9-Zk3-Wv5pL") + `"]}}`},
 		{"key with escaped braces", "statusgate {\n\tkey kBrace-\\{Hunter2-part\\}\n}", `{"auth":{"keys":["` + apikey.Digest("kBrace-{Hunter2-part}") + `"]}}`},
 		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
 		{"name like a generated key's prefix", "statusgate {\n\tkey sg_bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"sg_bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},

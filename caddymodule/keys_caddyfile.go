@@ -133,6 +133,14 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if unknown {
 		return k, line, fmt.Errorf("key: %v", errPlaceholder)
 	}
+	if value, ok, _ := keyReference(k.Secret); ok {
+		// The file or variable as it is here: a line of the generator's
+		// output in it is refused with the line that names it (Provision
+		// refuses it too, where the config loads).
+		if err := apikey.SecretTextError(value); err != nil {
+			return k, line, fmt.Errorf("key: %s", keyTextError(k.Secret, err))
+		}
+	}
 	k.Revision = keyRevision(k.Secret, at)
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white

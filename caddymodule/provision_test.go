@@ -202,6 +202,7 @@ func TestProvisionUnknownEndpoints(t *testing.T) {
 func TestProvisionKeys(t *testing.T) {
 	t.Setenv("STATUSGATE_TEST_KEY", " env-key-0123456789abcdef \n")
 	t.Setenv("STATUSGATE_TEST_DIGEST", apikey.Digest("digest-from-env-0123456789"))
+	t.Setenv("STATUSGATE_TEST_PRE", "mid-0123456789abcdef") // no white space: a key is one word
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte("file-key-0123456789abcdef\n"), 0o600); err != nil {
@@ -211,7 +212,7 @@ func TestProvisionKeys(t *testing.T) {
 		"{env.STATUSGATE_TEST_KEY}",
 		"{file." + keyFile + "}",
 		"  l1teral-key-0123456789  ",
-		"pre-{env.STATUSGATE_TEST_KEY}",
+		"pre-{env.STATUSGATE_TEST_PRE}",
 		map[string]string{"name": "discord-bot", "key": apikey.Digest("bot-secret-0123456789")},
 		map[string]string{"key": apikey.DigestPrefix + strings.ToUpper(apikey.Digest("unnamed-digest-0123456789")[7:])},
 		map[string]string{"name": "env-digest", "key": "{env.STATUSGATE_TEST_DIGEST}"},
@@ -221,13 +222,13 @@ func TestProvisionKeys(t *testing.T) {
 		t.Fatalf("%d keys provisioned, want 7", h.keys.Len())
 	}
 	for key, name := range map[string]string{
-		"env-key-0123456789abcdef":      "key-1",
-		"file-key-0123456789abcdef":     "key-2",
-		"l1teral-key-0123456789":        "key-3",
-		"pre- env-key-0123456789abcdef": "key-4",
-		"bot-secret-0123456789":         "discord-bot",
-		"unnamed-digest-0123456789":     "key-6",
-		"digest-from-env-0123456789":    "env-digest",
+		"env-key-0123456789abcdef":   "key-1",
+		"file-key-0123456789abcdef":  "key-2",
+		"l1teral-key-0123456789":     "key-3",
+		"pre-mid-0123456789abcdef":   "key-4",
+		"bot-secret-0123456789":      "discord-bot",
+		"unnamed-digest-0123456789":  "key-6",
+		"digest-from-env-0123456789": "env-digest",
 	} {
 		if i, ok := h.keys.Match(key); !ok || h.keys.Names()[i] != name {
 			t.Errorf("key %q: Match = %d, %v; want %q", key, i, ok, name)

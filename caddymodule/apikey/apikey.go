@@ -204,6 +204,12 @@ func (k Key) Validate() error {
 	if strings.TrimSpace(k.Secret) == "" {
 		return errors.New("empty key")
 	}
+	if !strings.Contains(k.Secret, "{") {
+		// A literal: what a placeholder holds is checked once expanded.
+		if err := SecretTextError(strings.TrimSpace(k.Secret)); err != nil {
+			return err
+		}
+	}
 	if k.Name == "" && ReadsLikeName(strings.TrimSpace(k.Secret)) {
 		return ErrNameAlone
 	}
