@@ -1,7 +1,9 @@
 package caddymodule
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -22,8 +24,18 @@ func init() {
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	sg := new(Handler)
-	err := sg.UnmarshalCaddyfile(h.Dispenser)
-	return sg, err
+	global, err := globalOption(h)
+	if err != nil {
+		return sg, err
+	}
+	if err := sg.unmarshalCaddyfile(h.Dispenser, false, global); err != nil {
+		return sg, err
+	}
+	var defaults *AuthConfig
+	if global != nil && global.Defaults != nil {
+		defaults = &global.Defaults.Auth
+	}
+	return sg, sg.Auth.writeEffective(defaults)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
@@ -39,6 +51,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
 //		protected_fields <endpoint> [<field>...]
+//		publish_fields   <endpoint> <field>...
 //		extra_fields     <endpoint> <field>...
 //		enable           <endpoint>...
 //		disable          <endpoint>...
@@ -121,7 +134,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // the statusgate line declares a backend, and self names the one this
 // statusgate fronts. It needs enable network.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return h.unmarshalCaddyfile(d, false)
+	return h.unmarshalCaddyfile(d, false, nil)
 }
 
 // unmarshalCaddyfile is UnmarshalCaddyfile of a handler's block, or, with
@@ -129,8 +142,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // here, at its word and line, against the limits of a block that sets its
 // guard's own; under server <name>, and among the defaults, the limits are
 // a declared server's, and the handler's Provision checks it against them
-// (keyShares).
-func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) error {
+// (keyShares). global is the config's global statusgate option, as the
+// Caddyfile adapter read it before the sites (nil: none, or not known):
+// its defaults count in the checks of the handler's lines.
+func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, global *App) error {
 	d.Next() // the directive name
 	directive := d.Token()
 	upstreams := d.RemainingArgsAsTokens()
@@ -156,6 +171,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 	// fieldLines are protected_fields' names, checked once the block is
 	// read: an extra_fields line may come after.
 	var fieldLines []fieldWord
+	publishAt := map[string]caddyfile.Token{} // each publish_fields line's endpoint
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -193,6 +209,16 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 		case "protected_fields":
 			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) {
 				fields, at, err := fieldArgs(d, opt)
+				fieldLines = append(fieldLines, at...)
+				return fields, err
+			})
+		case "publish_fields":
+			err = perEndpoint(d, once, &auth.PublishFields, func() ([]string, error) {
+				publishAt[d.Val()] = d.Token()
+				fields, at, err := fieldArgs(d, opt)
+				if err == nil && len(fields) == 0 {
+					err = argErr(d, opt, caddyfileSyntax)
+				}
 				fieldLines = append(fieldLines, at...)
 				return fields, err
 			})
@@ -282,8 +308,21 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 			return err
 		}
 	}
+	var globalAuth *AuthConfig
+	if global != nil && global.Defaults != nil {
+		globalAuth = &global.Defaults.Auth
+	}
 	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
 		return err
+	}
+	levels := fieldLevels(globalAuth, auth, "")
+	if defaults {
+		levels[0].where = globalLevel
+	}
+	for _, ep := range slices.Sorted(maps.Keys(auth.PublishFields)) {
+		if _, _, err := endpointFields(ep, defaultFields(ep), levels); err != nil {
+			return errAt(publishAt[ep], "%v", err)
+		}
 	}
 	if err := heldFits(b, written); err != nil {
 		return err

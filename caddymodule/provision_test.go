@@ -151,7 +151,7 @@ func TestProvisionOverrides(t *testing.T) {
 	want := defaultTable()
 	want["status"] = epWant{enabled: true, requireKey: true}
 	want["index"] = epWant{requireKey: true}
-	want["server"] = epWant{enabled: true, fields: []string{"ip", "port"}}
+	want["server"] = epWant{enabled: true, fields: []string{"motd", "ip", "port"}} // a list adds to the defaults
 	want["network"] = epWant{}
 	want["player"] = epWant{enabled: true}
 	want["worlds"] = epWant{enabled: true, requireKey: true, fields: []string{"seed", "name"}}

@@ -129,10 +129,25 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	block := append(caddyfile.Segment{renamed(head, "statusgate"), renamed(head, "{")}, toks...)
 	block = append(block, caddyfile.Token{File: last.File, Line: last.Line + 1, Text: "}"})
 	var h Handler
-	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true); err != nil {
+	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true, nil); err != nil {
 		return nil, err
 	}
 	return &h, nil
+}
+
+// globalOption is the config's global statusgate option as its parser
+// wrote it (parseGlobalOption), for the handler at h: nil when there is
+// none. The Caddyfile adapter reads the global options before the sites.
+func globalOption(h httpcaddyfile.Helper) (*App, error) {
+	v, ok := h.Option("statusgate").(httpcaddyfile.App)
+	if !ok {
+		return nil, nil
+	}
+	var a App
+	if err := json.Unmarshal(v.Value, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // blockOptions are the option words of a block, toks from its "{" (or the

@@ -60,8 +60,8 @@ func TestAdopt(t *testing.T) {
 	if len(h.Auth.Keys) != 2 || h.Auth.Keys[0].Secret != "kA-7f3c9e1d5b2a4c68e0f1" || h.Auth.Keys[1].Name != "bot" {
 		t.Errorf("keys %+v, want its own then the defaults'", h.Auth.Keys)
 	}
-	if got := h.Auth.ProtectedFields; len(got["status"]) != 1 || len(got["player"]) != 0 {
-		t.Errorf("protected_fields %v: want the defaults' status and its own (empty) player", got)
+	if got, global := h.Auth.ProtectedFields, h.Auth.globalFields; len(got) != 1 || len(got["player"]) != 0 || len(global["status"]) != 1 || len(global["player"]) != 1 {
+		t.Errorf("protected_fields %v over %v: want its own (empty) player over the defaults' status and player, a level of their own", got, global)
 	}
 	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.ProxyRaw == nil {
 		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.ProxyRaw)

@@ -217,6 +217,8 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
 		ownNetwork: networkOn,
+
+		publish: auth.PublishFields, globalFields: auth.globalFields, globalPublish: auth.globalPublish,
 	}, ctx.GetMetricsRegistry(), h.keys.Names())
 	if err != nil {
 		return err
@@ -257,6 +259,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
 	case h.keys.Len() == 0:
 		logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
+	}
+	if h.authOn {
+		logFields(logger, h.table)
 	}
 	if h.authOn && h.qkey {
 		logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
