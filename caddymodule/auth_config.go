@@ -124,7 +124,7 @@ func (a *AuthConfig) UnmarshalJSON(b []byte) error {
 // (but those c names itself), the entries of require_key for the
 // endpoints c leaves out, its protected_fields and publish_fields as the
 // level c's add to, and its extra_fields beside c's.
-func (c *AuthConfig) adopt(d AuthConfig) {
+func (c *AuthConfig) adopt(d AuthConfig) error {
 	if c.Enabled == nil {
 		c.Enabled = d.Enabled
 	}
@@ -134,21 +134,18 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 	if c.AllowQueryKey == nil {
 		c.AllowQueryKey = d.AllowQueryKey
 	}
-	// A key of the handler's own replaces the defaults' key of its name
-	// (a secret rotated on one handler), rather than adding a second
-	// secret to it.
-	own := map[string]bool{}
-	for _, k := range c.Keys {
-		if k.Name != "" {
-			own[k.Name] = true
+	// A key of the handler's own of a name the defaults' keys have is one
+	// key with both secrets, and one block: lines whose blocks differ are
+	// refused, as within one block, rather than one silently replacing
+	// the other (sameKeyError).
+	for i, k := range c.Keys {
+		for j, dk := range d.Keys {
+			if err := sameKeyError(k, dk); err != nil {
+				return fmt.Errorf("auth.%s: %v (defaults.auth.%s)", apikey.EntryPath(i, k.Name), err, apikey.EntryPath(j, dk.Name))
+			}
 		}
 	}
-	c.Keys = slices.Clip(c.Keys)
-	for _, k := range d.Keys {
-		if k.Name == "" || !own[k.Name] {
-			c.Keys = append(c.Keys, k)
-		}
-	}
+	c.Keys = append(slices.Clip(c.Keys), d.Keys...)
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
 	// The defaults' field lists are a level of their own, which c's add
 	// to (fields_config.go), not entries c's replace.
@@ -160,6 +157,23 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 		}
 		c.ExtraFields[ep] = append(slices.Clip(c.ExtraFields[ep]), slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return slices.Contains(c.ExtraFields[ep], f) })...)
 	}
+	return nil
+}
+
+// sameKeyError says why a handler's key k and the global option's key g,
+// of the same name, cannot be one key: their blocks differ. A key's
+// name is one key, whatever the block that writes it: which scope or cap a
+// caller gets must not depend on which secret it sends, nor a scope
+// written once in the global option be lost on one handler. nil for keys
+// of other names, or unnamed ones (each unnamed key is a key of its own).
+func sameKeyError(k, g apikey.Key) error {
+	if k.Name == "" || k.Name != g.Name {
+		return nil
+	}
+	if what, same := apikey.SameLimits(g, k); !same {
+		return fmt.Errorf("%s not the same as on the global statusgate option's key '%s': a name is one key, and every secret of it has the key's block; give this key the same endpoints, max_in_flight and max_held, or a name of its own", what, k.Name)
+	}
+	return nil
 }
 
 // mergeEndpoints is own with def's entries for the endpoints own leaves

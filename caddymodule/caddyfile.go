@@ -172,6 +172,10 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 	// read: an extra_fields line may come after.
 	var fieldLines []fieldWord
 	publishAt := map[string]caddyfile.Token{} // each publish_fields line's endpoint
+	var globalAuth *AuthConfig
+	if global != nil && global.Defaults != nil {
+		globalAuth = &global.Defaults.Auth
+	}
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -193,6 +197,13 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 			var held asWritten
 			if err = keyBlock(d, &key, &held); err != nil {
 				return err
+			}
+			if globalAuth != nil {
+				for _, g := range globalAuth.Keys {
+					if err := sameKeyError(key, g); err != nil {
+						return keyAt.Errf("key: %v", err)
+					}
+				}
 			}
 			keyHeld = append(keyHeld, held)
 			if key, line, err = sealKey(key, keyAt.File()+":"+strconv.Itoa(keyAt.Line()), keyLines); err != nil {
@@ -307,10 +318,6 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 		if err != nil {
 			return err
 		}
-	}
-	var globalAuth *AuthConfig
-	if global != nil && global.Defaults != nil {
-		globalAuth = &global.Defaults.Auth
 	}
 	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
 		return err

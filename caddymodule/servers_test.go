@@ -66,8 +66,9 @@ func TestAdopt(t *testing.T) {
 	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.ProxyRaw == nil {
 		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.ProxyRaw)
 	}
-	// A key of the handler's own name replaces the defaults' (one secret,
-	// not two), and the defaults' extra_fields are known to the handler.
+	// A key of the handler's own of the defaults' key's name is one key
+	// with both secrets, and the defaults' extra_fields are known to the
+	// handler.
 	var k App
 	if err := json.Unmarshal([]byte(`{"defaults":{"auth":{"keys":[{"name":"bot","key":"sg_Zs4cJm6Ho2YvTqW8nB1xKe0"}],"extra_fields":{"status":["foo"]}}}}`), &k); err != nil {
 		t.Fatal(err)
@@ -76,8 +77,8 @@ func TestAdopt(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"auth":{"keys":[{"name":"bot","key":"sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk"}],"protected_fields":{"status":["foo"]}}}`), &rotated); err != nil {
 		t.Fatal(err)
 	}
-	if err := rotated.adopt(&k); err != nil || len(rotated.Auth.Keys) != 1 || rotated.Auth.Keys[0].Secret != "sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk" {
-		t.Errorf("a handler's key bot beside the defaults' bot: %v, keys %+v, want the handler's alone", err, rotated.Auth.Keys)
+	if err := rotated.adopt(&k); err != nil || len(rotated.Auth.Keys) != 2 || rotated.Auth.Keys[0].Secret != "sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk" || rotated.Auth.Keys[1].Name != "bot" {
+		t.Errorf("a handler's key bot beside the defaults' bot: %v, keys %+v, want both secrets of bot", err, rotated.Auth.Keys)
 	}
 	if got := rotated.Auth.ExtraFields["status"]; len(got) != 1 || got[0] != "foo" {
 		t.Errorf("extra_fields %v, want the defaults' foo", got)

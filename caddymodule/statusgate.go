@@ -493,7 +493,9 @@ var (
 // declared servers it names, its own or its network's.
 func (h *Handler) adopt(a *App) error {
 	if d := a.Defaults; d != nil {
-		h.Auth.adopt(d.Auth)
+		if err := h.Auth.adopt(d.Auth); err != nil {
+			return err
+		}
 		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
 		takeOptions(&h.Backend, &d.Backend, isDoorOption)
 	}
