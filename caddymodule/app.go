@@ -60,6 +60,9 @@ type App struct {
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
+	// referenced are the declared servers a handler or network of the
+	// load fronts (servers_once.go).
+	referenced map[string]bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -102,6 +105,7 @@ func (a *App) Start() error {
 	if err := a.checkRoutes(); err != nil {
 		return err
 	}
+	a.warnUnreferenced(a.ctx.Logger())
 	a.started.Store(true)
 	return nil
 }

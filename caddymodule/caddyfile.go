@@ -353,6 +353,19 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 		}
 		h.ProxyRaw = proxy
 	} // else the form of 1.0: Provision warns
+	if global != nil && !defaults {
+		// One server, one declaration (servers_once.go), with the line.
+		if err := declaredTwice(h.ProxyRaw, global.Servers, "statusgate: its upstreams", "write server %s in the block in place of the upstreams (and their proxy block)"); err != nil {
+			return errAt(directive, "%v", err)
+		}
+		if h.Network != nil {
+			for _, m := range h.Network.Servers {
+				if err := declaredTwice(m.ProxyRaw, global.Servers, "network: server "+m.ID+": its upstreams", "write server %s alone on the line"); err != nil {
+					return errAt(netLines.network, "%v", err)
+				}
+			}
+		}
+	}
 	if h.Network != nil {
 		return networkAfter(h.Network, netLines, h)
 	}

@@ -499,7 +499,11 @@ func (h *Handler) adopt(a *App) error {
 		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
 		takeOptions(&h.Backend, &d.Backend, isDoorOption)
 	}
+	if err := checkDeclaredOnce(h, a.Servers); err != nil {
+		return err
+	}
 	if h.Server != "" {
+		a.reference(h.Server)
 		s, err := a.server(h.Server, "server")
 		if err != nil {
 			return err
@@ -518,6 +522,7 @@ func (h *Handler) adopt(a *App) error {
 			if m.ProxyRaw != nil {
 				continue
 			}
+			a.reference(m.ID)
 			s, err := a.server(m.ID, fmt.Sprintf("network.servers[%d]", i))
 			if err != nil {
 				return err
