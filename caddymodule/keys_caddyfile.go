@@ -45,7 +45,7 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 		k.Secret = args[0]
 	case 2:
 		k.Name, k.Secret = args[0], args[1]
-		if apikey.IsGenerated(k.Name) || strings.HasPrefix(k.Name, apikey.DigestPrefix) {
+		if apikey.IsGenerated(k.Name) || apikey.ReadsAsSecret(k.Name) || strings.HasPrefix(k.Name, apikey.DigestPrefix) {
 			return apikey.Key{}, d.Errf("key: %v", errSecretAsName)
 		}
 		if err := apikey.ValidateName(k.Name); err != nil {
