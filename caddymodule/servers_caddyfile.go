@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/ident"
 )
 
@@ -107,9 +108,19 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 		}
 	}
 	line := append(caddyfile.Segment{renamed(seg[0], "statusgate")}, seg[2:]...)
+	// The Caddyfile adapter expands the shorthands ({remote_host},
+	// {header.X}) of the sites' blocks, not of the global options: a
+	// server's block reads like a handler's, so they are expanded here.
+	httpcaddyfile.NewShorthandReplacer().ApplyToSegment(&line)
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(line)); err != nil {
 		return "", nil, err
+	}
+	// What the handler's Provision refuses of its declaration (a key
+	// carried to the backend, a placeholder that would pick the server),
+	// refused here with the server's line.
+	if _, err := upstream.Parse("server "+name.Text+": proxy", h.ProxyRaw); err != nil {
+		return "", nil, errAt(name, "%v", err)
 	}
 	return name.Text, &Server{ProxyRaw: h.ProxyRaw, Backend: h.Backend}, nil
 }

@@ -1,8 +1,11 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -43,5 +46,31 @@ func TestServerDeclaredOnce(t *testing.T) {
 	a.warnUnreferenced(zap.New(core))
 	if got := logs.All(); len(got) != 1 || got[0].ContextMap()["server"] != "spare" {
 		t.Errorf("warnings %v, want one of spare, which nothing fronts", got)
+	}
+}
+
+// TestServerProxyReadsLikeHandlers: a declared server's proxy is read as a
+// handler's is. In JSON a Caddyfile shorthand ({remote_host}, which the
+// backend would get as its text) is refused with the placeholder to write,
+// and a placeholder that carries the caller's key is refused, as in a
+// handler's proxy; the Caddyfile's twins are the golden
+// servers_proxy_*: there the shorthands are expanded (before, the backend
+// got "X-Real-Ip: {remote_host}" from every caller) and {header.X-API-Key}
+// and {orig_uri} are refused with the server's line.
+func TestServerProxyReadsLikeHandlers(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	for header, want := range map[string]string{
+		"{remote_host}":                   "servers.lobby.proxy: {remote_host} is a Caddyfile shorthand, which JSON does not expand (the backend would get the text itself): write {http.request.remote.host}",
+		"{header.X-API-Key}":              "servers.lobby.proxy: {header.X-API-Key} is a Caddyfile shorthand",
+		"{http.request.header.X-API-Key}": "servers.lobby.proxy: {http.request.header.X-API-Key} can carry the client's API key",
+	} {
+		var a App
+		raw := `{"servers":{"lobby":{"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}],"headers":{"request":{"set":{"X-Real-Ip":["` + header + `"]}}}}}}}`
+		err := json.Unmarshal([]byte(raw), &a)
+		if err == nil {
+			err = a.Provision(ctx)
+		}
+		wantErrorWords(t, err, want)
 	}
 }
