@@ -319,7 +319,18 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 			return err
 		}
 	}
-	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
+	// The global option's extra_fields count for every handler, as they do
+	// when the config loads (AuthConfig.adopt).
+	extra := maps.Clone(auth.ExtraFields)
+	if globalAuth != nil {
+		for ep, fields := range globalAuth.ExtraFields {
+			if extra == nil {
+				extra = map[string][]string{}
+			}
+			extra[ep] = append(slices.Clip(extra[ep]), fields...)
+		}
+	}
+	if err := checkFieldLines(fieldLines, extra); err != nil {
 		return err
 	}
 	levels := fieldLevels(globalAuth, auth, "")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -83,4 +84,34 @@ func toStrings(v any) []string {
 		out = l
 	}
 	return out
+}
+
+// TestGlobalExtraFields: the global option's extra_fields count for every
+// handler's protected_fields and publish_fields, in JSON when the config
+// loads and in the Caddyfile when it is adapted (golden
+// fields_global_extra); before, the Caddyfile refused the handler's line
+// and asked for the extra_fields line already written.
+func TestGlobalExtraFields(t *testing.T) {
+	var a App
+	if err := json.Unmarshal([]byte(`{"defaults":{"auth":{"extra_fields":{"player":["pronouns"]}}}}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	var h Handler
+	if err := json.Unmarshal([]byte(`{"auth":{"protected_fields":{"player":["pronouns"]}}}`), &h); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.adopt(&a); err != nil {
+		t.Fatal(err)
+	}
+	table, _, err := buildTable(tableConfig{authOn: true, fields: h.Auth.ProtectedFields, extra: h.Auth.ExtraFields}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := table.byName["player"].fieldList; !slices.Contains(got, "pronouns") {
+		t.Errorf("player hides %v, want pronouns among them", got)
+	}
+	_, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte("{\n\tstatusgate {\n\t\textra_fields player pronouns\n\t}\n}\n:8080 {\n\tstatusgate 127.0.0.1:8081 {\n\t\tpublish_fields player op\n\t\tprotected_fields player pronouns\n\t}\n}\n"), nil)
+	if err != nil {
+		t.Errorf("the global option's extra_fields in the Caddyfile: %v", err)
+	}
 }
