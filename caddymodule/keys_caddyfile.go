@@ -39,6 +39,14 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 			return apikey.Key{}, line.Errf("key: {$%s} is empty, so the line has no secret: the environment variable %s is not set, or is set to nothing, where the Caddyfile was adapted (the Caddyfile parser replaces {$VAR} with its value before statusgate reads the line); set it (caddy reload adapts the Caddyfile in its own environment), or write {env.%s}, which the gateway reads when the config loads and refuses if empty", v, v, v)
 		}
 	}
+	// A {$VAR} whose value is a line of the generator's output, or two
+	// words, leaves its words on the line, and the errors below would blame
+	// the line's words; the variable is named instead.
+	for _, v := range lineVariables(line.File(), line.Line()) {
+		if err := apikey.SecretTextError(v.value); err != nil {
+			return apikey.Key{}, line.Errf("key: the environment variable %s, which {$%s} on this line stands for, holds what is %v", v.name, v.name, err)
+		}
+	}
 	var k apikey.Key
 	switch len(args) {
 	case 1:
@@ -224,6 +232,35 @@ func emptyVariable(file string, n int) (name string, ok bool) {
 		}
 	}
 	return "", false
+}
+
+// lineVariables are the environment variables written as whole arguments
+// ({$NAME} or {$NAME:default}) on line n of the Caddyfile file, with the
+// values the Caddyfile parser gave them; none when the file cannot be read.
+func lineVariables(file string, n int) []struct{ name, value string } {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	if n < 1 || n > len(lines) {
+		return nil
+	}
+	var out []struct{ name, value string }
+	for _, word := range strings.Fields(lines[n-1]) {
+		m := envArg.FindStringSubmatch(strings.Trim(word, `"`))
+		if m == nil {
+			continue
+		}
+		v, found := os.LookupEnv(m[1])
+		if !found && m[2] != "" {
+			v = strings.TrimPrefix(m[2], ":")
+		}
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, struct{ name, value string }{m[1], v})
+		}
+	}
+	return out
 }
 
 // envArg is a word that is one {$NAME} or {$NAME:default} and nothing else.

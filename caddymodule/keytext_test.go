@@ -67,3 +67,31 @@ func TestKeyTextOneSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyTextParserVariable: a {$VAR} key whose value is a line of caddy
+// statusgate-key's output is refused naming the variable, with its line,
+// whichever words the line then has.
+func TestKeyTextParserVariable(t *testing.T) {
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	const digest = "sha256:1083d8ba3d33deeb7771c485d9bef78a4962c8087383c20ee93d1e0351256b60"
+	for _, c := range []struct{ value, line, fix string }{
+		{"digest: " + digest, "key bot {$STATUSGATE_TEST_PARSER}", "write the digest alone"},
+		{"digest: " + digest, "key {$STATUSGATE_TEST_PARSER}", "write the digest alone"},
+		{"key discord-bot " + digest, "key {$STATUSGATE_TEST_PARSER}", "write the digest alone"},
+		{"digest:" + digest, "key bot \"{$STATUSGATE_TEST_PARSER}\"", "write the digest alone"},
+	} {
+		t.Setenv("STATUSGATE_TEST_PARSER", c.value)
+		dir := t.TempDir()
+		file := filepath.Join(dir, "Caddyfile")
+		input := ":8080 {\n\tstatusgate 127.0.0.1:8081 {\n\t\t" + c.line + "\n\t}\n}\n"
+		if err := os.WriteFile(file, []byte(input), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(dir)
+		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), map[string]any{"filename": "Caddyfile"})
+		wantErrorWords(t, err, "key: the environment variable STATUSGATE_TEST_PARSER, which {$STATUSGATE_TEST_PARSER} on this line stands for, holds what is not one secret", c.fix, "Caddyfile:3")
+		if err != nil && strings.Contains(err.Error(), "1083d8ba") {
+			t.Errorf("the error quotes the value: %v", err)
+		}
+	}
+}
