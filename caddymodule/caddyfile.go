@@ -1,9 +1,7 @@
 package caddymodule
 
 import (
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 
 	"github.com/caddyserver/caddy/v2"
@@ -321,26 +319,11 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 	}
 	// The global option's extra_fields count for every handler, as they do
 	// when the config loads (AuthConfig.adopt).
-	extra := maps.Clone(auth.ExtraFields)
-	if globalAuth != nil {
-		for ep, fields := range globalAuth.ExtraFields {
-			if extra == nil {
-				extra = map[string][]string{}
-			}
-			extra[ep] = append(slices.Clip(extra[ep]), fields...)
-		}
-	}
-	if err := checkFieldLines(fieldLines, extra); err != nil {
+	if err := checkFieldLines(fieldLines, withGlobalExtra(auth, globalAuth)); err != nil {
 		return err
 	}
-	levels := fieldLevels(globalAuth, auth, "")
-	if defaults {
-		levels[0].where = globalLevel
-	}
-	for _, ep := range slices.Sorted(maps.Keys(auth.PublishFields)) {
-		if _, _, err := endpointFields(ep, defaultFields(ep), levels); err != nil {
-			return errAt(publishAt[ep], "%v", err)
-		}
+	if err := checkPublishLines(auth, globalAuth, defaults, publishAt); err != nil {
+		return err
 	}
 	if err := heldFits(b, written); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 )
 
@@ -101,6 +102,40 @@ func defaultFields(ep string) []string {
 	for _, b := range builtins {
 		if b.name == ep {
 			return b.fields
+		}
+	}
+	return nil
+}
+
+// withGlobalExtra is c's extra_fields with those of the global option's
+// defaults global (nil: none) beside them.
+func withGlobalExtra(c, global *AuthConfig) map[string][]string {
+	extra := maps.Clone(c.ExtraFields)
+	if global == nil {
+		return extra
+	}
+	for ep, fields := range global.ExtraFields {
+		if extra == nil {
+			extra = map[string][]string{}
+		}
+		extra[ep] = append(slices.Clip(extra[ep]), fields...)
+	}
+	return extra
+}
+
+// checkPublishLines checks the publish_fields lines of the Caddyfile block
+// whose auth is c, each at the token at[endpoint], against what the
+// defaults and the global option's defaults global (nil: none) hide;
+// defaults says the block is the global option's own. The errors name the
+// line.
+func checkPublishLines(c, global *AuthConfig, defaults bool, at map[string]caddyfile.Token) error {
+	levels := fieldLevels(global, c, "")
+	if defaults {
+		levels[0].where = globalLevel
+	}
+	for _, ep := range slices.Sorted(maps.Keys(c.PublishFields)) {
+		if _, _, err := endpointFields(ep, defaultFields(ep), levels); err != nil {
+			return errAt(at[ep], "%v", err)
 		}
 	}
 	return nil
