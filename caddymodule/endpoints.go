@@ -207,6 +207,12 @@ func (t *endpointTable) lookup(name string) *endpoint {
 // and access rules, and the micro-cache's times, checked already by
 // resolveLimits.
 type tableConfig struct {
+	// publish is publish_fields: fields hidden by default or by the global
+	// option, made public. globalFields and globalPublish are the global
+	// statusgate option's protected_fields and publish_fields, which fields
+	// and publish add to (fields_config.go).
+	publish, globalFields, globalPublish map[string][]string
+
 	authOn     bool
 	enabled    map[string]bool
 	requireKey map[string]bool
@@ -219,12 +225,6 @@ type tableConfig struct {
 	// network's members' /status: its answer changes as theirs do, and its
 	// live streams are polled for status's times.
 	ownNetwork bool
-
-	// publish is publish_fields: fields hidden by default or by the global
-	// option, made public. globalFields and globalPublish are the global
-	// statusgate option's protected_fields and publish_fields, which fields
-	// and publish add to (fields_config.go).
-	publish, globalFields, globalPublish map[string][]string
 }
 
 // buildTable applies the config to the built-in defaults, and makes the

@@ -208,6 +208,8 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		}
 	}
 	h.table, h.metrics, err = buildTable(tableConfig{
+		publish: auth.PublishFields, globalFields: auth.globalFields, globalPublish: auth.globalPublish,
+
 		authOn:     h.authOn,
 		enabled:    h.Endpoints,
 		requireKey: auth.RequireKey,
@@ -217,8 +219,6 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
 		ownNetwork: networkOn,
-
-		publish: auth.PublishFields, globalFields: auth.globalFields, globalPublish: auth.globalPublish,
 	}, ctx.GetMetricsRegistry(), h.keys.Names())
 	if err != nil {
 		return err
