@@ -119,7 +119,7 @@ func TestRouteMistakes(t *testing.T) {
 func TestNothingAfterBackstop(t *testing.T) {
 	h, logs := newTestHandler(t, "")
 	w := logs.FilterMessageSnippet("the form of 1.0").All()
-	if len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["write"]), "then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload, not by caddy validate") {
+	if len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["write"]), "then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload wherever its routes show it (not in a named route), and not by caddy validate") {
 		t.Errorf("the 1.0 warning: %v", w)
 	}
 	nothing := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })

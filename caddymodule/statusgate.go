@@ -238,7 +238,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			shared = "its counts and answers are shared with every handler naming guard " + h.Backend.Guard + ", whatever follows each"
 		}
 		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): "+shared+"; name the game server in statusgate itself",
-			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload, not by caddy validate"))
+			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload wherever its routes show it (not in a named route), and not by caddy validate"))
 	}
 	policy := policyOf(h.authOn, h.table)
 	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
