@@ -115,3 +115,17 @@ func TestGlobalExtraFields(t *testing.T) {
 		t.Errorf("the global option's extra_fields in the Caddyfile: %v", err)
 	}
 }
+
+// TestProvisionLogsHiddenFields: every load logs what each endpoint hides
+// from callers without a key, and which place hides it.
+func TestProvisionLogsHiddenFields(t *testing.T) {
+	_, logs := newTestHandler(t, "protected_fields player uuid")
+	l := logs.FilterMessage("fields hidden from callers without a key").All()
+	if len(l) != 1 {
+		t.Fatalf("%d lines of hidden fields, want 1", len(l))
+	}
+	got := strings.Join(toStrings(l[0].ContextMap()["hidden_fields"]), "\n")
+	if !strings.Contains(got, "player: op (default), banned (default), chatplatform (default), discord (default), uuid (this handler)") {
+		t.Errorf("hidden_fields %q", got)
+	}
+}
