@@ -43,7 +43,7 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 	// words, leaves its words on the line, and the errors below would blame
 	// the line's words; the variable is named instead.
 	for _, v := range lineVariables(line.File(), line.Line()) {
-		if err := apikey.SecretTextError(v.value); err != nil {
+		if err := apikey.SecretTextError(v.value); v.value != "" && err != nil {
 			return apikey.Key{}, line.Errf("key: the environment variable %s, which {$%s} on this line stands for, holds what is %v", v.name, v.name, err)
 		}
 	}
@@ -209,34 +209,19 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 // ok is false when there is none, and when the file cannot be read (a
 // Caddyfile that is not on disk): the error is then the one its words make.
 func emptyVariable(file string, n int) (name string, ok bool) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", false
-	}
-	lines := strings.Split(string(b), "\n")
-	if n < 1 || n > len(lines) {
-		return "", false
-	}
-	for _, word := range strings.Fields(lines[n-1]) {
-		m := envArg.FindStringSubmatch(word)
-		if m == nil {
-			continue
-		}
-		// As the parser does: the default only for a variable not set.
-		v, found := os.LookupEnv(m[1])
-		if !found && m[2] != "" {
-			v = strings.TrimPrefix(m[2], ":")
-		}
-		if v == "" {
-			return m[1], true
+	for _, v := range lineVariables(file, n) {
+		if v.value == "" {
+			return v.name, true
 		}
 	}
 	return "", false
 }
 
 // lineVariables are the environment variables written as whole arguments
-// ({$NAME} or {$NAME:default}) on line n of the Caddyfile file, with the
-// values the Caddyfile parser gave them; none when the file cannot be read.
+// ({$NAME} or {$NAME:default}, quoted or not) on line n of the Caddyfile
+// file, with the values the Caddyfile parser gave them, white space around
+// them trimmed; none when the file cannot be read (a Caddyfile that is not
+// on disk).
 func lineVariables(file string, n int) []struct{ name, value string } {
 	b, err := os.ReadFile(file)
 	if err != nil {
@@ -252,13 +237,12 @@ func lineVariables(file string, n int) []struct{ name, value string } {
 		if m == nil {
 			continue
 		}
+		// As the parser does: the default only for a variable not set.
 		v, found := os.LookupEnv(m[1])
 		if !found && m[2] != "" {
 			v = strings.TrimPrefix(m[2], ":")
 		}
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, struct{ name, value string }{m[1], v})
-		}
+		out = append(out, struct{ name, value string }{m[1], strings.TrimSpace(v)})
 	}
 	return out
 }
