@@ -145,7 +145,17 @@ func (c *AuthConfig) adopt(d AuthConfig) error {
 			}
 		}
 	}
-	c.Keys = append(slices.Clip(c.Keys), d.Keys...)
+	c.Keys = slices.Clip(c.Keys)
+	for _, dk := range d.Keys {
+		// The global key written again in the handler, secret and all, is
+		// that key once, not a secret given twice.
+		if !slices.ContainsFunc(c.Keys, func(k apikey.Key) bool {
+			_, same := apikey.SameLimits(k, dk)
+			return k.Name == dk.Name && k.Secret == dk.Secret && same
+		}) {
+			c.Keys = append(c.Keys, dk)
+		}
+	}
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
 	// The defaults' field lists are a level of their own, which c's add
 	// to (fields_config.go), not entries c's replace.

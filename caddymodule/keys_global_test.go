@@ -59,4 +59,13 @@ func TestOneKeyNameOneKey(t *testing.T) {
 			t.Errorf("%s opens server %v, bans %v: want the key's scope, server alone", secret, info.opens("server"), info.opens("bans"))
 		}
 	}
+	// The global key written again in the handler, secret and block alike,
+	// is that key once.
+	var again Handler
+	if err := json.Unmarshal([]byte(`{"auth":{"keys":[{"name":"discord-bot","key":"`+apikey.Digest(global)+`","endpoints":["server"]}]}}`), &again); err != nil {
+		t.Fatal(err)
+	}
+	if err := again.adopt(&a); err != nil || len(again.Auth.Keys) != 1 {
+		t.Errorf("the global key again in the handler: %v, keys %+v, want it once", err, again.Auth.Keys)
+	}
 }
