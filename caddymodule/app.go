@@ -57,6 +57,9 @@ type App struct {
 	seq     uint64
 	started atomic.Bool   // the load is running: Start ran and Stop did not
 	ctx     caddy.Context // the load's, for its HTTP app at Start (routecheck.go)
+	// referenced are the declared servers a handler or network of the
+	// load fronts (servers_once.go), under mu.
+	referenced map[string]bool
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
@@ -102,6 +105,7 @@ func (a *App) Start() error {
 	if err := a.checkRoutes(); err != nil {
 		return err
 	}
+	a.warnUnreferenced(a.ctx.Logger())
 	a.started.Store(true)
 	return nil
 }

@@ -61,10 +61,18 @@ type AuthConfig struct {
 
 	// ProtectedFields lists per endpoint the member names removed, at any
 	// depth, from responses to callers without a key
-	// (auth.protected-fields.<endpoint>). An entry replaces that endpoint's
-	// default list; an empty list hides nothing. Default: player: op, banned,
-	// chatplatform, discord; server: motd, ip, port; worlds: seed.
+	// (auth.protected-fields.<endpoint>). An entry adds to what the
+	// endpoint hides by default and by the global option's defaults; an
+	// empty list hides nothing. Default: player: op, banned, chatplatform,
+	// discord; server: motd, ip, port; worlds: seed.
 	ProtectedFields map[string][]string `json:"protected_fields,omitempty"`
+
+	// PublishFields lists per endpoint fields hidden by default or by the
+	// global option's defaults that this handler makes public: the one way
+	// to publish such a field, named by name (fields_config.go). Each must
+	// be hidden there and not in the endpoint's own protected_fields.
+	// Default: none.
+	PublishFields map[string][]string `json:"publish_fields,omitempty"`
 
 	// ExtraFields names per endpoint fields of its answers that statusgate
 	// does not know, so that protected_fields may name them: a field of a
@@ -73,6 +81,11 @@ type AuthConfig struct {
 	// name only the fields docs/field-layer.md lists for it, and these; a
 	// custom station's any. Default: none.
 	ExtraFields map[string][]string `json:"extra_fields,omitempty"`
+
+	// globalFields and globalPublish are the global option's
+	// protected_fields and publish_fields (adopt), which this handler's
+	// add to.
+	globalFields, globalPublish map[string][]string
 }
 
 // UnmarshalJSON reads the auth object, refusing null where it would read as
@@ -85,6 +98,7 @@ func (a *AuthConfig) UnmarshalJSON(b []byte) error {
 	var raw struct {
 		RequireKey      map[string]json.RawMessage `json:"require_key"`
 		ProtectedFields map[string]json.RawMessage `json:"protected_fields"`
+		PublishFields   map[string]json.RawMessage `json:"publish_fields"`
 	}
 	if err := json.Unmarshal(b, &raw); err == nil {
 		for _, section := range []struct {
@@ -93,6 +107,7 @@ func (a *AuthConfig) UnmarshalJSON(b []byte) error {
 		}{
 			{"require_key", "write true or false", raw.RequireKey},
 			{"protected_fields", "write the list of fields, or [] to hide none", raw.ProtectedFields},
+			{"publish_fields", "write the list of fields to publish", raw.PublishFields},
 		} {
 			for _, ep := range slices.Sorted(maps.Keys(section.m)) {
 				if string(bytes.TrimSpace(section.m[ep])) == "null" {
@@ -106,10 +121,10 @@ func (a *AuthConfig) UnmarshalJSON(b []byte) error {
 }
 
 // adopt takes the defaults' auth where c leaves it out: its keys after c's
-// (but those c names itself), the entries of require_key and
-// protected_fields for the endpoints c leaves out, and its extra_fields
-// beside c's.
-func (c *AuthConfig) adopt(d AuthConfig) {
+// (but those c names itself), the entries of require_key for the
+// endpoints c leaves out, its protected_fields and publish_fields as the
+// level c's add to, and its extra_fields beside c's.
+func (c *AuthConfig) adopt(d AuthConfig) error {
 	if c.Enabled == nil {
 		c.Enabled = d.Enabled
 	}
@@ -119,23 +134,32 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 	if c.AllowQueryKey == nil {
 		c.AllowQueryKey = d.AllowQueryKey
 	}
-	// A key of the handler's own replaces the defaults' key of its name
-	// (a secret rotated on one handler), rather than adding a second
-	// secret to it.
-	own := map[string]bool{}
-	for _, k := range c.Keys {
-		if k.Name != "" {
-			own[k.Name] = true
+	// A key of the handler's own of a name the defaults' keys have is one
+	// key with both secrets, and one block: lines whose blocks differ are
+	// refused, as within one block, rather than one silently replacing
+	// the other (sameKeyError).
+	for i, k := range c.Keys {
+		for j, dk := range d.Keys {
+			if err := sameKeyError(k, dk); err != nil {
+				return fmt.Errorf("auth.%s: %v (defaults.auth.%s)", apikey.EntryPath(i, k.Name), err, apikey.EntryPath(j, dk.Name))
+			}
 		}
 	}
 	c.Keys = slices.Clip(c.Keys)
-	for _, k := range d.Keys {
-		if k.Name == "" || !own[k.Name] {
-			c.Keys = append(c.Keys, k)
+	for _, dk := range d.Keys {
+		// The global key written again in the handler, secret and all, is
+		// that key once, not a secret given twice.
+		if !slices.ContainsFunc(c.Keys, func(k apikey.Key) bool {
+			_, same := apikey.SameLimits(k, dk)
+			return k.Name == dk.Name && k.Secret == dk.Secret && same
+		}) {
+			c.Keys = append(c.Keys, dk)
 		}
 	}
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
-	c.ProtectedFields = mergeEndpoints(c.ProtectedFields, d.ProtectedFields)
+	// The defaults' field lists are a level of their own, which c's add
+	// to (fields_config.go), not entries c's replace.
+	c.globalFields, c.globalPublish = d.ProtectedFields, d.PublishFields
 	// The fields the defaults name are known to every handler.
 	for ep, fields := range d.ExtraFields {
 		if c.ExtraFields == nil {
@@ -143,6 +167,23 @@ func (c *AuthConfig) adopt(d AuthConfig) {
 		}
 		c.ExtraFields[ep] = append(slices.Clip(c.ExtraFields[ep]), slices.DeleteFunc(slices.Clone(fields), func(f string) bool { return slices.Contains(c.ExtraFields[ep], f) })...)
 	}
+	return nil
+}
+
+// sameKeyError says why a handler's key k and the global option's key g,
+// of the same name, cannot be one key: their blocks differ. A key's
+// name is one key, whatever the block that writes it: which scope or cap a
+// caller gets must not depend on which secret it sends, nor a scope
+// written once in the global option be lost on one handler. nil for keys
+// of other names, or unnamed ones (each unnamed key is a key of its own).
+func sameKeyError(k, g apikey.Key) error {
+	if k.Name == "" || k.Name != g.Name {
+		return nil
+	}
+	if what, same := apikey.SameLimits(g, k); !same {
+		return fmt.Errorf("%s not the same as on the global statusgate option's key '%s': a name is one key, and every secret of it has the key's block; give this key the same endpoints, max_in_flight and max_held, or a name of its own", what, k.Name)
+	}
+	return nil
 }
 
 // mergeEndpoints is own with def's entries for the endpoints own leaves

@@ -88,8 +88,18 @@ func mayMatchAPI(pattern string) bool {
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	sg := new(Handler)
-	err := sg.UnmarshalCaddyfile(h.Dispenser)
-	return sg, err
+	global, err := globalOption(h)
+	if err != nil {
+		return sg, err
+	}
+	if err := sg.unmarshalCaddyfile(h.Dispenser, false, global); err != nil {
+		return sg, err
+	}
+	var defaults *AuthConfig
+	if global != nil && global.Defaults != nil {
+		defaults = &global.Defaults.Auth
+	}
+	return sg, sg.Auth.writeEffective(defaults)
 }
 
 // UnmarshalCaddyfile sets up the handler from Caddyfile tokens. Syntax:
@@ -105,6 +115,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //		hide_protected   [on|off]
 //		require_key      <endpoint> on|off
 //		protected_fields <endpoint> [<field>...]
+//		publish_fields   <endpoint> <field>...
 //		extra_fields     <endpoint> <field>...
 //		enable           <endpoint>...
 //		disable          <endpoint>...
@@ -187,7 +198,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // the statusgate line declares a backend, and self names the one this
 // statusgate fronts. It needs enable network.
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return h.unmarshalCaddyfile(d, false)
+	return h.unmarshalCaddyfile(d, false, nil)
 }
 
 // unmarshalCaddyfile is UnmarshalCaddyfile of a handler's block, or, with
@@ -195,8 +206,10 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // here, at its word and line, against the limits of a block that sets its
 // guard's own; under server <name>, and among the defaults, the limits are
 // a declared server's, and the handler's Provision checks it against them
-// (keyShares).
-func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) error {
+// (keyShares). global is the config's global statusgate option, as the
+// Caddyfile adapter read it before the sites (nil: none, or not known):
+// its defaults count in the checks of the handler's lines.
+func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, global *App) error {
 	d.Next() // the directive name
 	directive := d.Token()
 	upstreams := d.RemainingArgsAsTokens()
@@ -222,6 +235,11 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 	// fieldLines are protected_fields' names, checked once the block is
 	// read: an extra_fields line may come after.
 	var fieldLines []fieldWord
+	publishAt := map[string]caddyfile.Token{} // each publish_fields line's endpoint
+	var globalAuth *AuthConfig
+	if global != nil && global.Defaults != nil {
+		globalAuth = &global.Defaults.Auth
+	}
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -244,6 +262,13 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 			if err = keyBlock(d, &key, &held); err != nil {
 				return err
 			}
+			if globalAuth != nil {
+				for _, g := range globalAuth.Keys {
+					if err := sameKeyError(key, g); err != nil {
+						return keyAt.Errf("key: %v", err)
+					}
+				}
+			}
 			keyHeld = append(keyHeld, held)
 			if key, line, err = sealKey(key, keyAt.File()+":"+strconv.Itoa(keyAt.Line()), keyLines); err != nil {
 				return keyAt.Errf("%v", err)
@@ -259,6 +284,16 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 		case "protected_fields":
 			err = perEndpoint(d, once, &auth.ProtectedFields, func() ([]string, error) {
 				fields, at, err := fieldArgs(d, opt)
+				fieldLines = append(fieldLines, at...)
+				return fields, err
+			})
+		case "publish_fields":
+			err = perEndpoint(d, once, &auth.PublishFields, func() ([]string, error) {
+				publishAt[d.Val()] = d.Token()
+				fields, at, err := fieldArgs(d, opt)
+				if err == nil && len(fields) == 0 {
+					err = argErr(d, opt, caddyfileSyntax)
+				}
 				fieldLines = append(fieldLines, at...)
 				return fields, err
 			})
@@ -348,7 +383,12 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 			return err
 		}
 	}
-	if err := checkFieldLines(fieldLines, auth.ExtraFields); err != nil {
+	// The global option's extra_fields count for every handler, as they do
+	// when the config loads (AuthConfig.adopt).
+	if err := checkFieldLines(fieldLines, withGlobalExtra(auth, globalAuth)); err != nil {
+		return err
+	}
+	if err := checkPublishLines(auth, globalAuth, defaults, publishAt); err != nil {
 		return err
 	}
 	if err := heldFits(b, written); err != nil {
@@ -373,6 +413,19 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool) erro
 		}
 		h.ProxyRaw = proxy
 	} // else the form of 1.0: Provision warns
+	if global != nil && !defaults {
+		// One server, one declaration (servers_once.go), with the line.
+		if err := declaredTwice(h.ProxyRaw, global.Servers, "statusgate: its upstreams", "write server %s in the block in place of the upstreams (and their proxy block)"); err != nil {
+			return errAt(directive, "%v", err)
+		}
+		if h.Network != nil {
+			for _, m := range h.Network.Servers {
+				if err := declaredTwice(m.ProxyRaw, global.Servers, "network: server "+m.ID+": its upstreams", "write server %s alone on the line"); err != nil {
+					return errAt(netLines.network, "%v", err)
+				}
+			}
+		}
+	}
 	if h.Network != nil {
 		return networkAfter(h.Network, netLines, h)
 	}

@@ -26,6 +26,7 @@ var caddyfileSyntax = []option{
 	{"hide_protected", "[on|off]"},
 	{"require_key", "<endpoint> on|off"},
 	{"protected_fields", "<endpoint> [<field>...]"},
+	{"publish_fields", "<endpoint> <field>..."},
 	{"extra_fields", "<endpoint> <field>..."},
 	{"enable", "<endpoint>..."},
 	{"disable", "<endpoint>..."},
@@ -97,7 +98,7 @@ func optionWord(w string) bool {
 // repeatable are the options that may appear more than once: key, and those
 // that name an endpoint, once per endpoint.
 var repeatable = map[string]bool{
-	"key": true, "require_key": true, "protected_fields": true, "extra_fields": true, "enable": true, "disable": true,
+	"key": true, "require_key": true, "protected_fields": true, "publish_fields": true, "extra_fields": true, "enable": true, "disable": true,
 	"cache": true, "snapshot": true,
 }
 

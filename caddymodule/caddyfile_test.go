@@ -46,10 +46,10 @@ func TestCaddyfileOptions(t *testing.T) {
 		{"key env placeholder not expanded", "statusgate {\n\tkey {env.SG_KEY}\n}", `{"auth":{"keys":["{env.SG_KEY}"]}}`},
 		{"key file placeholder not expanded", "statusgate {\n\tkey {file./run/secrets/sg}\n}", `{"auth":{"keys":["{file./run/secrets/sg}"]}}`},
 		{"key with a placeholder in it", "statusgate {\n\tkey bot pre-{env.SG_KEY}-{system.os}\n}", `{"auth":{"keys":[{"name":"bot","key":"pre-{env.SG_KEY}-{system.os}"}]}}`},
-		{"key quoted with spaces", "statusgate {\n\tkey \"a b c\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		{"key quoted", "statusgate {\n\tkey \"a7-Qx9-Zk3-Wv5pL\"\n}", `{"auth":{"keys":["` + apikey.Digest("a7-Qx9-Zk3-Wv5pL") + `"]}}`},
 		// Trimmed as Provision trims, and escaped braces unescaped as Caddy's
 		// replacer unescapes them.
-		{"key quoted with white space around", "statusgate {\n\tkey \" a b c\t\"\n}", `{"auth":{"keys":["` + apikey.Digest("a b c") + `"]}}`},
+		{"key quoted with white space around", "statusgate {\n\tkey \" a7-Qx9-Zk3-Wv5pL\t\"\n}", `{"auth":{"keys":["` + apikey.Digest("a7-Qx9-Zk3-Wv5pL") + `"]}}`},
 		{"key with escaped braces", "statusgate {\n\tkey kBrace-\\{Hunter2-part\\}\n}", `{"auth":{"keys":["` + apikey.Digest("kBrace-{Hunter2-part}") + `"]}}`},
 		{"named key", "statusgate {\n\tkey discord-bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"discord-bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
 		{"name like a generated key's prefix", "statusgate {\n\tkey sg_bot s3cret-s3cret-s3cret\n}", `{"auth":{"keys":[{"name":"sg_bot","key":"` + apikey.Digest("s3cret-s3cret-s3cret") + `"}]}}`},
@@ -205,6 +205,11 @@ func TestCaddyfileErrors(t *testing.T) {
 const (
 	secretP = "Qx7Zk9Wv3Jp8Yt5R"
 	secretQ = "Hm4Lc6Nd1Fs0Gq8Tw"
+	// passP and passQ are secrets that read neither as a name nor as a
+	// random secret (apikey.ReadsAsSecret): in a name's place they are
+	// found by the lines they match.
+	passP = "Qx7Zk9-horse-battery"
+	passQ = "Hm4Lc6-staple-correct"
 	// genP and genQ have the form of `caddy statusgate-key`'s secrets.
 	genP = "sg_Pq2Wx8Zr6Vm4Bn0Jk3Hd5Lf7Ty9Gc1Xs4Qa8Ue2Ri6N"
 	genQ = "sg_Yb3Kn7Mc1Wz5Xq9Vt2Jr6Lp0Hd4Fg8Sa3Ew7Ui1Oz5M"
@@ -227,14 +232,14 @@ func TestCaddyfileKeyErrorsQuoteNoSecret(t *testing.T) {
 			[]string{"looks like a secret", "write key <name> <secret>"}, 2, []string{genP, secretQ}},
 		{"a digest, then a secret", "key " + apikey.Digest(secretP) + " " + secretQ,
 			[]string{"looks like a secret", "write key <name> <secret>"}, 2, []string{secretP, secretQ}},
-		{"name is another line's secret", "key " + secretP + "\n\tkey bot " + secretQ + "\n\tkey " + secretP + " " + secretQ + "x",
-			[]string{"key: the first of two words is the secret of the key at Testfile:2, not a name; write key <name> <secret>"}, 4, []string{secretP, secretQ}},
-		{"name is another line's secret as a digest", "key bot " + apikey.Digest(secretP) + "\n\tkey " + secretP + " " + secretQ,
-			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{secretP, secretQ}},
-		{"name is another line's secret, before a placeholder", "key " + secretP + "\n\tkey " + secretP + " {env.SG_KEY}",
-			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{secretP}},
-		{"secret is another line's name", "key " + secretP + " " + secretQ + "\n\tkey bot " + secretP,
-			[]string{"key: the secret is the name of the key at Testfile:2; write key <name> <secret> there"}, 3, []string{secretP, secretQ}},
+		{"name is another line's secret", "key " + passP + "\n\tkey bot " + passQ + "\n\tkey " + passP + " " + passQ + "x",
+			[]string{"key: the first of two words is the secret of the key at Testfile:2, not a name; write key <name> <secret>"}, 4, []string{passP, passQ}},
+		{"name is another line's secret as a digest", "key bot " + apikey.Digest(passP) + "\n\tkey " + passP + " " + passQ,
+			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{passP, passQ}},
+		{"name is another line's secret, before a placeholder", "key " + passP + "\n\tkey " + passP + " {env.SG_KEY}",
+			[]string{"the first of two words is the secret of the key at Testfile:2"}, 3, []string{passP}},
+		{"secret is another line's name", "key " + passP + " " + passQ + "\n\tkey bot " + passP,
+			[]string{"key: the secret is the name of the key at Testfile:2; write key <name> <secret> there"}, 3, []string{passP, passQ}},
 		{"secret with an unknown placeholder", "key bot Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4",
 			[]string{"key: a placeholder in the key is unknown or empty", `written \{ or \}`}, 2, []string{"Qx7Zk9{Wv3Jp8Yt5}Rb2Hm4"}},
 		{"secret that is all braces", "key {" + secretP + "}",
@@ -243,7 +248,7 @@ func TestCaddyfileKeyErrorsQuoteNoSecret(t *testing.T) {
 			[]string{"a placeholder in the key is unknown"}, 2, []string{secretP}},
 		{"secret in the name's place, not a name", "key Qx7+Zk9/Wv3Jp8= " + secretQ,
 			[]string{"key: invalid name (letters, digits, _ and -); write key <name> <secret>"}, 2, []string{"Qx7+Zk9/Wv3Jp8=", secretQ}},
-		{"name too long to be one", "key " + strings.Repeat(secretP, 5) + " " + secretQ,
+		{"name too long to be one", "key " + strings.Repeat("horse-battery-", 5) + "x " + secretQ,
 			[]string{"key: invalid name (at most 64 characters)"}, 2, []string{secretP, secretQ}},
 		{"secret after sha256:", "key bot sha256:" + secretP,
 			[]string{"key: malformed digest 'sha256:…'"}, 2, []string{secretP}},

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -148,6 +149,12 @@ type endpoint struct {
 	basePath    string    // canonical upstream path without the parameter
 
 	nameValue any // name as a placeholder value, made once
+
+	// hidden and published are the fields it hides from callers without
+	// a key, and those hidden by default or by the global option that a
+	// handler's line publishes, each with the place that says so, for the
+	// startup log (logFields).
+	hidden, published []hiddenField
 }
 
 // validEndpointName reports whether name is a built-in endpoint or a well-formed
@@ -200,6 +207,12 @@ func (t *endpointTable) lookup(name string) *endpoint {
 // and access rules, and the micro-cache's times, checked already by
 // resolveLimits.
 type tableConfig struct {
+	// publish is publish_fields: fields hidden by default or by the global
+	// option, made public. globalFields and globalPublish are the global
+	// statusgate option's protected_fields and publish_fields, which fields
+	// and publish add to (fields_config.go).
+	publish, globalFields, globalPublish map[string][]string
+
 	authOn     bool
 	enabled    map[string]bool
 	requireKey map[string]bool
@@ -244,16 +257,28 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 	if err := check("auth.extra_fields", slices.Sorted(maps.Keys(c.extra))); err != nil {
 		return nil, nil, err
 	}
-	for section, m := range map[string]map[string][]string{"protected_fields": c.fields, "extra_fields": c.extra} {
+	for section, m := range map[string]map[string][]string{"protected_fields": c.fields, "publish_fields": c.publish, "extra_fields": c.extra} {
 		for name, list := range m {
 			if slices.Contains(list, "") {
 				return nil, nil, fmt.Errorf("auth.%s.%s: empty field name", section, name)
 			}
 		}
 	}
-	if err := checkFields(c.fields, c.extra); err != nil {
-		return nil, nil, err
+	fieldLists := map[string]map[string][]string{"auth.protected_fields": c.fields, "auth.publish_fields": c.publish,
+		"defaults.auth.protected_fields": c.globalFields, "defaults.auth.publish_fields": c.globalPublish}
+	for _, section := range slices.Sorted(maps.Keys(fieldLists)) {
+		if err := check(section, slices.Sorted(maps.Keys(fieldLists[section]))); err != nil {
+			return nil, nil, err
+		}
+		if err := checkFields(section, fieldLists[section], c.extra); err != nil {
+			return nil, nil, err
+		}
 	}
+	levels := []fieldLevel{
+		{where: globalLevel, path: "defaults.auth", fields: c.globalFields, publish: c.globalPublish},
+		{where: handlerLevel, path: "auth", fields: c.fields, publish: c.publish},
+	}
+	var fieldErr error
 	slices.Sort(custom)
 
 	t := &endpointTable{byName: make(map[string]*endpoint, len(builtins)+len(custom))}
@@ -290,10 +315,10 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		if every, ok := c.snapshot[b.name]; ok {
 			ep.Snapshot = max(time.Duration(every), 0)
 		}
-		names := b.fields
-		if list, ok := c.fields[b.name]; ok {
-			names = list
-		}
+		hidden, published, err := endpointFields(b.name, b.fields, levels)
+		fieldErr = cmp.Or(fieldErr, err)
+		names := hiddenFieldNames(hidden)
+		ep.hidden, ep.published = hidden, published
 		if !c.authOn {
 			ep.requireKey = false
 			names = nil
@@ -320,6 +345,9 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		// The gateway cannot know what it reads of the query: all but the
 		// key reaches it.
 		add(builtin{name: name, description: "Custom station " + strings.TrimPrefix(name, customPrefix), disabled: true, query: queryRule{all: true}})
+	}
+	if fieldErr != nil {
+		return nil, nil, fieldErr
 	}
 
 	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
@@ -368,15 +396,15 @@ func fieldError(endpoint, field string, extra []string, fix string) error {
 		endpoint, field, nearest.Suggest(field, known), inside, fix)
 }
 
-// checkFields checks every name of protected (endpoint → fields) with
-// fieldError against extra (endpoint → names extra_fields adds), in the
-// JSON's terms: the error names auth.protected_fields.<endpoint>.
-func checkFields(protected, extra map[string][]string) error {
+// checkFields checks every name of protected (endpoint → fields), the
+// lists at the JSON path section, with fieldError against extra (endpoint →
+// names extra_fields adds): the error names <section>.<endpoint>.
+func checkFields(section string, protected, extra map[string][]string) error {
 	for _, ep := range slices.Sorted(maps.Keys(protected)) {
 		for _, f := range protected[ep] {
 			fix := fmt.Sprintf(`list "%s" in auth.extra_fields.%s too`, f, ep)
 			if err := fieldError(ep, f, extra[ep], fix); err != nil {
-				return fmt.Errorf("auth.protected_fields.%s: %v", ep, err)
+				return fmt.Errorf("%s.%s: %v", section, ep, err)
 			}
 		}
 	}

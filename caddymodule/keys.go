@@ -72,6 +72,9 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 		if secret == "" {
 			return nil, nil, fmt.Errorf("%s resolves to an empty string", where[i])
 		}
+		if err := apikey.SecretTextError(secret); err != nil {
+			return nil, nil, fmt.Errorf("%s: %s", where[i], keyTextError(k.Secret, err))
+		}
 		if !strings.HasPrefix(secret, apikey.DigestPrefix) && len(secret) < minKeyLength {
 			name := k.Name
 			if name == "" {
@@ -140,6 +143,24 @@ func unnamedHolder(secret string) string {
 		d = strings.TrimPrefix(apikey.Digest(secret), apikey.DigestPrefix)
 	}
 	return d[:min(len(d), 16)]
+}
+
+// keyTextError is err, apikey.SecretTextError's of the expanded text of
+// the key written as secret, saying where the text came from: the file or
+// the environment variable a placeholder names, or the key as written.
+func keyTextError(secret string, err error) string {
+	source := "the key's text is"
+	if placeholderOnly(secret) {
+		ref := secret[1 : len(secret)-1]
+		if path, ok := strings.CutPrefix(ref, "file."); ok {
+			source = "the file " + path + " holds what is"
+		} else if name, ok := strings.CutPrefix(ref, "env."); ok {
+			source = "the environment variable " + name + " holds what is"
+		}
+	} else if strings.Contains(secret, "{") {
+		source = "the key's text, its placeholders expanded, is"
+	}
+	return source + " " + err.Error()
 }
 
 // nameAloneFix is the end of the error for a key without a name that reads

@@ -39,13 +39,21 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 			return apikey.Key{}, line.Errf("key: {$%s} is empty, so the line has no secret: the environment variable %s is not set, or is set to nothing, where the Caddyfile was adapted (the Caddyfile parser replaces {$VAR} with its value before statusgate reads the line); set it (caddy reload adapts the Caddyfile in its own environment), or write {env.%s}, which the gateway reads when the config loads and refuses if empty", v, v, v)
 		}
 	}
+	// A {$VAR} whose value is a line of the generator's output, or two
+	// words, leaves its words on the line, and the errors below would blame
+	// the line's words; the variable is named instead.
+	for _, v := range lineVariables(line.File(), line.Line()) {
+		if err := apikey.SecretTextError(v.value); v.value != "" && err != nil {
+			return apikey.Key{}, line.Errf("key: the environment variable %s, which {$%s} on this line stands for, holds what is %v", v.name, v.name, err)
+		}
+	}
 	var k apikey.Key
 	switch len(args) {
 	case 1:
 		k.Secret = args[0]
 	case 2:
 		k.Name, k.Secret = args[0], args[1]
-		if apikey.IsGenerated(k.Name) || strings.HasPrefix(k.Name, apikey.DigestPrefix) {
+		if apikey.IsGenerated(k.Name) || apikey.ReadsAsSecret(k.Name) || strings.HasPrefix(k.Name, apikey.DigestPrefix) {
 			return apikey.Key{}, d.Errf("key: %v", errSecretAsName)
 		}
 		if err := apikey.ValidateName(k.Name); err != nil {
@@ -133,6 +141,14 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if unknown {
 		return k, line, fmt.Errorf("key: %v", errPlaceholder)
 	}
+	if value, ok, _ := keyReference(k.Secret); ok {
+		// The file or variable as it is here: a line of the generator's
+		// output in it is refused with the line that names it (Provision
+		// refuses it too, where the config loads).
+		if err := apikey.SecretTextError(value); err != nil {
+			return k, line, fmt.Errorf("key: %s", keyTextError(k.Secret, err))
+		}
+	}
 	k.Revision = keyRevision(k.Secret, at)
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white
@@ -193,16 +209,31 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 // ok is false when there is none, and when the file cannot be read (a
 // Caddyfile that is not on disk): the error is then the one its words make.
 func emptyVariable(file string, n int) (name string, ok bool) {
+	for _, v := range lineVariables(file, n) {
+		if v.value == "" {
+			return v.name, true
+		}
+	}
+	return "", false
+}
+
+// lineVariables are the environment variables written as whole arguments
+// ({$NAME} or {$NAME:default}, quoted or not) on line n of the Caddyfile
+// file, with the values the Caddyfile parser gave them, white space around
+// them trimmed; none when the file cannot be read (a Caddyfile that is not
+// on disk).
+func lineVariables(file string, n int) []struct{ name, value string } {
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", false
+		return nil
 	}
 	lines := strings.Split(string(b), "\n")
 	if n < 1 || n > len(lines) {
-		return "", false
+		return nil
 	}
+	var out []struct{ name, value string }
 	for _, word := range strings.Fields(lines[n-1]) {
-		m := envArg.FindStringSubmatch(word)
+		m := envArg.FindStringSubmatch(strings.Trim(word, `"`))
 		if m == nil {
 			continue
 		}
@@ -211,11 +242,9 @@ func emptyVariable(file string, n int) (name string, ok bool) {
 		if !found && m[2] != "" {
 			v = strings.TrimPrefix(m[2], ":")
 		}
-		if v == "" {
-			return m[1], true
-		}
+		out = append(out, struct{ name, value string }{m[1], strings.TrimSpace(v)})
 	}
-	return "", false
+	return out
 }
 
 // envArg is a word that is one {$NAME} or {$NAME:default} and nothing else.

@@ -151,7 +151,7 @@ func TestProvisionOverrides(t *testing.T) {
 	want := defaultTable()
 	want["status"] = epWant{enabled: true, requireKey: true}
 	want["index"] = epWant{requireKey: true}
-	want["server"] = epWant{enabled: true, fields: []string{"ip", "port"}}
+	want["server"] = epWant{enabled: true, fields: []string{"motd", "ip", "port"}} // a list adds to the defaults
 	want["network"] = epWant{}
 	want["player"] = epWant{enabled: true}
 	want["worlds"] = epWant{enabled: true, requireKey: true, fields: []string{"seed", "name"}}
@@ -202,6 +202,7 @@ func TestProvisionUnknownEndpoints(t *testing.T) {
 func TestProvisionKeys(t *testing.T) {
 	t.Setenv("STATUSGATE_TEST_KEY", " env-key-0123456789abcdef \n")
 	t.Setenv("STATUSGATE_TEST_DIGEST", apikey.Digest("digest-from-env-0123456789"))
+	t.Setenv("STATUSGATE_TEST_PRE", "mid-0123456789abcdef") // no white space: a key is one word
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")
 	if err := os.WriteFile(keyFile, []byte("file-key-0123456789abcdef\n"), 0o600); err != nil {
@@ -211,7 +212,7 @@ func TestProvisionKeys(t *testing.T) {
 		"{env.STATUSGATE_TEST_KEY}",
 		"{file." + keyFile + "}",
 		"  l1teral-key-0123456789  ",
-		"pre-{env.STATUSGATE_TEST_KEY}",
+		"pre-{env.STATUSGATE_TEST_PRE}",
 		map[string]string{"name": "discord-bot", "key": apikey.Digest("bot-secret-0123456789")},
 		map[string]string{"key": apikey.DigestPrefix + strings.ToUpper(apikey.Digest("unnamed-digest-0123456789")[7:])},
 		map[string]string{"name": "env-digest", "key": "{env.STATUSGATE_TEST_DIGEST}"},
@@ -221,13 +222,13 @@ func TestProvisionKeys(t *testing.T) {
 		t.Fatalf("%d keys provisioned, want 7", h.keys.Len())
 	}
 	for key, name := range map[string]string{
-		"env-key-0123456789abcdef":      "key-1",
-		"file-key-0123456789abcdef":     "key-2",
-		"l1teral-key-0123456789":        "key-3",
-		"pre- env-key-0123456789abcdef": "key-4",
-		"bot-secret-0123456789":         "discord-bot",
-		"unnamed-digest-0123456789":     "key-6",
-		"digest-from-env-0123456789":    "env-digest",
+		"env-key-0123456789abcdef":   "key-1",
+		"file-key-0123456789abcdef":  "key-2",
+		"l1teral-key-0123456789":     "key-3",
+		"pre-mid-0123456789abcdef":   "key-4",
+		"bot-secret-0123456789":      "discord-bot",
+		"unnamed-digest-0123456789":  "key-6",
+		"digest-from-env-0123456789": "env-digest",
 	} {
 		if i, ok := h.keys.Match(key); !ok || h.keys.Names()[i] != name {
 			t.Errorf("key %q: Match = %d, %v; want %q", key, i, ok, name)
@@ -364,12 +365,14 @@ func TestProvisionKeyErrorsQuoteNoSecret(t *testing.T) {
 			"auth.keys[0]: invalid name (letters, digits, _ and -)", []string{"Qx7+Zk9/Wv3=", secretQ}},
 		{"a generated secret as the name", []any{named(genP, genQ)},
 			"auth.keys[0]: invalid name (it has the form of a secret from caddy statusgate-key)", []string{genP, genQ}},
-		{"the name is another key's secret", []any{secretP, named(secretP, secretQ)},
-			"auth.keys[1]: the name is the secret of keys[0]; write the name, then the secret", []string{secretP, secretQ}},
-		{"the name is a later key's secret, which is also given twice", []any{named(secretP, secretQ), secretQ, secretP},
-			"auth.keys[0]: the name is the secret of keys[2]", []string{secretP, secretQ}},
-		{"the name is another key's secret given as its digest", []any{named("bot", apikey.Digest(secretP)), named(secretP, secretQ)},
-			"auth.keys[1]: the name is the secret of keys[0]", []string{secretP, secretQ}},
+		{"a random secret as the name", []any{named(secretP, secretQ)},
+			"auth.keys[0]: invalid name (it reads as a secret: random hex, base64url or a UUID)", []string{secretP, secretQ}},
+		{"the name is another key's secret", []any{passP, named(passP, passQ)},
+			"auth.keys[1]: the name is the secret of keys[0]; write the name, then the secret", []string{passP, passQ}},
+		{"the name is a later key's secret, which is also given twice", []any{named(passP, passQ), passQ, passP},
+			"auth.keys[0]: the name is the secret of keys[2]", []string{passP, passQ}},
+		{"the name is another key's secret given as its digest", []any{named("bot", apikey.Digest(passP)), named(passP, passQ)},
+			"auth.keys[1]: the name is the secret of keys[0]", []string{passP, passQ}},
 		{"a secret after sha256:", []any{named("bot", "sha256:"+secretP)},
 			"auth.keys[0] 'bot': malformed digest 'sha256:…'", []string{secretP}},
 	}

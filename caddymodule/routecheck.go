@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -74,6 +75,27 @@ func countsEvery(h any) bool {
 	return false
 }
 
+// passThrough are the handlers, by module ID, that never answer a request
+// themselves: each changes it, or counts it, and hands it on. A statusgate
+// of the form of 1.0 followed by these alone (a site-level rate_limit
+// ordered after it) has nothing after it to reach its backend.
+var passThrough = map[string]bool{
+	rateLimitID: true, "http.handlers.headers": true, "http.handlers.encode": true, "http.handlers.vars": true,
+	"http.handlers.request_body": true, "http.handlers.log_append": true, "http.handlers.tracing": true, "http.handlers.map": true,
+}
+
+// answersAny reports whether one of the handlers next could answer a
+// request: any handler but the pass-through ones (a subroute, whose routes
+// are not looked into, may).
+func answersAny(next []chain.Step) bool {
+	for _, s := range next {
+		if !passThrough[chain.ModuleID(s.Handler)] {
+			return true
+		}
+	}
+	return false
+}
+
 // routeMistakes are the statusgate handlers of the servers that no handler can
 // follow though they need one (the form of 1.0: no upstreams of their own
 // nor a declared server), and those with a rate_limit before them on their
@@ -92,9 +114,13 @@ func routeMistakes(servers map[string]*caddyhttp.Server) error {
 				break
 			}
 		}
-		if h.needsNext() && !l.Followed {
-			errs = append(errs, fmt.Errorf("statusgate in %s declares no upstreams, and no handler runs after it: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it",
-				l.Where))
+		if h.needsNext() && (!l.Followed || !answersAny(l.Next)) {
+			after := "no handler runs after it"
+			if l.Followed {
+				after = "no handler that answers runs after it (the " + strings.TrimPrefix(chain.ModuleID(l.Next[0].Handler), "http.handlers.") + " at " + l.Next[0].Path + " only hands the request on)"
+			}
+			errs = append(errs, fmt.Errorf("statusgate in %s declares no upstreams, and %s: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it",
+				l.Where, after))
 		}
 	})
 	return errors.Join(errs...)

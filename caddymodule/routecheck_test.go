@@ -55,6 +55,17 @@ func TestRouteMistakes(t *testing.T) {
 			Handlers:    []caddyhttp.MiddlewareHandler{&caddyhttp.Subroute{Routes: caddyhttp.RouteList{{Handlers: handlers}}}},
 		}}}}
 	}
+	// routes is a site whose handlers are each a route of their own, as
+	// the Caddyfile adapts a site's directives.
+	routes := func(handlers ...caddyhttp.MiddlewareHandler) map[string]*caddyhttp.Server {
+		app := site()
+		sr := app["srv0"].Routes[0].Handlers[0].(*caddyhttp.Subroute)
+		sr.Routes = nil
+		for _, h := range handlers {
+			sr.Routes = append(sr.Routes, caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{h}})
+		}
+		return app
+	}
 	const at = "statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[1]"
 	for _, c := range []struct {
 		name string
@@ -72,6 +83,14 @@ func TestRouteMistakes(t *testing.T) {
 		{"rate_limit of /login before a declared statusgate", site(someRequests, declared()), nil},
 		{"rate_limit of every request and of /login", site(rateLimit{RateLimits: map[string]*rateLimitZone{"a": someRequests.RateLimits["login"], "b": {}}}, declared()), []string{
 			at + ": the rate_limit at"}},
+		// A site-level rate_limit ordered after statusgate only hands the
+		// request on: before, it counted as what follows, and the config
+		// loaded and answered every request 502.
+		{"1.0, a rate_limit alone after it", site(legacy(), everyRequest), []string{
+			"statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0] declares no upstreams, and no handler that answers runs after it (the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[1] only hands the request on): every request it lets through would be answered 502 Bad gateway"}},
+		{"1.0, a site's rate_limit route after it", routes(legacy(), everyRequest), []string{
+			"statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0] declares no upstreams, and no handler that answers runs after it (the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[1].handle[0] only hands the request on)"}},
+		{"1.0, a site's rate_limit and reverse_proxy routes after it", routes(legacy(), everyRequest, proxy), nil},
 		{"rate_limit before 1.0 with nothing after it: both", site(everyRequest, legacy()), []string{
 			"the rate_limit at", "\nstatusgate in", "declares no upstreams, and no handler runs after it"}},
 	} {
@@ -100,7 +119,7 @@ func TestRouteMistakes(t *testing.T) {
 func TestNothingAfterBackstop(t *testing.T) {
 	h, logs := newTestHandler(t, "")
 	w := logs.FilterMessageSnippet("the form of 1.0").All()
-	if len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["write"]), "then delete the reverse_proxy after it; a statusgate of this form with no handler after it is refused by caddy run and caddy reload") {
+	if len(w) != 1 || !strings.Contains(fmt.Sprint(w[0].ContextMap()["write"]), "then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload wherever its routes show it (not in a named route), and not by caddy validate") {
 		t.Errorf("the 1.0 warning: %v", w)
 	}
 	nothing := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })

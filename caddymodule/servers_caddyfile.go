@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/ident"
 )
 
@@ -107,9 +108,19 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 		}
 	}
 	line := append(caddyfile.Segment{renamed(seg[0], "statusgate")}, seg[2:]...)
+	// The Caddyfile adapter expands the shorthands ({remote_host},
+	// {header.X}) of the sites' blocks, not of the global options: a
+	// server's block reads like a handler's, so they are expanded here.
+	httpcaddyfile.NewShorthandReplacer().ApplyToSegment(&line)
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(line)); err != nil {
 		return "", nil, err
+	}
+	// What the handler's Provision refuses of its declaration (a key
+	// carried to the backend, a placeholder that would pick the server),
+	// refused here with the server's line.
+	if _, err := upstream.Parse("server "+name.Text+": proxy", h.ProxyRaw); err != nil {
+		return "", nil, errAt(name, "%v", err)
 	}
 	return name.Text, &Server{ProxyRaw: h.ProxyRaw, Backend: h.Backend}, nil
 }
@@ -129,10 +140,25 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	block := append(caddyfile.Segment{renamed(head, "statusgate"), renamed(head, "{")}, toks...)
 	block = append(block, caddyfile.Token{File: last.File, Line: last.Line + 1, Text: "}"})
 	var h Handler
-	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true); err != nil {
+	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true, nil); err != nil {
 		return nil, err
 	}
 	return &h, nil
+}
+
+// globalOption is the config's global statusgate option as its parser
+// wrote it (parseGlobalOption), for the handler at h: nil when there is
+// none. The Caddyfile adapter reads the global options before the sites.
+func globalOption(h httpcaddyfile.Helper) (*App, error) {
+	v, ok := h.Option("statusgate").(httpcaddyfile.App)
+	if !ok {
+		return nil, nil
+	}
+	var a App
+	if err := json.Unmarshal(v.Value, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // blockOptions are the option words of a block, toks from its "{" (or the

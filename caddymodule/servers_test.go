@@ -60,14 +60,15 @@ func TestAdopt(t *testing.T) {
 	if len(h.Auth.Keys) != 2 || h.Auth.Keys[0].Secret != "kA-7f3c9e1d5b2a4c68e0f1" || h.Auth.Keys[1].Name != "bot" {
 		t.Errorf("keys %+v, want its own then the defaults'", h.Auth.Keys)
 	}
-	if got := h.Auth.ProtectedFields; len(got["status"]) != 1 || len(got["player"]) != 0 {
-		t.Errorf("protected_fields %v: want the defaults' status and its own (empty) player", got)
+	if got, global := h.Auth.ProtectedFields, h.Auth.globalFields; len(got) != 1 || len(got["player"]) != 0 || len(global["status"]) != 1 || len(global["player"]) != 1 {
+		t.Errorf("protected_fields %v over %v: want its own (empty) player over the defaults' status and player, a level of their own", got, global)
 	}
 	if h.Backend.MaxInFlight != 4 || h.Backend.MaxPerClient != 2 || h.Backend.Timeout == 0 || h.ProxyRaw == nil {
 		t.Errorf("backend %+v, proxy %s: want the server's max_in_flight, the defaults' max_per_client and its own timeout", h.Backend, h.ProxyRaw)
 	}
-	// A key of the handler's own name replaces the defaults' (one secret,
-	// not two), and the defaults' extra_fields are known to the handler.
+	// A key of the handler's own of the defaults' key's name is one key
+	// with both secrets, and the defaults' extra_fields are known to the
+	// handler.
 	var k App
 	if err := json.Unmarshal([]byte(`{"defaults":{"auth":{"keys":[{"name":"bot","key":"sg_Zs4cJm6Ho2YvTqW8nB1xKe0"}],"extra_fields":{"status":["foo"]}}}}`), &k); err != nil {
 		t.Fatal(err)
@@ -76,8 +77,8 @@ func TestAdopt(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"auth":{"keys":[{"name":"bot","key":"sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk"}],"protected_fields":{"status":["foo"]}}}`), &rotated); err != nil {
 		t.Fatal(err)
 	}
-	if err := rotated.adopt(&k); err != nil || len(rotated.Auth.Keys) != 1 || rotated.Auth.Keys[0].Secret != "sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk" {
-		t.Errorf("a handler's key bot beside the defaults' bot: %v, keys %+v, want the handler's alone", err, rotated.Auth.Keys)
+	if err := rotated.adopt(&k); err != nil || len(rotated.Auth.Keys) != 2 || rotated.Auth.Keys[0].Secret != "sg_Qp7rTf3Lw9XbNc2Vd8Ha1Mk" || rotated.Auth.Keys[1].Name != "bot" {
+		t.Errorf("a handler's key bot beside the defaults' bot: %v, keys %+v, want both secrets of bot", err, rotated.Auth.Keys)
 	}
 	if got := rotated.Auth.ExtraFields["status"]; len(got) != 1 || got[0] != "foo" {
 		t.Errorf("extra_fields %v, want the defaults' foo", got)

@@ -208,6 +208,8 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		}
 	}
 	h.table, h.metrics, err = buildTable(tableConfig{
+		publish: auth.PublishFields, globalFields: auth.globalFields, globalPublish: auth.globalPublish,
+
 		authOn:     h.authOn,
 		enabled:    h.Endpoints,
 		requireKey: auth.RequireKey,
@@ -236,7 +238,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 			shared = "its counts and answers are shared with every handler naming guard " + h.Backend.Guard + ", whatever follows each"
 		}
 		logger.Warn("statusgate declares no upstreams, and relies on the handlers after it to reach the backend (the form of 1.0): "+shared+"; name the game server in statusgate itself",
-			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), then delete the reverse_proxy after it; a statusgate of this form with no handler after it is refused by caddy run and caddy reload"))
+			zap.String("write", "statusgate <upstream>... { ... } (for example statusgate 127.0.0.1:8080), then delete the reverse_proxy after it; a statusgate of this form followed by no handler that can answer (only a rate_limit, headers or encode, or nothing) is refused by caddy run and caddy reload wherever its routes show it (not in a named route), and not by caddy validate"))
 	}
 	policy := policyOf(h.authOn, h.table)
 	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
@@ -257,6 +259,9 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		logger.Warn("auth is off: every endpoint and field is public; require_key and protected_fields have no effect")
 	case h.keys.Len() == 0:
 		logger.Warn("auth is on but no key is configured: no caller can reach a protected endpoint")
+	}
+	if h.authOn {
+		logFields(logger, h.table)
 	}
 	if h.authOn && h.qkey {
 		logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
@@ -498,11 +503,17 @@ var (
 // declared servers it names, its own or its network's.
 func (h *Handler) adopt(a *App) error {
 	if d := a.Defaults; d != nil {
-		h.Auth.adopt(d.Auth)
+		if err := h.Auth.adopt(d.Auth); err != nil {
+			return err
+		}
 		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
 		takeOptions(&h.Backend, &d.Backend, isDoorOption)
 	}
+	if err := checkDeclaredOnce(h, a.Servers); err != nil {
+		return err
+	}
 	if h.Server != "" {
+		a.reference(h.Server)
 		s, err := a.server(h.Server, "server")
 		if err != nil {
 			return err
@@ -521,6 +532,7 @@ func (h *Handler) adopt(a *App) error {
 			if m.ProxyRaw != nil {
 				continue
 			}
+			a.reference(m.ID)
 			s, err := a.server(m.ID, fmt.Sprintf("network.servers[%d]", i))
 			if err != nil {
 				return err

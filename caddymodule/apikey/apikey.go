@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -204,6 +205,12 @@ func (k Key) Validate() error {
 	if strings.TrimSpace(k.Secret) == "" {
 		return errors.New("empty key")
 	}
+	if !strings.Contains(k.Secret, "{") {
+		// A literal: what a placeholder holds is checked once expanded.
+		if err := SecretTextError(strings.TrimSpace(k.Secret)); err != nil {
+			return err
+		}
+	}
 	if k.Name == "" && ReadsLikeName(strings.TrimSpace(k.Secret)) {
 		return ErrNameAlone
 	}
@@ -248,7 +255,37 @@ func ValidateName(name string) error {
 	if IsGenerated(name) {
 		return errors.New("invalid name (it has the form of a secret from caddy statusgate-key)")
 	}
+	if ReadsAsSecret(name) {
+		return errors.New("invalid name (it reads as a secret: random hex, base64url or a UUID)")
+	}
 	return nil
+}
+
+// uuidForm is a UUID's form, in either case.
+var uuidForm = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ReadsAsSecret reports whether name, a word of a name's characters, reads
+// as a random secret rather than a name: MinSecretAlone or more characters,
+// of which at least half of MinSecretAlone are in parts (between '-' and
+// '_') that are not words (isWord): letters and digits mixed within a
+// part, as in hex, base64url and UUIDs. `key <secret> <secret>`, two random
+// secrets on one line, would otherwise publish the first as the key's name
+// in the adapted config, the logs and the metrics. Names of words, with a
+// short code among them ("prometheus-k8s-scraper"), do not read as one.
+func ReadsAsSecret(name string) bool {
+	if len(name) < MinSecretAlone || !ident.Valid(name) {
+		return false
+	}
+	if uuidForm.MatchString(name) || !strings.ContainsFunc(name, func(r rune) bool { return !isHex(byte(r)) }) {
+		return true // a UUID, or hex alone, whatever its digits happen to be
+	}
+	mixed := 0
+	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '-' || r == '_' }) {
+		if !isWord(part) {
+			mixed += len(part)
+		}
+	}
+	return mixed >= MinSecretAlone/2
 }
 
 // MinSecretAlone is the length from which one word of a name's characters,

@@ -84,7 +84,7 @@ func TestFieldLayer(t *testing.T) {
 	})
 
 	t.Run("numbers verbatim", func(t *testing.T) {
-		StartDefault(t, be, "require_key worlds off", "protected_fields worlds environment", "require_key performance off")
+		StartDefault(t, be, "require_key worlds off", "protected_fields worlds environment", "publish_fields worlds seed", "require_key performance off")
 		r := Send(t, "GET", "/api/v1/worlds")
 		WantFiltered(t, r, "/api/v1/worlds", "environment")
 		if n := bytes.Count(r.Body, []byte(`"seed":`+WorldSeed+`,`)); n != 2 {

@@ -163,7 +163,7 @@ func TestJSONNullRefused(t *testing.T) {
 		{`"endpoints":["status"]`, `"endpoints":null`, "auth.keys[0] 'bot': endpoints: null is not a scope"},
 		{`"max_in_flight":2`, `"max_in_flight":null`, "auth.keys[0] 'bot': max_in_flight: null is not a cap"},
 		{`"bans":true`, `"bans":null`, "auth.require_key.bans: null is not a value"},
-		{`"server":["motd"]`, `"server":null`, "auth.protected_fields.server: null is not a value"},
+		{`"server":["motd","ip","port"]`, `"server":null`, "auth.protected_fields.server: null is not a value"},
 	} {
 		if !bytes.Contains(adapted, []byte(tc.from)) {
 			t.Fatalf("the adapted config lacks %s: %s", tc.from, adapted)

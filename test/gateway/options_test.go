@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
@@ -93,12 +94,12 @@ func TestOptions(t *testing.T) {
 		be.WantSeen(t, "keyed status", "/api/v1/status")
 	})
 
-	t.Run("protected_fields replaces the list", func(t *testing.T) {
-		StartDefault(t, be, "protected_fields player rank name", "require_key worlds off", "protected_fields worlds spawn", "extra_fields worlds spawn")
-		WantFiltered(t, Send(t, "GET", player), player, "rank", "name")
-		// worlds public: its default (seed) replaced by spawn.
+	t.Run("protected_fields adds to the list", func(t *testing.T) {
+		StartDefault(t, be, "protected_fields player rank name", "require_key worlds off", "protected_fields worlds spawn", "extra_fields worlds spawn", "publish_fields worlds seed")
+		WantFiltered(t, Send(t, "GET", player), player, append(slices.Clone(PlayerFields), "rank", "name")...)
+		// worlds public: its default (seed) published, spawn added.
 		WantFiltered(t, Send(t, "GET", "/api/v1/worlds"), "/api/v1/worlds", "spawn")
-		be.WantSeen(t, "replaced lists", player, "/api/v1/worlds")
+		be.WantSeen(t, "lists added to", player, "/api/v1/worlds")
 	})
 
 	t.Run("protected_fields empty list hides nothing", func(t *testing.T) {
@@ -116,8 +117,8 @@ func TestOptions(t *testing.T) {
 		// named with extra_fields, as a newer plugin's would be.
 		StartDefault(t, be, "protected_fields player keep ticks server", "extra_fields player keep ticks server")
 		r := Send(t, "GET", player)
-		WantFiltered(t, r, player, "keep", "ticks", "server")
-		if names := MemberNames(t, r.Body); names["keep"] || names["ticks"] || names["server"] || !names["op"] {
+		WantFiltered(t, r, player, append(slices.Clone(PlayerFields), "keep", "ticks", "server")...)
+		if names := MemberNames(t, r.Body); names["keep"] || names["ticks"] || names["server"] || names["op"] || !names["rank"] {
 			t.Errorf("custom fields: %s", r.Body)
 		}
 		be.WantSeen(t, "custom fields", player)

@@ -36,6 +36,11 @@ type Link struct {
 	// of its route, a later route's, or one after the subroute it is in.
 	// It is false only where the chain surely ends with Handler.
 	Followed bool
+	// Next are the handlers that can run after Handler, as its route list
+	// holds them: the later ones of its route, every handler of the later
+	// routes (a subroute as itself), and those that can follow the
+	// subroute it is in. Empty where Followed is false.
+	Next []Step
 	// Where names its place for a user.
 	Where Where
 }
@@ -95,11 +100,11 @@ func Walk(servers map[string]*caddyhttp.Server, visit func(Link)) {
 		}
 		w := walker{visit: visit}
 		at := Where{Server: name, Listen: srv.Listen, Path: "apps.http.servers." + name + ".routes"}
-		w.list(srv.Routes, nil, false, at)
+		w.list(srv.Routes, nil, false, nil, at)
 		if srv.Errors != nil {
 			// What ran before the error is not known here.
 			at.Path = "apps.http.servers." + name + ".errors.routes"
-			w.list(srv.Errors.Routes, nil, false, at)
+			w.list(srv.Errors.Routes, nil, false, nil, at)
 		}
 	}
 }
@@ -109,8 +114,9 @@ type walker struct {
 }
 
 // list walks routes, a chain that every request reaching it enters after
-// before ran, and that is followed by something when followed.
-func (w walker) list(routes caddyhttp.RouteList, before []Step, followed bool, at Where) {
+// before ran, and that is followed by something when followed: by the
+// handlers outer.
+func (w walker) list(routes caddyhttp.RouteList, before []Step, followed bool, outer []Step, at Where) {
 	for i, r := range routes {
 		rat := at
 		rat.Path = fmt.Sprintf("%s[%d]", at.Path, i)
@@ -129,20 +135,40 @@ func (w walker) list(routes caddyhttp.RouteList, before []Step, followed bool, a
 			hat.Path = fmt.Sprintf("%s.handle[%d]", rat.Path, k)
 			mine := append(slices.Clip(ran), sure(r.Handlers[:k], rat.Path)...)
 			next := k+1 < len(r.Handlers) || after
-			w.visit(Link{Handler: h, Before: mine, Followed: next, Where: hat})
+			var then []Step
+			if next {
+				then = steps(r.Handlers[k+1:], rat.Path, k+1)
+				if !r.Terminal {
+					for j := i + 1; j < len(routes); j++ {
+						then = append(then, steps(routes[j].Handlers, fmt.Sprintf("%s[%d]", at.Path, j), 0)...)
+					}
+					then = append(then, outer...)
+				}
+			}
+			w.visit(Link{Handler: h, Before: mine, Followed: next, Next: then, Where: hat})
 			if sr, ok := h.(*caddyhttp.Subroute); ok {
 				inner := hat
 				inner.Path = hat.Path + ".routes"
-				w.list(sr.Routes, mine, next, inner)
+				w.list(sr.Routes, mine, next, then, inner)
 				if sr.Errors != nil {
 					// Error routes are compiled with what follows the
 					// subroute (caddyhttp.Subroute.ServeHTTP).
 					inner.Path = hat.Path + ".errors.routes"
-					w.list(sr.Errors.Routes, mine, next, inner)
+					w.list(sr.Errors.Routes, mine, next, then, inner)
 				}
 			}
 		}
 	}
+}
+
+// steps are the handlers hs of the route at path, from its handler first
+// on, as Steps.
+func steps(hs []caddyhttp.MiddlewareHandler, path string, first int) []Step {
+	out := make([]Step, len(hs))
+	for i, h := range hs {
+		out[i] = Step{Handler: h, Path: fmt.Sprintf("%s.handle[%d]", path, first+i)}
+	}
+	return out
 }
 
 // surelyBefore reports whether route j of routes, earlier than route i,

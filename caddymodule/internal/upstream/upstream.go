@@ -37,6 +37,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 )
@@ -98,6 +100,11 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 	}
 	all := placeholders(canon)
 	for _, name := range all {
+		if full := shorthand(name); full != "" {
+			return nil, fmt.Errorf("%s: {%s} is a Caddyfile shorthand, which JSON does not expand (the backend would get the text itself): write {%s}", path, name, full)
+		}
+	}
+	for _, name := range all {
 		if carriesKey(name) {
 			return nil, fmt.Errorf("%s: {%s} can carry the client's API key (X-API-Key, or ?key= with allow_query_key) to the backend, which must never see it: name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>}, {http.request.header.<name>})", path, name)
 		}
@@ -136,6 +143,22 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 			return name != "upstreams" && name != "dynamic_upstreams"
 		}),
 	}, nil
+}
+
+// shorthand is the placeholder the Caddyfile shorthand name ({remote_host},
+// {header.X-API-Key}, {orig_uri}) stands for, or "" for a placeholder that
+// is none: the Caddyfile adapter expands shorthands in the sites' blocks,
+// and JSON never does.
+func shorthand(name string) string {
+	if strings.HasPrefix(name, "file.") {
+		return "" // Caddy's own {file.<path>} too: JSON reads it so
+	}
+	seg := caddyfile.Segment{{Text: "{" + name + "}"}}
+	httpcaddyfile.NewShorthandReplacer().ApplyToSegment(&seg)
+	if full := seg[0].Text; full != "{"+name+"}" && strings.HasPrefix(full, "{") && strings.HasSuffix(full, "}") {
+		return full[1 : len(full)-1]
+	}
+	return ""
 }
 
 // volatile reports whether the placeholder name has a value of its own for
