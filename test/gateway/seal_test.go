@@ -312,9 +312,9 @@ func TestKeyNeverLeaves(t *testing.T) {
 						t.Errorf("%s: an anonymous request was answered %d, want 200: the config works", what, r.Status)
 					}
 					seen := rc.all()[before:]
-				if len(seen) > 0 {
-					t.Logf("%s: %d requests at the backend; the first:\n%s", what, len(seen), seen[0])
-				}
+					if len(seen) > 0 {
+						t.Logf("%s: %d requests at the backend; the first:\n%s", what, len(seen), seen[0])
+					}
 					for _, s := range seen {
 						if keyIn(s, KeyA) {
 							t.Errorf("%s: the backend got the caller's key:\n%s", what, s)
@@ -324,4 +324,62 @@ func TestKeyNeverLeaves(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestHeadersAfterStatusgateNotShared: a response header that a handler
+// after a declared statusgate sets (the caller's address, a request ID) is
+// the caller's own: the next caller, served from the cache, never gets the
+// first caller's.
+func TestHeadersAfterStatusgateNotShared(t *testing.T) {
+	be := NewBackend(t)
+	Gateway{Shared: true, Routes: fmt.Sprintf(`route {
+		statusgate %s {
+			key %s
+		}
+		header X-Request {http.request.uuid}
+	}`, be.Addr(), KeyA)}.Start(t)
+	first := Send(t, "GET", "/api/v1/status")
+	second := Send(t, "GET", "/api/v1/status")
+	if first.Status != http.StatusOK || second.Status != http.StatusOK {
+		t.Fatalf("answers %d and %d, want 200", first.Status, second.Status)
+	}
+	if n := len(be.Take()); n != 1 {
+		t.Fatalf("%d trips to the backend, want 1: the second answer from the cache", n)
+	}
+	if first.Header.Get("X-Request") == "" {
+		t.Errorf("the caller whose request made the trip lost the header its handler set")
+	}
+	if got := second.Header.Get("X-Request"); got != "" && got == first.Header.Get("X-Request") {
+		t.Errorf("the second caller got the first caller's X-Request %q from the cache", got)
+	}
+}
+
+// TestTrustedProxyAfterStatusgate: a `vars trusted_proxy true` after
+// statusgate cannot make the proxy pass the client's X-Forwarded-For and
+// X-Forwarded-Host to the backend, in either form.
+func TestTrustedProxyAfterStatusgate(t *testing.T) {
+	Forms(t, func(t *testing.T, legacy bool) {
+		be := NewBackend(t)
+		lines := append([]string{"key " + KeyA}, NoSharing...)
+		routes := StatusgateLines(be.Addr(), lines, nil, legacy)
+		if legacy {
+			// vars sorts before statusgate: a route block keeps them in order.
+			routes = strings.Replace(routes, "\n\treverse_proxy", "\n\tvars trusted_proxy true\n\treverse_proxy", 1)
+		} else {
+			routes += "\n\tvars trusted_proxy true"
+		}
+		Gateway{Routes: "route {\n\t" + routes + "\n\t}"}.Start(t)
+		r := Send(t, "GET", "/api/v1/status", "X-Forwarded-For: 6.6.6.6", "X-Forwarded-Host: evil.test")
+		if r.Status != http.StatusOK {
+			t.Fatalf("answered %d, want 200", r.Status)
+		}
+		for _, s := range be.Take() {
+			if xff := s.Header.Get("X-Forwarded-For"); strings.Contains(xff, "6.6.6.6") {
+				t.Errorf("the backend got the client's X-Forwarded-For %q", xff)
+			}
+			if xfh := s.Header.Get("X-Forwarded-Host"); strings.Contains(xfh, "evil") {
+				t.Errorf("the backend got the client's X-Forwarded-Host %q", xfh)
+			}
+		}
+	})
 }
