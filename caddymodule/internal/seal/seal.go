@@ -49,46 +49,50 @@ func From(ctx context.Context) []string {
 }
 
 // Holds reports whether v holds one of secrets: as written, or once its
-// percent-escapes are decoded, once or twice (a {%query} or a rewrite of
-// an escaped target writes the key escaped; an escaped query escaped
-// again).
+// percent-escapes are decoded, once or twice, with a '+' read as itself or
+// as a space (a {%query} or a rewrite of an escaped target writes the key
+// escaped; an escaped query escaped again).
 func Holds(v string, secrets []string) bool {
-	for range 3 {
-		for _, s := range secrets {
-			if strings.Contains(v, s) {
-				return true
+	forms := []string{v}
+	for round := 0; len(forms) > 0; round++ {
+		var next []string
+		for _, f := range forms {
+			for _, s := range secrets {
+				if strings.Contains(f, s) {
+					return true
+				}
+			}
+			if round == 2 {
+				continue
+			}
+			for _, plus := range []bool{false, true} {
+				if dec, ok := unescape(f, plus); ok {
+					next = append(next, dec)
+				}
 			}
 		}
-		dec, ok := unescape(v)
-		if !ok {
-			return false
-		}
-		v = dec
+		forms = next
 	}
 	return false
 }
 
-// unescape is v with its percent-escapes decoded, and '+' read as a space
-// as a query would: ok is false when v has nothing to decode.
-func unescape(v string) (string, bool) {
+// unescape is v with its percent-escapes decoded, a stray '%' kept as it
+// is, and a '+' read as a space if plus (as a query is read): ok is false
+// when nothing changed.
+func unescape(v string, plus bool) (string, bool) {
 	if !strings.ContainsAny(v, "%+") {
 		return v, false
 	}
-	if dec, err := url.QueryUnescape(v); err == nil && dec != v {
-		return dec, true
-	}
-	// A stray '%' keeps QueryUnescape from the rest: decode what can be.
 	var b strings.Builder
 	changed := false
 	for i := 0; i < len(v); i++ {
 		c := v[i]
-		if c == '%' && i+2 < len(v) && ishex(v[i+1]) && ishex(v[i+2]) {
-			b.WriteByte(unhex(v[i+1])<<4 | unhex(v[i+2]))
+		switch {
+		case c == '%' && i+2 < len(v) && ishex(v[i+1]) && ishex(v[i+2]):
+			c = unhex(v[i+1])<<4 | unhex(v[i+2])
 			i += 2
 			changed = true
-			continue
-		}
-		if c == '+' {
+		case c == '+' && plus:
 			c, changed = ' ', true
 		}
 		b.WriteByte(c)

@@ -1,0 +1,83 @@
+package seal
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy/fastcgi"
+)
+
+const secret = "kA-7f3c9e1d5b2a4c68e0f1+/="
+
+func TestHolds(t *testing.T) {
+	secrets := []string{secret}
+	for _, v := range []string{
+		secret,
+		"x=" + url.QueryEscape(secret),
+		url.PathEscape(secret),
+		url.QueryEscape(url.QueryEscape("key=" + secret)),
+		"%zz " + url.QueryEscape(secret), // a stray % before it
+	} {
+		if !Holds(v, secrets) {
+			t.Errorf("Holds(%q) = false", v)
+		}
+	}
+	for _, v := range []string{"", "kA-7f3c9e1d5b2a4c68e0f1", "/api/v1/status", "%%%"} {
+		if Holds(v, secrets) {
+			t.Errorf("Holds(%q) = true", v)
+		}
+	}
+}
+
+// roundTripFunc is a transport that says it was asked.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+var errSent = errors.New("sent")
+
+func TestTransportRefuses(t *testing.T) {
+	sent := Transport{roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errSent })}
+	for name, mod := range map[string]func(r *http.Request){
+		"path":   func(r *http.Request) { r.URL.Path = "/api/" + secret },
+		"query":  func(r *http.Request) { r.URL.RawQuery = "x=" + url.QueryEscape(secret) },
+		"Host":   func(r *http.Request) { r.Host = url.QueryEscape("key=" + secret) },
+		"header": func(r *http.Request) { r.Header.Set("X-A", secret) },
+	} {
+		r := httptest.NewRequest("GET", "http://backend/api/v1/status", nil)
+		mod(r)
+		r = r.WithContext(With(r.Context(), []string{secret}))
+		if _, err := sent.RoundTrip(r); !errors.As(err, new(Leak)) {
+			t.Errorf("%s: %v, want a Leak", name, err)
+		}
+		// Without the caller's secrets (a refresh, a caller without a key):
+		// nothing to check.
+		r = r.WithContext(With(r.Context(), nil))
+		r = httptest.NewRequest("GET", "http://backend/api/v1/status", nil)
+		if _, err := sent.RoundTrip(r); err != errSent {
+			t.Errorf("%s: %v, want the request sent", name, err)
+		}
+	}
+}
+
+// TestTransportFastCGIParams: the FastCGI transport's env, with its
+// placeholders replaced, is checked before anything is dialed.
+func TestTransportFastCGIParams(t *testing.T) {
+	ft := &fastcgi.Transport{EnvVars: map[string]string{"FORWARDED": "{http.request.header.X-Copy}"}}
+	r := httptest.NewRequest("GET", "http://backend/index.php", nil)
+	r.Header.Set("X-Copy", "") // what the request sends is clean
+	repl := caddy.NewReplacer()
+	r = caddyhttp.PrepareRequest(r, repl, nil, &caddyhttp.Server{})
+	repl.Set("http.request.header.X-Copy", secret) // the value a param is made of is not
+	r = r.WithContext(With(r.Context(), []string{secret}))
+	_, err := Transport{ft}.RoundTrip(r)
+	var leak Leak
+	if !errors.As(err, &leak) || string(leak) != "FastCGI parameter FORWARDED" {
+		t.Fatalf("%v, want the FastCGI parameter refused", err)
+	}
+}
