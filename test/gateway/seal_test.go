@@ -153,8 +153,8 @@ func TestPHPSiteAfterStatusgate(t *testing.T) {
 	php_fastcgi %s
 	file_server`, root, be.Addr(), KeyA, strings.Join(NoSharing, "\n\t\t"), phpAddr)}.Start(t)
 	for _, r := range keyedRequests(t) {
-		if r.Status == http.StatusOK && len(php.all()) > 0 {
-			t.Errorf("an API request was answered %d after php-fpm was asked", r.Status)
+		if r.Status != http.StatusBadGateway {
+			t.Errorf("an API request was answered %d, want 502: php_fastcgi after statusgate is stopped", r.Status)
 		}
 	}
 	if seen := php.all(); len(seen) != 0 {
@@ -165,6 +165,31 @@ func TestPHPSiteAfterStatusgate(t *testing.T) {
 	if n := len(php.all()); n != 1 {
 		t.Errorf("the website: %d FastCGI requests, want php-fpm asked once", n)
 	}
+
+	// The fix the docs give: statusgate and the website in handle blocks,
+	// which exclude each other.
+	Gateway{Routes: fmt.Sprintf(`root * %s
+	handle /api/* {
+		statusgate %s {
+			key %s
+			allow_query_key
+			%s
+		}
+	}
+	handle {
+		php_fastcgi %s
+		file_server
+	}`, root, be.Addr(), KeyA, strings.Join(NoSharing, "\n\t\t\t"), phpAddr)}.Start(t)
+	for _, r := range keyedRequests(t) {
+		if r.Status != http.StatusOK {
+			t.Errorf("with handle blocks, an API request was answered %d, want 200", r.Status)
+		}
+	}
+	Send(t, "GET", "/index.php")
+	if n := len(php.all()); n != 2 {
+		t.Errorf("with handle blocks: %d FastCGI requests in all, want the website's alone (2)", n)
+	}
+	wantNoKey(t, php, KeyA, "php_fastcgi beside statusgate")
 }
 
 // TestInvokeFastCGIAfterStatusgate: an invoke of a named route whose

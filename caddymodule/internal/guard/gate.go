@@ -69,8 +69,12 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	if t.Upstream != nil {
 		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}
-	// The declared backend's transport checks what it sends (seal.Transport).
-	return g.backend.ServeHTTP(pw, r.WithContext(seal.With(r.Context(), t.Secrets)))
+	if len(t.Secrets) > 0 {
+		// The declared backend's transport checks what it sends for them
+		// (seal.Transport).
+		r = r.WithContext(seal.With(r.Context(), t.Secrets))
+	}
+	return g.backend.ServeHTTP(pw, r)
 }
 
 // sealed refuses the request r made for t when it carries the caller's
