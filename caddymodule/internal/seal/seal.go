@@ -162,9 +162,10 @@ type Leak string
 
 func (l Leak) Error() string {
 	return "the request to the backend would carry the caller's API key in its " + string(l) +
-		", so statusgate refused to send it (nothing was sent): the backend must never see a key; find what copies it there " +
+		", so statusgate refused to send it (nothing was sent): the backend must never see a key; remove what copies it there " +
 		"(a vars, map, request_header or header_up of {http.request.header.X-API-Key}, {http.request.orig_uri}, {%query} or {http.request.uri_escaped}, " +
-		"an env of php_fastcgi) and name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>})"
+		"an env of a FastCGI transport) and name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>}); " +
+		"if the config copies nothing, the client sent its key a second time (another header, a cookie) and must send it once"
 }
 
 // Transport is a reverse_proxy's transport that refuses a trip holding
