@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -80,4 +81,36 @@ func TestTransportFastCGIParams(t *testing.T) {
 	if !errors.As(err, &leak) || string(leak) != "FastCGI parameter FORWARDED" {
 		t.Fatalf("%v, want the FastCGI parameter refused", err)
 	}
+}
+
+// FuzzHolds writes a secret into a value the ways a config can (as it is,
+// query- or path-escaped, twice escaped) between any bytes: Holds must find
+// it, and a value made without it must not hold it unless its bytes spell
+// the secret.
+func FuzzHolds(f *testing.F) {
+	f.Add("kA-7f3c9e1d5b2a4c68e0f1", "x=", "&y", uint8(0))
+	f.Add("a+b/c=d%e", "/api/", "", uint8(1))
+	f.Add("k3y 0123456789", "%", "%zz", uint8(2))
+	f.Add("++%%", "key=", "+", uint8(3))
+	f.Fuzz(func(t *testing.T, secret, before, after string, how uint8) {
+		if secret == "" {
+			return
+		}
+		escapes := []func(string) string{
+			func(s string) string { return s },
+			url.QueryEscape,
+			url.PathEscape,
+			func(s string) string { return url.QueryEscape(url.QueryEscape(s)) },
+			func(s string) string { return url.QueryEscape(url.PathEscape(s)) },
+		}
+		written := escapes[int(how)%len(escapes)](secret)
+		// Bytes around it that decode into one with it (a '%' before its
+		// first hex digits) are the fuzzer's, not a config's: keep them
+		// plain.
+		plain := func(s string) string { return strings.NewReplacer("%", "", "+", "").Replace(s) }
+		v := plain(before) + written + plain(after)
+		if !Holds(v, []string{secret}) {
+			t.Fatalf("Holds(%q) = false for the secret %q written %q", v, secret, written)
+		}
+	})
 }
