@@ -104,7 +104,8 @@ var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // gate runs the handlers after statusgate on a copy of the decided request
 // r: they may refuse it (a rate_limit, which then counts only the trips
 // that reach the backend) and set headers of the answer (its Retry-After,
-// into hdr), but not answer it, send it anywhere, or change what is sent:
+// into hdr: the caller's own), but not answer it, send it anywhere, or
+// change what is sent:
 // the request statusgate decided on is the one the backend gets, and a
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
