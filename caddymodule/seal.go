@@ -61,7 +61,9 @@ func sealDecided(r *http.Request, repl *caddy.Replacer, secrets []string) {
 	}
 	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
 	for name, v := range vars {
-		if seal.Holds(caddy.ToString(v), secrets) {
+		// A vars or map of a placeholder sets a string; other values
+		// (Caddy's own: the client's IP, trusted_proxy) are no copy of a key.
+		if s, ok := v.(string); ok && seal.Holds(s, secrets) {
 			vars[name] = ""
 		}
 	}

@@ -53,14 +53,18 @@ func From(ctx context.Context) []string {
 // as a space (a {%query} or a rewrite of an escaped target writes the key
 // escaped; an escaped query escaped again).
 func Holds(v string, secrets []string) bool {
+	if holdsAsWritten(v, secrets) {
+		return true
+	}
+	if !strings.ContainsAny(v, "%+") {
+		return false // nothing to decode: no allocation on the common path
+	}
 	forms := []string{v}
 	for round := 0; len(forms) > 0; round++ {
 		var next []string
 		for _, f := range forms {
-			for _, s := range secrets {
-				if strings.Contains(f, s) {
-					return true
-				}
+			if holdsAsWritten(f, secrets) {
+				return true
 			}
 			if round == 2 {
 				continue
@@ -76,28 +80,49 @@ func Holds(v string, secrets []string) bool {
 	return false
 }
 
+func holdsAsWritten(v string, secrets []string) bool {
+	for _, s := range secrets {
+		if strings.Contains(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // unescape is v with its percent-escapes decoded, a stray '%' kept as it
-// is, and a '+' read as a space if plus (as a query is read): ok is false
-// when nothing changed.
+// is, and a '+' read as a space if plus (as a query is read): ok is false,
+// and nothing allocated, when there is nothing to decode.
 func unescape(v string, plus bool) (string, bool) {
-	if !strings.ContainsAny(v, "%+") {
+	if !decodable(v, plus) {
 		return v, false
 	}
 	var b strings.Builder
-	changed := false
+	b.Grow(len(v))
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		switch {
 		case c == '%' && i+2 < len(v) && ishex(v[i+1]) && ishex(v[i+2]):
 			c = unhex(v[i+1])<<4 | unhex(v[i+2])
 			i += 2
-			changed = true
 		case c == '+' && plus:
-			c, changed = ' ', true
+			c = ' '
 		}
 		b.WriteByte(c)
 	}
-	return b.String(), changed
+	return b.String(), true
+}
+
+// decodable reports whether unescape would change v.
+func decodable(v string, plus bool) bool {
+	for i := 0; i < len(v); i++ {
+		switch {
+		case v[i] == '%' && i+2 < len(v) && ishex(v[i+1]) && ishex(v[i+2]):
+			return true
+		case v[i] == '+' && plus:
+			return true
+		}
+	}
+	return false
 }
 
 func ishex(c byte) bool {
