@@ -114,3 +114,22 @@ func FuzzHolds(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkInRequest is the check of a keyed trip's request as the
+// declared backend's transport gets it.
+func BenchmarkInRequest(b *testing.B) {
+	r := httptest.NewRequest("GET", "http://127.0.0.1:8080/api/v1/status", nil)
+	for k, v := range map[string]string{"Accept-Encoding": "identity", "User-Agent": "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36",
+		"X-Forwarded-For": "127.0.0.1", "X-Forwarded-Host": "localhost:8080", "X-Forwarded-Proto": "http", "Via": "1.1 Caddy",
+		"Accept": "application/json", "Accept-Language": "en-GB,en;q=0.9"} {
+		r.Header.Set(k, v)
+	}
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	secrets := []string{secret}
+	b.ReportAllocs()
+	for b.Loop() {
+		if InRequest(r, secrets) != "" {
+			b.Fatal("found")
+		}
+	}
+}
