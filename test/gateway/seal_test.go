@@ -299,6 +299,8 @@ var keySinks = []keySink{
 	{name: "header_up Host", proxy: []string{"header_up Host %s"}},
 	{name: "vars", pre: "vars fwd %s", proxy: []string{"header_up X-A {http.vars.fwd}"}},
 	{name: "map", pre: "map {http.request.host} {fwd} {\n\t\tdefault %s\n\t}", proxy: []string{"header_up X-A {fwd}"}},
+	// A placeholder that picks the server, read before statusgate decides.
+	{name: "map into Host", pre: "map {http.request.host} {fwd} {\n\t\tdefault %s\n\t}", proxy: []string{"header_up Host {fwd}"}},
 	{name: "rewrite", proxy: []string{"rewrite /api/v1/server?x=%s"}},
 	{name: "request_header", pre: "request_header X-A %s"},
 }
