@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"net/http"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
@@ -39,6 +41,13 @@ func prepareUpstream(r *http.Request, rt route, identity bool) {
 	delete(hdr, "Cf-Connecting-Ip")
 	delete(hdr, "True-Client-Ip")
 	delete(hdr, "X-Real-Ip")
+	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
+		// The proxy writes these itself for a client it does not trust,
+		// which a `vars trusted_proxy true` after statusgate would change.
+		delete(hdr, "X-Forwarded-For")
+		delete(hdr, "X-Forwarded-Host")
+		delete(hdr, "X-Forwarded-Proto")
+	}
 	// No connection upgrades: a tunnel would carry bytes past the gateway.
 	delete(hdr, "Upgrade")
 	// What reverse_proxy writes in these (when its client is a trusted

@@ -387,13 +387,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Host), read before the rewrite cuts the query to what the endpoint
 	// reads: the trip uses these values.
 	picked := h.guard.Resolve(x.repl)
+	secrets := h.presented(r, key != noKey) // what no request made for the caller may carry
 	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(&rt.ep.Station))
+	sealDecided(r, x.repl, secrets)
 	x.who = x.who.withAddress(r, h.guard.Prefix6())
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
 	t := h.guard.Ticket(r, &rt.ep.Station, x.who.Caller, x.decodedPath, picked, next)
+	t.Secrets = secrets
 	answer := answerFunc(h.guard.Fetch)
 	if h.network.answers(rt.ep) {
 		// The network's answers are the class's document, whatever the

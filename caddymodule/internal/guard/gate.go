@@ -8,12 +8,15 @@ package guard
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptrace"
 	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/seal"
 )
 
 // errAnsweredAfter is why a request is refused when, with a declared
@@ -48,19 +51,50 @@ func (c changedAfter) Error() string {
 // the decided request to the backend, with the placeholder values the
 // client's request picked (t.upstream).
 func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
+	if err := t.sealed(r); err != nil {
+		return err
+	}
 	if g.backend == nil {
 		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
 		return ErrNothingAfter
 	}
-	if err := g.gate(pw.Header(), r, t); err != nil {
+	// What the handlers after statusgate set on the answer (a rate
+	// limiter's headers) is this caller's alone: it goes on the caller's
+	// own writer, never into an answer that is shared or cached.
+	if err := g.gate(pw.w.client.Header(), r, t); err != nil {
 		return err
 	}
 	if t.Upstream != nil {
 		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}
+	if len(t.Secrets) > 0 {
+		// The declared backend's transport checks what it sends for them
+		// (seal.Transport).
+		r = r.WithContext(seal.With(r.Context(), t.Secrets))
+	}
 	return g.backend.ServeHTTP(pw, r)
+}
+
+// sealed refuses the request r made for t when it carries the caller's
+// key (t.Secrets): in what statusgate decided to send (its target, Host and
+// headers, the original request Caddy keeps) or in the values of the
+// declared backend's placeholders it picked, which a later trip for other
+// callers (a refresh) would send again.
+func (t *Ticket) sealed(r *http.Request) error {
+	if len(t.Secrets) == 0 {
+		return nil
+	}
+	if what := seal.InRequest(r, t.Secrets); what != "" {
+		return seal.Leak(what)
+	}
+	for i := 0; i+1 < len(t.Upstream); i += 2 {
+		if seal.Holds(t.Upstream[i+1], t.Secrets) {
+			return seal.Leak("placeholder {" + t.Upstream[i] + "} of the proxy block")
+		}
+	}
+	return nil
 }
 
 // ErrNothingAfter is why a request is refused when statusgate declares no
@@ -70,7 +104,8 @@ var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // gate runs the handlers after statusgate on a copy of the decided request
 // r: they may refuse it (a rate_limit, which then counts only the trips
 // that reach the backend) and set headers of the answer (its Retry-After,
-// into hdr), but not answer it, send it anywhere, or change what is sent:
+// into hdr: the caller's own), but not answer it, send it anywhere, or
+// change what is sent:
 // the request statusgate decided on is the one the backend gets, and a
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
@@ -78,13 +113,20 @@ func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	before := g.backend.Sent(repl)
-	restore := keepUnhandledMark(ctx)
+	restore := keepVars(ctx)
 	gw := gateWriter{hdr: hdr}
-	cp := r.Clone(httptrace.WithClientTrace(ctx, noTrips))
+	// They run on a context already cancelled, and with a trace that
+	// stops http.Transport before it takes a connection: a transport that
+	// never calls the trace (FastCGI's, a plugin's) fails to dial, before
+	// it connects, as every dial with a cancelled context does.
+	stopped, stop := context.WithCancelCause(httptrace.WithClientTrace(ctx, noTrips))
+	stop(errTripAfter)
+	cp := r.Clone(stopped)
 	err := gw.run(t.Next, cp)
+	upstreamChanged := !slices.Equal(before, g.backend.Sent(repl))
 	restore()
 	switch {
-	case gw.tripped:
+	case gw.tripped || err != nil && errors.Is(err, context.Canceled):
 		return errTripAfter
 	case gw.answered:
 		return errAnsweredAfter
@@ -94,7 +136,7 @@ func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	if what := changed(r, cp); what != "" {
 		return changedAfter(what)
 	}
-	if !slices.Equal(before, g.backend.Sent(repl)) {
+	if upstreamChanged {
 		return errUpstreamChanged
 	}
 	return nil
@@ -135,20 +177,24 @@ type tripStop struct{}
 // or dials a connection.
 var noTrips = &httptrace.ClientTrace{GetConn: func(string) { panic(tripStop{}) }}
 
-// unhandledVar is the variable Caddy sets on a request that reached the end
-// of its handlers without an answer (caddyhttp's emptyHandler), and reads
-// for its access log's message ("NOP" instead of "handled request").
-const unhandledVar = "unhandled"
-
-// keepUnhandledMark saves Caddy's mark of a request that went through
-// every handler unanswered, which the handlers after statusgate set when
-// they pass the request on (for statusgate, the way to its backend), and
-// returns what puts it back as it was. Caddy does not export the name:
-// TestAccessLogPlaceholders fails (the access log says NOP of every
-// request statusgate answered) if Caddy ever renames it.
-func keepUnhandledMark(ctx context.Context) (restore func()) {
-	mark := caddyhttp.GetVar(ctx, unhandledVar)
-	return func() { caddyhttp.SetVar(ctx, unhandledVar, mark) }
+// keepVars saves the request's variables (Caddy's vars, which the
+// handlers after statusgate share with it) and returns what puts them back
+// as they were: a `vars trusted_proxy true` after statusgate must not make
+// the declared backend's proxy trust the client's X-Forwarded-For, nor a
+// vars change a value the trip reads; and Caddy's mark of a request that
+// went through every handler unanswered ("unhandled", which they set when
+// they pass the request on: TestAccessLogPlaceholders fails, the access log
+// saying NOP of every request statusgate answered, if it stays) goes too.
+func keepVars(ctx context.Context) (restore func()) {
+	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if vars == nil {
+		return func() {}
+	}
+	saved := maps.Clone(vars)
+	return func() {
+		maps.DeleteFunc(vars, func(k string, _ any) bool { _, ok := saved[k]; return !ok })
+		maps.Copy(vars, saved)
+	}
 }
 
 // gateWriter is the writer of the handlers after statusgate when statusgate

@@ -73,9 +73,13 @@ func (g *Guard) proxy(sp *spool, r *http.Request, t *Ticket) Verdict {
 			v.Status = http.StatusGatewayTimeout
 		case http.StatusTooManyRequests:
 			// A rate limiter after the gateway (rate_limit) refused the
-			// caller; it left Retry-After in the header.
+			// caller; it left Retry-After in the header (the caller's own
+			// writer's when it ran before a declared backend: gate).
 			v.Status, v.Outcome = http.StatusTooManyRequests, metrics.RateLimited
 			v.RetryAfter = sp.Header().Get("Retry-After")
+			if v.RetryAfter == "" {
+				v.RetryAfter = sp.client.Header().Get("Retry-After")
+			}
 		}
 	}
 	return v

@@ -28,6 +28,9 @@ type Ticket struct {
 	// which backend it reaches.
 	Upstream upstream.Values
 	Next     caddyhttp.HandlerFunc // the handlers after statusgate
+	// Secrets are what the caller presented as its key (internal/seal):
+	// no request made for it may carry one. None for a caller without.
+	Secrets []string
 }
 
 // Ticket is the guard's ticket for the canonical request r to ep by who,

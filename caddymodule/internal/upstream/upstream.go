@@ -41,6 +41,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/seal"
 )
 
 // Backend is a declared backend: a provisioned reverse_proxy and what names
@@ -193,7 +195,10 @@ func carriesKey(name string) bool {
 // A parameter of the query is the client's (a map of {query.server}).
 func decided(name string) bool {
 	switch name {
-	case "http.request.method", "http.request.uri", "http.request.uri.path", "http.request.uri.query", "http.request.uri.prefixed_query":
+	case "http.request.method", "http.request.uri", "http.request.uri.path", "http.request.uri.query", "http.request.uri.prefixed_query",
+		// Their escaped forms ({%uri}, {%query}): read before the rewrite,
+		// they would hold the client's ?key=.
+		"http.request.uri_escaped", "http.request.uri.path_escaped", "http.request.uri.query_escaped":
 		return true
 	}
 	return strings.HasPrefix(name, "http.request.uri.path.")
@@ -291,6 +296,9 @@ func (b *Backend) Provision(ctx caddy.Context) error {
 	if !ok {
 		return fmt.Errorf("%s: http.handlers.reverse_proxy is %T, not Caddy's reverse_proxy", b.path, mod)
 	}
+	// Before it serves: the check of what it sends, whatever the transport
+	// (FastCGI's parameters too), for the caller's key.
+	seal.Wrap(rp)
 	b.proxy = rp
 	return nil
 }
