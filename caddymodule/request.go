@@ -12,9 +12,9 @@ import (
 // prepareUpstream rewrites r into the request the backend gets: the canonical
 // path that was authorised, of the query only what the endpoint reads
 // (upstreamQuery: never the key), no key header, no client-supplied
-// real-IP, X-Forwarded-Host or X-Forwarded-Proto headers, GET for HEAD, no
-// body and no trailers, and
-// an identity body when the response is going to be filtered or shared
+// real-IP, X-Forwarded-Host or X-Forwarded-Proto headers (nor
+// X-Forwarded-For from a client Caddy does not trust), GET for HEAD, no
+// body and no trailers, and an identity body when the response is going to be filtered or shared
 // (identity is the one encoding every caller can be given).
 func prepareUpstream(r *http.Request, rt route, identity bool) {
 	path, rawPath := rt.upstreamPath()
@@ -41,21 +41,18 @@ func prepareUpstream(r *http.Request, rt route, identity bool) {
 	delete(hdr, "Cf-Connecting-Ip")
 	delete(hdr, "True-Client-Ip")
 	delete(hdr, "X-Real-Ip")
+	// What reverse_proxy writes in these (when its client is a trusted
+	// proxy, it keeps what came) is made of what the share key has: the
+	// Host sent and the scheme of the connection, whose port the key names.
+	delete(hdr, "X-Forwarded-Host")
+	delete(hdr, "X-Forwarded-Proto")
 	if trusted, _ := caddyhttp.GetVar(r.Context(), caddyhttp.TrustedProxyVarKey).(bool); !trusted {
-		// The proxy writes these itself for a client it does not trust,
+		// The proxy writes this itself for a client it does not trust,
 		// which a `vars trusted_proxy true` after statusgate would change.
 		delete(hdr, "X-Forwarded-For")
-		delete(hdr, "X-Forwarded-Host")
-		delete(hdr, "X-Forwarded-Proto")
 	}
 	// No connection upgrades: a tunnel would carry bytes past the gateway.
 	delete(hdr, "Upgrade")
-	// What reverse_proxy writes in these (when its client is a trusted
-	// proxy, it keeps what came) is then made of what the share key has:
-	// the Host sent and the scheme of the connection, whose port the key
-	// names.
-	delete(hdr, "X-Forwarded-Host")
-	delete(hdr, "X-Forwarded-Proto")
 	// The gateway always asks for the whole answer: a part (206) or a "not
 	// modified" (304) that one caller's Range or validator asked for would
 	// reach, coalesced or cached, callers who asked for no such thing.
