@@ -329,3 +329,37 @@ func TestGameMetricsBoundedLabels(t *testing.T) {
 		t.Errorf("big's players: %v", got[`minecraft_players_online{server="big"}`])
 	}
 }
+
+// TestGameMetricsOneNameOneServer: a config that would export one server's
+// series twice, or two servers' under one name, is refused at load with
+// both places named: two networks naming one server lobby and hub, and
+// two networks each with a lobby of its own.
+func TestGameMetricsOneNameOneServer(t *testing.T) {
+	ms := NewSimMembers(t, "survival", "lobby", "creative")
+	var sites []string
+	for i, m := range ms {
+		sites = append(sites, simSite(m, i, false))
+	}
+	config := func(second string) string {
+		return fmt.Sprintf("{\n\tadmin localhost:%d\n\thttp_port %d\n\thttps_port %d\n\tdefault_bind 127.0.0.1\n\tauto_https off\n}\n"+
+			":%d {\n\thandle_path /a/* {\n\t\tstatusgate %s {\n\t\t\tenable network\n\t\t\tnetwork a {\n\t\t\t\tserver survival %s\n\t\t\t\tserver lobby %s\n\t\t\t\tself survival\n\t\t\t}\n\t\t}\n\t}\n"+
+			"\thandle {\n\t\tstatusgate %s {\n\t\t\tenable network\n\t\t\tnetwork b {\n\t\t\t\tserver survival %s\n\t\t\t\tserver %s\n\t\t\t\tself survival\n\t\t\t}\n\t\t}\n\t}\n}\n%s\n",
+			AdminPort, HTTPPort, HTTPSPort, HTTPPort, ms[0].Addr(), ms[0].Addr(), ms[1].Addr(), ms[0].Addr(), ms[0].Addr(), second, strings.Join(sites, "\n"))
+	}
+	msg := LoadRefused(t, config("hub "+ms[1].Addr()))
+	for _, want := range []string{"one backend under two names", "server lobby", "network a", "server hub", "network b"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("lobby as hub: %q lacks %q", msg, want)
+		}
+	}
+	msg = LoadRefused(t, config("lobby "+ms[2].Addr()))
+	for _, want := range []string{"two backends under one name", `server="lobby"`, "network a", "network b"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("two lobbies: %q lacks %q", msg, want)
+		}
+	}
+	LoadCaddyfile(t, config("lobby "+ms[1].Addr())) // the same lobby in both: one server
+	if got := scrapeAll(t); got[`minecraft_up{server="lobby"}`] != 1 || got[`caddy_http_statusgate_network_member_info{network="b",server="lobby"}`] != 1 {
+		t.Errorf("lobby in two networks: up %v, in b %v", got[`minecraft_up{server="lobby"}`], got[`caddy_http_statusgate_network_member_info{network="b",server="lobby"}`])
+	}
+}
