@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,25 @@ func TestGameMetricsPrometheus(t *testing.T) {
 	}
 	if up, ok := promQuery(t, base, `count(minecraft_up == 1)`); !ok || up != 3 {
 		t.Errorf("servers up in Prometheus: %v, want 3", up)
+	}
+	// Every query of the dashboard and of the docs is one Prometheus takes.
+	exprs, _ := dashboardQueries(t)
+	vars := strings.NewReplacer("$server", ".*", "$network", ".*", "$__rate_interval", "1m")
+	for _, q := range append(exprs, docQueries(t)...) {
+		promQueryValid(t, base, vars.Replace(q))
+	}
+}
+
+// promQueryValid fails the test unless Prometheus takes the query q.
+func promQueryValid(t *testing.T, base, q string) {
+	t.Helper()
+	res, err := http.Get(base + "/api/v1/query?query=" + url.QueryEscape(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var ans struct{ Status, Error string }
+	if err := json.NewDecoder(res.Body).Decode(&ans); err != nil || ans.Status != "success" {
+		t.Errorf("query %s: %v %s %s", q, err, ans.Status, ans.Error)
 	}
 }
