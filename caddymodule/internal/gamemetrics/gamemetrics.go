@@ -14,8 +14,10 @@
 // the network's member trips. With nobody scraping, nothing is asked. A
 // scrape waits for no trip longer than Bound, counted from the trip's
 // start: all servers and endpoints are asked at once, and one that has not
-// answered by then is left out of that scrape (its trip goes on, within
-// the same bound, for the next).
+// answered by then is left out of that scrape. A server whose last trip
+// took its whole bound (one that hangs) is left out of the next scrapes at
+// once, while their trip goes on for the scrape after: a hung server
+// costs one scrape its bound, not every scrape.
 //
 // Down means down: a server whose status trip fails, times out, answers
 // something that is no status, or is still starting, has minecraft_up 0
@@ -144,6 +146,10 @@ type entry struct {
 	good   float64   // the data time of the last good reading; 0: none
 	flight chan struct{}
 	ends   time.Time // when the trip under way has had its Bound
+	// slow says the last trip failed by taking its whole Bound (a server
+	// that hangs): scrapes do not wait for the next one, which goes on
+	// for the scrape after.
+	slow bool
 
 	trips, failures atomic.Uint64
 }
@@ -241,7 +247,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	networks := slices.Clone(c.networks)
 	c.mu.Unlock()
 
-	deadline := c.now().Add(c.bound)
+	deadline := c.now().Add(c.tripBound())
 	readings := make([][numEndpoints]*reading, len(servers))
 	var wg sync.WaitGroup
 	for i, s := range servers {
@@ -285,6 +291,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// tripBound is how long a trip is given (Bound; a test's own).
+func (c *Collector) tripBound() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bound
+}
+
 func boolValue(b bool) float64 {
 	if b {
 		return 1
@@ -310,11 +323,14 @@ func (c *Collector) current(s *server, ep Endpoint, deadline time.Time) *reading
 			e.mu.Unlock()
 			return nil
 		}
-		e.flight, e.ends = make(chan struct{}), now.Add(c.bound)
+		e.flight, e.ends = make(chan struct{}), now.Add(c.tripBound())
 		go c.trip(s, ep, e.flight)
 	}
-	done, ends := e.flight, e.ends
+	done, ends, slow := e.flight, e.ends, e.slow
 	e.mu.Unlock()
+	if slow {
+		return nil // left out of this scrape at once, rather than once more after its bound
+	}
 	if deadline.Before(ends) {
 		ends = deadline
 	}
@@ -336,14 +352,19 @@ var errBusy = fmt.Errorf("the server's guard has no room for the game metrics' r
 // trip asks s for ep, within the bound, and keeps what it read.
 func (c *Collector) trip(s *server, ep Endpoint, done chan struct{}) {
 	e := &s.entries[ep]
-	ctx, cancel := context.WithTimeout(c.ctx, c.bound)
+	bound := c.tripBound()
+	ctx, cancel := context.WithTimeout(c.ctx, bound)
 	a := s.Trip(ctx, ep)
+	slow := a.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) // it took its whole bound
 	cancel()
 	e.trips.Add(1)
 	now := c.now()
 	r, until := &reading{err: errBusy}, now // not kept: the next scrape asks again
 	switch {
 	case a.Busy:
+	case slow:
+		// A server that hangs: one trip at a time, each its bound.
+		r, until = &reading{err: a.Err}, now.Add(max(failureTime(ep), bound))
 	case a.Err != nil:
 		r, until = &reading{err: a.Err}, now.Add(failureTime(ep))
 	default:
@@ -357,7 +378,7 @@ func (c *Collector) trip(s *server, ep Endpoint, done chan struct{}) {
 		e.failures.Add(1)
 	}
 	e.mu.Lock()
-	e.last, e.until, e.flight = r, until, nil
+	e.last, e.until, e.flight, e.slow = r, until, nil, slow
 	if r.err == nil {
 		e.good = r.at
 	}

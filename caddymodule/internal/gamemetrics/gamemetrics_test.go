@@ -261,11 +261,24 @@ func TestSlowServerLeftOut(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
 	slow, quick := &fake{body: answers(1), hold: hold}, &fake{body: answers(2)}
-	c, reg, _ := collector(t, Options{}, map[string]*fake{"slow": slow, "quick": quick})
+	c, reg, clock := collector(t, Options{}, map[string]*fake{"slow": slow, "quick": quick})
 	c.bound = 20 * time.Millisecond // the scrape ends by itself: no margin is asserted
 	got := gather(t, reg)
 	if got[`minecraft_up{server="slow"}`] != 0 || got[`minecraft_up{server="quick"}`] != 1 || got[`minecraft_players_online{server="quick"}`] != 2 {
 		t.Errorf("slow up %v, quick up %v players %v", got[`minecraft_up{server="slow"}`], got[`minecraft_up{server="quick"}`], got[`minecraft_players_online{server="quick"}`])
+	}
+	// Its failure over, the next scrape asks again but does not wait: with
+	// a bound of an hour, a scrape that waited would never end.
+	c.mu.Lock()
+	c.bound = time.Hour
+	*clock = clock.Add(time.Minute)
+	c.mu.Unlock()
+	got = gather(t, reg)
+	if got[`minecraft_up{server="slow"}`] != 0 || got[`minecraft_up{server="quick"}`] != 1 {
+		t.Errorf("hung: slow up %v, quick up %v", got[`minecraft_up{server="slow"}`], got[`minecraft_up{server="quick"}`])
+	}
+	if n := slow.trips[Status].Load(); n != 2 {
+		t.Errorf("slow's status asked %d times, want 2 (the second trip goes on)", n)
 	}
 }
 
