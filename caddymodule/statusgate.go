@@ -218,6 +218,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
 		ownNetwork: networkOn,
+		server:     cmp.Or(h.Server, h.Backend.Guard),
 	}, ctx.GetMetricsRegistry(), h.keys.Names())
 	if err != nil {
 		return err

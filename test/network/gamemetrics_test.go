@@ -127,7 +127,12 @@ func TestGameMetrics(t *testing.T) {
 		sites = append(sites, simSite(m, i, false))
 	}
 	LoadCaddyfile(t, gameConfig(names, addrs, sites...))
+	Send(t, "GET", "/api/v1/status")
 	got := scrapeAll(t)
+	// The handler's request counters name the server it fronts.
+	if n := got[`caddy_http_statusgate_requests_total{endpoint="status",outcome="filtered",server="survival"}`]; n != 1 {
+		t.Errorf(`requests_total{endpoint="status",outcome="filtered",server="survival"} = %v, want 1`, n)
+	}
 	for _, m := range ms {
 		s := fmt.Sprintf("server=%q", m.ID)
 		want := map[string]float64{

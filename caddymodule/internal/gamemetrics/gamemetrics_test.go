@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,5 +357,32 @@ func TestNames(t *testing.T) {
 	must(c.Add(Server{Name: "10.0.0.3:8080", Key: 3, Where: "handler C", Trip: trip}))
 	if err := c.Add(Server{Name: "10.0.0.3:8080", Key: 4, Where: "handler D", Trip: trip}); !errors.Is(err, ErrUnnamed) {
 		t.Errorf("two unnamed backends of one address: %v, want ErrUnnamed", err)
+	}
+}
+
+// TestDocumented: every family has its row in docs/observability.md's
+// "The game's metrics", and the section names no other.
+func TestDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/observability.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## The game's metrics")
+	if !ok {
+		t.Fatal(`docs/observability.md has no "## The game's metrics"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	names := map[string]bool{}
+	for _, d := range allDescs {
+		name := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1]
+		names[name] = true
+		if !strings.Contains(section, "| `"+name+"` |") {
+			t.Errorf("%s has no row in docs/observability.md's game section", name)
+		}
+	}
+	for _, m := range regexp.MustCompile("\\| `((?:minecraft|caddy_http_statusgate)_[a-z_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		if !names[m[1]] {
+			t.Errorf("docs/observability.md's game section has a row for %s, which is not exported", m[1])
+		}
 	}
 }
