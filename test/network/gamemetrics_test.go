@@ -368,3 +368,28 @@ func TestGameMetricsOneNameOneServer(t *testing.T) {
 		t.Errorf("lobby in two networks: up %v, in b %v", got[`minecraft_up{server="lobby"}`], got[`caddy_http_statusgate_network_member_info{network="b",server="lobby"}`])
 	}
 }
+
+// TestGameMetricsWithinLimits: the game metrics' trips go through the
+// server's guard, within its limits: with lobby's one place (max_in_flight
+// 1, no queue) held by a client's request, a scrape leaves lobby out
+// (minecraft_up 0) instead of sending it a second request; once the place
+// is free, lobby is back, never more than one request at it.
+func TestGameMetricsWithinLimits(t *testing.T) {
+	be := NewGatedBackend(t)
+	LoadCaddyfile(t, fmt.Sprintf("{\n\tadmin localhost:%d\n\thttp_port %d\n\thttps_port %d\n\tdefault_bind 127.0.0.1\n\tauto_https off\n\tlog {\n\t\toutput discard\n\t}\n"+
+		"\tstatusgate {\n\t\tserver lobby %s {\n\t\t\tmax_in_flight 1\n\t\t\tqueue off\n\t\t}\n\t\ttimeout 30s\n\t}\n}\n:%d {\n\tstatusgate {\n\t\tserver lobby\n\t}\n}\n",
+		AdminPort, HTTPPort, HTTPSPort, be.Addr(), HTTPPort))
+	held := make(chan Response, 1)
+	go func() { held <- Send(t, "GET", "/api/v1/player/"+Alex) }()
+	be.Await(t, 1)
+	got := scrapeAll(t)
+	if got[`minecraft_up{server="lobby"}`] != 0 || be.Peak.Load() != 1 {
+		t.Errorf("lobby's one place held: up %v, peak %d at lobby; want 0 and 1", got[`minecraft_up{server="lobby"}`], be.Peak.Load())
+	}
+	be.Open()
+	fixture.Recv(t, held, "the client's request")
+	fixture.WaitEvery(t, "lobby up", 50*time.Millisecond, func() bool { return scrapeAll(t)[`minecraft_up{server="lobby"}`] == 1 })
+	if p := be.Peak.Load(); p > 1 {
+		t.Errorf("lobby held %d requests at once, above its max_in_flight 1", p)
+	}
+}
