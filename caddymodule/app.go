@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
+	"github.com/statusgate/statusgate/caddymodule/internal/gamemetrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/ident"
@@ -54,6 +55,10 @@ type App struct {
 	// A handler cannot then forget the network's policy. Absent: none.
 	Defaults *Handler `json:"defaults,omitempty"`
 
+	// GameMetrics are the options of the game's metrics (gamemetrics.go).
+	// Absent: every server's default families.
+	GameMetrics *GameMetrics `json:"game_metrics,omitempty"`
+
 	seq     uint64
 	started atomic.Bool   // the load is running: Start ran and Stop did not
 	ctx     caddy.Context // the load's, for its HTTP app at Start (routecheck.go)
@@ -63,6 +68,10 @@ type App struct {
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
+	// games is the load's game metrics (nil until a handler exports a
+	// server); ownGames says this app registered it, and closes it.
+	games    *gamemetrics.Collector
+	ownGames bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -88,14 +97,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 // UnmarshalJSON reads the app's config, refusing what it does not know.
 func (a *App) UnmarshalJSON(b []byte) error {
 	type plain struct {
-		Servers  map[string]*Server `json:"servers,omitempty"`
-		Defaults *Handler           `json:"defaults,omitempty"`
+		Servers     map[string]*Server `json:"servers,omitempty"`
+		Defaults    *Handler           `json:"defaults,omitempty"`
+		GameMetrics *GameMetrics       `json:"game_metrics,omitempty"`
 	}
 	p := plain{}
 	if _, err := confjson.Object(b, "", &p, nil); err != nil {
 		return err
 	}
-	a.Servers, a.Defaults = p.Servers, p.Defaults
+	a.Servers, a.Defaults, a.GameMetrics = p.Servers, p.Defaults, p.GameMetrics
 	return nil
 }
 
@@ -127,6 +137,7 @@ func (a *App) Cleanup() error {
 }
 
 func (a *App) leave() {
+	a.closeGames()
 	peers.Leave(a)
 	redislog.Leave(a)
 }

@@ -225,6 +225,9 @@ type tableConfig struct {
 	// network's members' /status: its answer changes as theirs do, and its
 	// live streams are polled for status's times.
 	ownNetwork bool
+	// server names the game server the handler fronts, for its request
+	// counters (metrics.Config.Server).
+	server string
 }
 
 // buildTable applies the config to the built-in defaults, and makes the
@@ -350,7 +353,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 		return nil, nil, fieldErr
 	}
 
-	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}}
+	mc := metrics.Config{Keys: keys, Fields: map[string][]string{}, Server: c.server}
 	for _, ep := range t.ordered {
 		if ep.enabled {
 			mc.Endpoints = append(mc.Endpoints, ep.Name)

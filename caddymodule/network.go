@@ -116,7 +116,7 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 			return n, fmt.Errorf("network.servers[%d] '%s': %w", i, s.ID, err)
 		}
 		n.members = append(n.members, newMember(s.ID, g, false))
-		m.ExportGuard(g.Units(sc.Guard, ml))
+		m.ExportGuard(g.Units(cmp.Or(sc.Guard, s.ID), ml)) // named by its guard's name, or its id
 	}
 	return n, nil
 }

@@ -100,7 +100,7 @@ func TestWhoAndWhat(t *testing.T) {
 	}
 
 	req := func(ep string, o metrics.Outcome) string {
-		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q}`, ep, o)
+		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q,server=""}`, ep, o)
 	}
 	playerOut := len(serve(t, h, player, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil).Body.String())
 	statusOut := len(serve(t, h, ok, "GET", "/api/v1/status", nil).Body.String())
@@ -177,7 +177,7 @@ func TestReloadMetrics(t *testing.T) {
 	for _, h := range []*Handler{a, b, c} {
 		serve(t, h, &backend{body: `{}`}, "GET", "/api/v1/server", keyHeader(botSecret))
 	}
-	const served = `caddy_http_statusgate_requests_total{endpoint="server",outcome="served"}`
+	const served = `caddy_http_statusgate_requests_total{endpoint="server",outcome="served",server=""}`
 	if got := scrapeStatusgate(t, ctx1.GetMetricsRegistry())[served]; got != 2 {
 		t.Errorf("first config: %v served, want 2", got)
 	}

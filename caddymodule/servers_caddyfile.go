@@ -33,6 +33,7 @@ func init() {
 //					<reverse_proxy subdirectives>
 //				}
 //			}]
+//			game_metrics [on|off] [{ max_worlds <n>; entity_types [on|off] }]
 //			<any option of a statusgate block but upstreams, proxy, server,
 //			 network and the servers' limits: the defaults>
 //		}
@@ -51,12 +52,23 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		return nil, d.ArgErr()
 	}
 	cfg := struct {
-		Servers  map[string]*Server `json:"servers,omitempty"`
-		Defaults *Handler           `json:"defaults,omitempty"`
+		Servers     map[string]*Server `json:"servers,omitempty"`
+		Defaults    *Handler           `json:"defaults,omitempty"`
+		GameMetrics *GameMetrics       `json:"game_metrics,omitempty"`
 	}{}
 	var defaults []caddyfile.Token
 	for d.NextBlock(0) {
 		seg := d.NextSegment()
+		if seg.Directive() == "game_metrics" {
+			if cfg.GameMetrics != nil {
+				return nil, errAt(seg[0], "game_metrics: given twice: write one")
+			}
+			var err error
+			if cfg.GameMetrics, err = parseGameMetrics(seg); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if seg.Directive() != "server" {
 			defaults = append(defaults, seg...)
 			continue

@@ -10,6 +10,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -219,6 +220,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		snapshot:   h.Backend.Snapshot,
 		noCache:    h.Backend.CacheSize == off,
 		ownNetwork: networkOn,
+		server:     cmp.Or(h.Server, h.Backend.Guard),
 	}, ctx.GetMetricsRegistry(), h.keys.Names())
 	if err != nil {
 		return err
@@ -244,11 +246,16 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.guard, err = joinGuard(h.app, ctx, h.Backend, limits, backend, policy, logger, ""); err != nil {
 		return err
 	}
-	h.metrics.ExportGuard(h.guard.Units(h.Backend.Guard, limits))
+	// The guard label names the server: its guard's name, or else the
+	// name it is declared under ("" for neither).
+	h.metrics.ExportGuard(h.guard.Units(cmp.Or(h.Backend.Guard, h.Server), limits))
 	if networkOn {
 		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
 			return err
 		}
+	}
+	if err := h.exportGame(ctx, backend); err != nil {
+		return err
 	}
 	h.live = newLive(liveLimits, h.guard, h.metrics, logger)
 	logShare(logger, limits, h.table, h.Backend.MaxInFlight)

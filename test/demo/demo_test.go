@@ -125,6 +125,14 @@ func TestDemoReloads(t *testing.T) {
 		}
 	}
 
+	// The game's metrics of the demo's three servers, entities by type too.
+	game := d.scrapePrefix(t, metrics, "minecraft_")
+	for _, s := range []string{"survival", "lobby", "creative"} {
+		if game[fmt.Sprintf("minecraft_up{server=%q}", s)] != 1 || game[fmt.Sprintf(`minecraft_world_entities_by_type{entity_type="zombie",server=%q,world="world"}`, s)] == 0 {
+			t.Errorf("the demo's %s: no game metrics; series: %v", s, game)
+		}
+	}
+
 	// The old line deleted: the old secret is refused, the new one carries on.
 	write(strings.Replace(rotating, "\t\t"+demoKeyLine+"\n", "", 1))
 	d.reload(t)
@@ -261,12 +269,18 @@ func (d *demo) want(url, key string, status int, check func(meta map[string]any)
 // scrape reads the statusgate series of the demo's metrics site.
 func (d *demo) scrape(t *testing.T, base string) map[string]float64 {
 	t.Helper()
+	return d.scrapePrefix(t, base, "caddy_http_statusgate_")
+}
+
+// scrapePrefix is scrape for the series whose names start with prefix.
+func (d *demo) scrapePrefix(t *testing.T, base, prefix string) map[string]float64 {
+	t.Helper()
 	resp, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	series, err := scrape.Text(resp.Body, "caddy_http_statusgate_")
+	series, err := scrape.Text(resp.Body, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func TestMetricsScrape(t *testing.T) {
 	got, text := ScrapeAdmin(t)
 
 	req := func(ep, outcome string) string {
-		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q}`, ep, outcome)
+		return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q,server=""}`, ep, outcome)
 	}
 	want := map[string]float64{
 		req("status", "filtered"):                                     3,
@@ -285,7 +285,7 @@ func TestMetricsScrape(t *testing.T) {
 		if rest, ok := strings.CutPrefix(k, "caddy_http_statusgate_requests_total{"); ok {
 			requests += v
 			var ep, o string
-			if _, err := fmt.Sscanf(strings.NewReplacer(`endpoint="`, "", `",outcome="`, " ", `"}`, "").Replace(rest), "%s %s", &ep, &o); err != nil {
+			if _, err := fmt.Sscanf(strings.NewReplacer(`endpoint="`, "", `",outcome="`, " ", `",server=""}`, "").Replace(rest), "%s %s", &ep, &o); err != nil {
 				t.Fatalf("series %s: %v", k, err)
 			}
 			endpoints[ep], outcomes[o] = true, true

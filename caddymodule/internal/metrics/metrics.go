@@ -14,7 +14,7 @@
 //
 // The series the handlers count, all counters:
 //
-//	caddy_http_statusgate_requests_total{endpoint,outcome}      requests, by endpoint and Outcome
+//	caddy_http_statusgate_requests_total{endpoint,outcome,server} requests, by endpoint, Outcome and the handler's server
 //	caddy_http_statusgate_key_requests_total{key}               requests with an accepted key, by key name
 //	caddy_http_statusgate_key_refused_total{key}                requests refused outside the key's scope
 //	caddy_http_statusgate_unknown_key_requests_total            requests with a key that matches none
@@ -87,6 +87,10 @@ type Config struct {
 	// position the keyring matches selects the counter (KeyUsed). Default:
 	// none.
 	Keys []string
+
+	// Server names the game server the handler fronts, the server label of
+	// its requests: a declared server's name, or its guard's. Default: "".
+	Server string
 }
 
 // Metrics is one handler's set of counters. A nil *Metrics counts nothing,
@@ -133,7 +137,7 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 func newCollectors() *collectors {
 	return &collectors{
 		requests: counterVec("requests_total",
-			"Requests decided by statusgate, by endpoint and outcome.", "endpoint", "outcome"),
+			"Requests decided by statusgate, by endpoint, outcome and the game server the handler fronts (its declared name, or its guard's).", "endpoint", "outcome", "server"),
 		keys: counterVec("key_requests_total",
 			"Requests that presented an accepted API key, by the key's name.", "key"),
 		keyRefused: counterVec("key_refused_total",
@@ -222,9 +226,9 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 		guards:     c.guards,
 	}
 	for _, name := range cfg.Endpoints {
-		m.endpoints[name] = c.endpoint(name, cfg.Fields[name])
+		m.endpoints[name] = c.endpoint(name, cfg.Fields[name], cfg.Server)
 	}
-	m.other = c.other()
+	m.other = c.other(cfg.Server)
 	m.streamRefused = make(map[string]prometheus.Counter, len(streamRefusedReasons))
 	for _, reason := range streamRefusedReasons {
 		m.streamRefused[reason] = c.live.refused.WithLabelValues(reason)
@@ -237,14 +241,14 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 	return m, nil
 }
 
-func (c *collectors) endpoint(name string, fields []string) *Endpoint {
+func (c *collectors) endpoint(name string, fields []string, server string) *Endpoint {
 	e := &Endpoint{
 		filterIn:  c.filterIn.WithLabelValues(name),
 		filterOut: c.filterOut.WithLabelValues(name),
 		live:      c.live.endpoint(name),
 	}
 	for o := range numOutcomes {
-		e.requests[o] = c.requests.WithLabelValues(name, o.String())
+		e.requests[o] = c.requests.WithLabelValues(name, o.String(), server)
 	}
 	for _, f := range fields {
 		if !slices.Contains(e.fieldNames, f) {
@@ -259,11 +263,11 @@ func (c *collectors) endpoint(name string, fields []string) *Endpoint {
 // request counts are exported; nothing is filtered for them, so
 // its other counters are left unregistered rather than adding series that
 // could only ever be zero.
-func (c *collectors) other() *Endpoint {
+func (c *collectors) other(server string) *Endpoint {
 	discard := prometheus.NewCounter(prometheus.CounterOpts{Name: "statusgate_unexported"})
 	e := &Endpoint{filterIn: discard, filterOut: discard}
 	for o := range numOutcomes {
-		e.requests[o] = c.requests.WithLabelValues(OtherEndpoint, o.String())
+		e.requests[o] = c.requests.WithLabelValues(OtherEndpoint, o.String(), server)
 	}
 	return e
 }

@@ -31,7 +31,7 @@ func scrape(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 func req(endpoint string, o Outcome) string {
-	return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q}`, endpoint, o)
+	return fmt.Sprintf(`caddy_http_statusgate_requests_total{endpoint=%q,outcome=%q,server=""}`, endpoint, o)
 }
 
 // checkSeries compares the scrape with want: the same series, and the same

@@ -79,6 +79,11 @@ type Gateway struct {
 	// AutoHTTPS is the global auto_https value; default off. With any other
 	// (disable_redirects, say) Caddy writes its "adjusted config" debug log.
 	AutoHTTPS string
+	// GameMetrics keeps the game's metrics on (docs/observability.md, "The
+	// game's metrics"). Off, the default here, a scrape of /metrics asks
+	// the backend nothing, so that what a test counts at its backend (and
+	// what holds its places) is its own requests.
+	GameMetrics bool
 	// Shared keeps the defaults of coalescing, the micro-cache and the
 	// per-client limit. Off, the default here, every request makes its own
 	// trip to the backend, which is what most tests count, and the many
@@ -86,6 +91,10 @@ type Gateway struct {
 	// held to four requests; the protection tests turn it on.
 	Shared bool
 }
+
+// GameMetricsOff is the global option that switches the game's metrics
+// off: a scrape then asks no backend anything.
+const GameMetricsOff = "statusgate {\n\t\tgame_metrics off\n\t}"
 
 // NoSharing switches off coalescing, every endpoint's default cache and the
 // per-client limit.
@@ -100,6 +109,9 @@ func (g Gateway) Caddyfile() string {
 	global := g.Global
 	if global == nil {
 		global = []string{"log {\n\t\tlevel ERROR\n\t}"}
+	}
+	if !g.GameMetrics && !slices.ContainsFunc(global, func(l string) bool { return strings.HasPrefix(l, "statusgate") }) {
+		global = append(slices.Clip(global), GameMetricsOff)
 	}
 	autoHTTPS := g.AutoHTTPS
 	if autoHTTPS == "" {
