@@ -153,20 +153,8 @@ func (h *Handler) gameTrip(g *guard.Guard, srv *caddyhttp.Server) gamemetrics.Tr
 		e := h.table.byName[ep.String()]
 		path := "/api/v1/" + ep.String()
 		who := guard.Caller{Keyed: true, Authenticated: true, Gateway: true, Holder: gameHolder, Held: hold.Share{Keyed: true}}
-		repl := caddy.NewReplacer()
-		repl.Set(placeholderEndpoint, e.nameValue)
-		repl.Set(placeholderKey, noValue)
-		repl.Set(placeholderClient, who.Holder)
-		base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
-		r, _ := http.NewRequestWithContext(base, http.MethodGet, path, nil)
-		r.Host, r.RequestURI = "", path
-		t := g.Ticket(r, &e.Station, who, path, nil, passOn)
-		bctx, cancel := context.WithCancel(base)
-		defer cancel()
-		stop := context.AfterFunc(ctx, cancel)
+		bg, t, stop := gatewayRequest(ctx, g, srv, e, path, who, passOn)
 		defer stop()
-		bg := g.BackgroundRequest(bctx, r, t)
-		setEventAccept(bg.Header)
 		rec := guard.NewCapture(g.MaxResponse())
 		v := guard.Background(h.logger, "fetching a game server's figures", &e.Station, func() guard.Verdict {
 			return g.Fetch(progress.New(rec, 0), bg, t)

@@ -63,28 +63,40 @@ const statusPath = "/api/v1/status"
 func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
 	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
-	repl := caddy.NewReplacer()
-	repl.Set(placeholderEndpoint, n.status.nameValue)
-	repl.Set(placeholderKey, noValue)
-	repl.Set(placeholderClient, who.Holder)
-	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
-	mr, _ := http.NewRequestWithContext(base, http.MethodGet, statusPath, nil)
-	mr.Host, mr.RequestURI = "", statusPath
 	if !m.own && n.guard.Backend() == nil {
 		// The form of 1.0: what follows statusgate is the way to the
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP
 	}
-	mt := m.guard.Ticket(mr, &n.status.Station, who, statusPath, nil, caddyhttp.HandlerFunc(next))
-	// The build's cancellation, not its values: those are the leading
-	// caller's (its connection, its site's address), which no member's
-	// share key may depend on.
-	bctx, cancel := context.WithCancel(base)
-	context.AfterFunc(ctx, cancel)
-	bg := m.guard.BackgroundRequest(bctx, mr, mt)
-	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
+	bg, mt, _ := gatewayRequest(ctx, m.guard, srv, n.status, statusPath, who, caddyhttp.HandlerFunc(next))
 	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
+}
+
+// gatewayRequest is a request the gateway makes on its own behalf through
+// g (a network member's /status, a game server's figures for the metrics),
+// for path as the endpoint ep, and its ticket: made of nothing of any
+// caller's request, with no Host (g's proxy sends its dial, or its
+// header_up Host), for an unencoded JSON body the gateway can read. who is
+// the gateway in the admission class it asks in; srv the server its
+// placeholders are read under; next what follows statusgate. The request
+// lives until ctx ends or stop is called, whichever is first.
+func gatewayRequest(ctx context.Context, g *guard.Guard, srv *caddyhttp.Server, ep *endpoint, path string, who guard.Caller, next caddyhttp.Handler) (*http.Request, *guard.Ticket, context.CancelFunc) {
+	repl := caddy.NewReplacer()
+	repl.Set(placeholderEndpoint, ep.nameValue)
+	repl.Set(placeholderKey, noValue)
+	repl.Set(placeholderClient, who.Holder)
+	base := context.WithValue(context.WithValue(context.Background(), caddyhttp.ServerCtxKey, srv), caddy.ReplacerCtxKey, repl)
+	r, _ := http.NewRequestWithContext(base, http.MethodGet, path, nil)
+	r.Host, r.RequestURI = "", path
+	t := g.Ticket(r, &ep.Station, who, path, nil, next)
+	// ctx's cancellation, not its values: those are a caller's (its
+	// connection, its site's address), which no share key may depend on.
+	bctx, cancel := context.WithCancel(base)
+	unhook := context.AfterFunc(ctx, cancel)
+	bg := g.BackgroundRequest(bctx, r, t)
+	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
+	return bg, t, func() { unhook(); cancel() }
 }
 
 // networkHeader marks a network's member requests, so that a member that
