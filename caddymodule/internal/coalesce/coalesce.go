@@ -29,7 +29,9 @@
 // fn has said, with Commit, that its request has reached a backend that works
 // it off whatever the callers do: then it is never cancelled for want of
 // callers, and whoever asks for its key meanwhile joins it instead of making
-// the backend work twice.
+// the backend work twice. Such a request may outlive the leader's fn (Hand):
+// the leader's budget ends, the leader leaves, and the request's own end
+// gives its answer to the followers.
 package coalesce
 
 import (
