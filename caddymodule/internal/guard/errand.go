@@ -38,6 +38,9 @@ import (
 // slots would otherwise be taken for ever.
 const Patience = 10 * time.Second
 
+// patience is Patience, which a test shortens to see it end.
+var patience = Patience
+
 // errBudgetShort is why a request is not sent: what is left of its budget
 // is less than the backend took for any recent answer of the station.
 var errBudgetShort = errors.New("the request's budget left cannot cover the backend's answer time")
@@ -127,7 +130,7 @@ func (e *errand) leave() {
 	g := e.g
 	g.trips.kept.Add(1)
 	e.finish = coalesce.Hand(e.r.Context())
-	e.patience = time.AfterFunc(Patience, func() {
+	e.patience = time.AfterFunc(patience, func() {
 		g.trips.givenUp.Add(1)
 		e.cancel()
 	})

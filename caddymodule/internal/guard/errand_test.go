@@ -1,8 +1,13 @@
 package guard
 
 import (
+	"net/http"
 	"testing"
 	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/statusgate/statusgate/internal/fixture"
 )
 
 // TestAnswerTimesFloor: the floor is the quickest of the last eight
@@ -32,5 +37,58 @@ func TestAnswerTimesFloor(t *testing.T) {
 	}
 	if f := a.floor(now.Add(answerMemory + time.Second)); f != 0 {
 		t.Errorf("floor %v once every answer is older than %v, want 0", f, answerMemory)
+	}
+}
+
+// keptTrip fetches /status for an anonymous caller from a game server that
+// holds its answers, with a budget shorter than the wait: the caller gets
+// its 504, and the trip is kept with its slot.
+func keptTrip(t *testing.T, f form) (*Guard, *gameServer, caddyhttp.Handler) {
+	t.Helper()
+	s := newGameServer(t, true)
+	g, next := join(t, f, s, Limits{InFlight: 1, Timeout: 50 * time.Millisecond})
+	if v, _ := fetch(g, status(0), anonymous, next); v.Status != http.StatusGatewayTimeout {
+		t.Fatalf("a request at a game server that does not answer: %+v, want 504", v)
+	}
+	if st := g.TripStats(); st.Kept != 1 || g.Stats().All.InFlight != 1 || s.hits.Load() != 1 {
+		t.Fatalf("after the budget's end: %+v kept, %d in flight, %d at the game server; want the trip kept with its slot",
+			st, g.Stats().All.InFlight, s.hits.Load())
+	}
+	return g, s, next
+}
+
+// TestPatienceGivesUpAHungTrip: a trip nobody waits for keeps its slot
+// (another caller's request is not sent), until the patience ends it, and
+// the slot is back.
+func TestPatienceGivesUpAHungTrip(t *testing.T) {
+	defer func(p time.Duration) { patience = p }(patience)
+	patience = 100 * time.Millisecond
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			g, s, next := keptTrip(t, f)
+			if v, _ := fetch(g, status(0), keyed, next); v.Status != http.StatusGatewayTimeout || s.hits.Load() != 1 {
+				t.Errorf("beside the kept trip: %+v, %d at the game server; want 504 and 1", v, s.hits.Load())
+			}
+			fixture.WaitFor(t, "the patience to end the trip", func() bool {
+				st := g.TripStats()
+				return st.Kept == 0 && st.GivenUp == 1 && g.Stats().All.InFlight == 0
+			})
+		})
+	}
+}
+
+// TestStopEndsKeptTrips: the guard's end (its last handler gone: a stop)
+// ends the trips nobody waits for, before their patience.
+func TestStopEndsKeptTrips(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			g, _, _ := keptTrip(t, f)
+			state := g.guardState
+			g.Leave()
+			fixture.WaitFor(t, "the stop to end the trip", func() bool {
+				st := state.TripStats()
+				return st.Kept == 0 && st.Answered == 1 && st.GivenUp == 0 && state.all.Stats().InFlight == 0
+			})
+		})
 	}
 }
