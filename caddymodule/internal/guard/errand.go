@@ -16,11 +16,13 @@ package guard
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
@@ -93,7 +95,15 @@ func (g *Guard) dispatch(sp *spool, r *http.Request, t *Ticket, permits admissio
 	// The request's context keeps the caller's values, and neither its
 	// cancellation nor its deadline: the backend works on whether or not
 	// anyone waits (await and abandon decide when the trip is given up).
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	ctx := context.WithoutCancel(r.Context())
+	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		// Caddy's variables of the caller's request are a plain map, which
+		// Caddy's access log reads once the caller is answered, perhaps
+		// before the trip ends; the trip's handlers (those after
+		// statusgate, reverse_proxy) set theirs in a copy.
+		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+	}
+	ctx, cancel := context.WithCancel(ctx)
 	e := &errand{g: g, sp: sp, r: r.WithContext(ctx), t: t, permits: permits, cancel: cancel, done: make(chan struct{})}
 	go e.run()
 	return e
