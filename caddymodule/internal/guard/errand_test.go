@@ -92,3 +92,18 @@ func TestStopEndsKeptTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestDestructKeepsAGuardInUse: the end of one name's use of a guard that a
+// handler of another load still uses (a reload that renamed it and took
+// it over) ends none of its trips; the end of its last use does.
+func TestDestructKeepsAGuardInUse(t *testing.T) {
+	s := newGuardState(Limits{MaxHeld: 1 << 20, MaxResponse: 1 << 16})
+	s.use(1, Limits{MaxHeld: 1 << 20, MaxResponse: 1 << 16})
+	if err := s.Destruct(); err != nil || s.stopping.Err() != nil {
+		t.Fatalf("Destruct of a guard in use: %v, stopping %v; want it going on", err, s.stopping.Err())
+	}
+	s.leave(1)
+	if err := s.Destruct(); err != nil || s.stopping.Err() == nil {
+		t.Errorf("Destruct of a guard nobody uses: %v, stopping %v; want its trips ended", err, s.stopping.Err())
+	}
+}

@@ -170,11 +170,18 @@ func (s *guardState) apply(l Limits) {
 }
 
 // Destruct implements caddy.Destructor: the last handler using the guard
-// is gone (a stop, or a reload that drops the backend), and the trips that
-// nobody waits for any more end with it, so that a stop does not wait for
-// them.
+// under one name is gone. When no handler uses the guard under any name (a
+// stop, or a reload that drops the backend), the trips that nobody waits
+// for any more end with it, so that a stop does not wait for them; a guard
+// another name still uses (a reload that renames it and takes it over)
+// keeps them counted.
 func (s *guardState) Destruct() error {
-	s.stop()
+	s.usersMu.Lock()
+	unused := len(s.users) == 0
+	s.usersMu.Unlock()
+	if unused {
+		s.stop()
+	}
 	return nil
 }
 
