@@ -30,7 +30,9 @@
 // fn has said, with Commit, that its request has reached a backend that works
 // it off whatever the callers do: then it is never cancelled for want of
 // callers, and whoever asks for its key meanwhile joins it instead of making
-// the backend work twice.
+// the backend work twice. Such a request may outlive the leader's fn (Hand):
+// the leader's budget ends, the leader leaves, and the request's own end
+// gives its answer to the followers.
 package coalesce
 
 import (
@@ -160,7 +162,10 @@ type call struct {
 	// committed: fn's request is at the backend and runs to its end (Commit)
 	// (mu).
 	committed bool
-	g         *Group
+	// handed: fn returns before its request ends, and the request's own
+	// end publishes the result (Hand) (mu).
+	handed bool
+	g      *Group
 }
 
 // callKey is the context key under which a leader's fn finds its call.
@@ -206,6 +211,34 @@ func Commit(ctx context.Context) {
 		// The leader left before the request reached the backend, and a
 		// follower kept it going: it now runs to its end.
 		c.timer.Stop()
+	}
+}
+
+// Hand tells the Group that the committed request of the call whose fn was
+// given ctx outlives fn: fn is about to return without a result, because
+// its own caller stopped waiting (its budget ended), while the backend
+// still works on the request. The followers keep waiting, and callers who
+// ask for the key meanwhile join, until the returned finish is called with
+// the request's result, which is then shared as Do would have shared it;
+// Do returns fn's nil to the leader without ending the call. finish must be
+// called once. For a ctx that no leader's fn was given, before Commit or
+// after Release, Hand returns nil, and fn's return ends the call as always.
+func Hand(ctx context.Context) (finish func(*Result)) {
+	c, ok := ctx.Value(callKey{}).(*call)
+	if !ok {
+		return nil
+	}
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	if c.over || !c.committed {
+		return nil
+	}
+	c.handed = true
+	return func(res *Result) {
+		share := c.g.shareable(res)
+		if c.g.finish(c, res, share) && !share {
+			c.g.unshareable.Add(1)
+		}
 	}
 }
 
@@ -285,6 +318,8 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) *Re
 	returned := false
 	defer func() {
 		stop()
+		// A handed call is finished by its request's own end (Hand); its
+		// request's context keeps none of lctx's cancellation.
 		if !returned && g.finish(c, nil, false) { // fn panicked or called runtime.Goexit
 			g.unshareable.Add(1)
 		}
@@ -295,6 +330,12 @@ func (g *Group) Do(ctx context.Context, key string, fn func(context.Context) *Re
 	}()
 	res := fn(lctx)
 	returned = true
+	g.mu.Lock()
+	handed := c.handed
+	g.mu.Unlock()
+	if handed {
+		return res, Led
+	}
 	share := g.shareable(res)
 	if g.finish(c, res, share) && !share {
 		g.unshareable.Add(1)

@@ -738,3 +738,53 @@ func TestCommit(t *testing.T) {
 	}
 	Commit(context.Background()) // no call: nothing happens
 }
+
+// TestHand: a leader whose committed request outlives its fn (Hand) leaves
+// with fn's nil, and the call stays open: a follower that joined before and
+// a caller that comes after the leader left both get the request's answer
+// when finish is called, and run nothing of their own. Without Commit, Hand
+// hands nothing.
+func TestHand(t *testing.T) {
+	g := New(Config{})
+	answer := ok(`{"late":true}`)
+	handed := make(chan func(*Result), 1)
+	joined := make(chan struct{})
+	lead := doAsync(context.Background(), g, "k", func(ctx context.Context) (*Result, error) {
+		if Hand(ctx) != nil {
+			t.Error("Hand before Commit handed the call")
+		}
+		Commit(ctx)
+		<-joined
+		handed <- Hand(ctx)
+		return nil, nil
+	})
+	fixture.WaitFor(t, "the leader's call", func() bool { return waiting(g, "k") == 0 })
+	var runs atomic.Int32
+	before := doAsync(context.Background(), g, "k", own("before", &runs))
+	fixture.WaitFor(t, "a follower", func() bool { return waiting(g, "k") == 1 })
+	close(joined)
+	finish := fixture.Recv(t, handed, "Hand")
+	if finish == nil {
+		t.Fatal("Hand of a committed call returned nil")
+	}
+	if o := recv(t, lead); o.res != nil || o.how != Led {
+		t.Errorf("leader: %+v, want nil, led", o)
+	}
+	after := doAsync(context.Background(), g, "k", own("after", &runs))
+	fixture.WaitFor(t, "a caller after the leader left to follow", func() bool { return waiting(g, "k") == 2 })
+	finish(answer)
+	for _, ch := range []<-chan outcome{before, after} {
+		if o := recv(t, ch); o.res != answer || o.how != Shared {
+			t.Errorf("follower: %+v, want the handed request's answer", o)
+		}
+	}
+	if runs.Load() != 0 || answer.Followers != 2 {
+		t.Errorf("%d runs of the followers' own, %d followers counted; want 0 and 2", runs.Load(), answer.Followers)
+	}
+	if waiting(g, "k") != -1 {
+		t.Error("the call is still open after finish")
+	}
+	if Hand(context.Background()) != nil {
+		t.Error("Hand without a call handed something")
+	}
+}

@@ -57,7 +57,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	sp := newSpool(pw, g.MaxResponse(), g.held)
 	defer sp.recycle()
 	if t.Share == "" {
-		res, v := g.trip(sp, r, t)
+		res, v := g.trip(sp, r, t, r.Context())
 		if res == nil {
 			return v
 		}
@@ -69,8 +69,9 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	var v Verdict // of the caller's own trip
 	res, how := g.Coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
 		var res *coalesce.Result
-		res, v = g.trip(sp, r.WithContext(ctx), t)
-		g.store(t.Share, t.Station, res) // a copy: the answer's buffer stays the spool's
+		// The leader waits while its own budget and client last; its trip
+		// may outlive it for the followers (coalesce.Hand).
+		res, v = g.trip(sp, r.WithContext(ctx), t, r.Context())
 		return res
 	})
 	switch how {
@@ -165,40 +166,59 @@ func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error)
 
 // trip is one request's way to the backend and back, under the caller's
 // per-client place and an admission slot, both given back when the backend
-// is done. The answer is read into sp: held whole when it fits max_response
-// and the held bytes, and then returned; otherwise streamed to the caller's
-// client as it comes, with the slot kept, and the followers of a shared trip
-// released at once to make their own. r is the canonical request under the
-// budget. The verdict says how the trip ended; with an answer held whole,
-// its outcome is the answer's.
-func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket) (*coalesce.Result, Verdict) {
+// is done, whether or not the caller still waits then (errand.go): the
+// caller waits while waits lasts (its budget and its client), and its
+// request, r, is the canonical request under the budget. The answer is read
+// into sp: held whole when it fits max_response and the held bytes, and then
+// returned; otherwise streamed to the caller's client as it comes, with the
+// slot kept, and the followers of a shared trip released at once to make
+// their own. The verdict says how the trip ended; with an answer held
+// whole, its outcome is the answer's.
+func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket, waits context.Context) (*coalesce.Result, Verdict) {
 	who := t.Caller
+	ctx := r.Context()
+	if v := g.covers(ctx, t.Station); v.Status != 0 {
+		return nil, v
+	}
 	if v := g.Place(who); v.Status != 0 {
 		return nil, v
 	}
-	defer g.Unplace(who)
-	ctx := r.Context()
 	permits, err := g.admit(ctx, t.Station, who.Keyed)
 	if err != nil {
+		g.Unplace(who)
 		var be *admission.BusyError
 		if errors.As(err, &be) {
 			return nil, Busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
 		}
 		return nil, ContextRefusal(err)
 	}
-	defer permits.Release()
+	// Admitted, perhaps after a wait that left too little of the budget:
+	// such a request is not sent.
+	if v := g.covers(ctx, t.Station); v.Status != 0 {
+		permits.Release()
+		g.Unplace(who)
+		return nil, v
+	}
 	// From here the request is the backend's, which works it off whether or
 	// not anyone still waits: the plugin's server never learns that a client
-	// left, and a client that hangs up must not free a slot, a main-thread
-	// lane, a per-client place or a key's place the backend is still using
-	// (a flood of requests abandoned at once would otherwise reach it
-	// unbounded). So the trip runs on, holding them, until the backend has
-	// answered or the budget is spent; an answer nobody waits for is read
-	// whole and dropped, or kept for the micro-cache, and a shared trip stays
-	// open to the callers who ask for the same answer meanwhile.
+	// left or a budget ended, and a caller that stops waiting must not free
+	// a slot, a main-thread lane, a per-client place or a key's place the
+	// backend is still using (a flood of requests abandoned at once, or
+	// whose budget is shorter than the backend's answers, would otherwise
+	// reach it unbounded). So the trip runs on, holding them, until the
+	// backend has answered or Patience has passed; an answer nobody waits
+	// for is read whole and dropped, or kept for the micro-cache, and a
+	// shared trip stays open to the callers who ask for the same answer
+	// meanwhile.
 	coalesce.Commit(ctx)
-	r, stop := detached(r)
-	defer stop()
+	return g.dispatch(sp, r, t, permits).await(waits)
+}
+
+// answer sends the request and reads its answer into sp, in the trip's own
+// goroutine (errand.run), as trip says.
+func (g *Guard) answer(sp *spool, r *http.Request, t *Ticket) (*coalesce.Result, Verdict) {
+	who := t.Caller
+	ctx := r.Context()
 	streaming := false
 	defer func() {
 		if streaming {
@@ -266,19 +286,6 @@ func (g *Guard) Unplace(who Caller) {
 	default:
 		g.keys.Give(who.Holder)
 	}
-}
-
-// detached is r under a context that keeps r's values and deadline (the
-// budget) but not its cancellation: a client that leaves does not end it.
-func detached(r *http.Request) (*http.Request, context.CancelFunc) {
-	ctx := context.WithoutCancel(r.Context())
-	var stop context.CancelFunc
-	if d, ok := r.Context().Deadline(); ok {
-		ctx, stop = context.WithDeadline(ctx, d)
-	} else {
-		ctx, stop = context.WithCancel(ctx)
-	}
-	return r.WithContext(ctx), stop
 }
 
 // admit waits for the backend's capacity: the main-thread limiter first for
@@ -374,8 +381,7 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 			// would spill, rather than stream to nobody with its slot.
 			sp := newSpool(progress.New(NewCapture(0), 0), g.MaxResponse(), g.held)
 			defer sp.recycle()
-			res, v := g.trip(sp, bg, t)
-			g.store(t.Share, t.Station, res)
+			_, v := g.trip(sp, bg, t, bg.Context())
 			return v
 		})
 	}()

@@ -109,8 +109,12 @@ func join(t *testing.T, f form, s *gameServer, l Limits) (*Guard, caddyhttp.Hand
 	} else {
 		next = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 			// What a reverse_proxy after statusgate does: the request as
-			// statusgate decided it, to the game server.
-			res, err := http.Get(s.URL + r.URL.RequestURI())
+			// statusgate decided it, to the game server, under its context.
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, s.URL+r.URL.RequestURI(), nil)
+			if err != nil {
+				return err
+			}
+			res, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"cmp"
+	"context"
 	"crypto/rand"
 	"math"
 	"slices"
@@ -51,6 +52,14 @@ type guardState struct {
 	maxBigAnswers atomic.Int32
 	// refreshing holds the cache keys being refreshed in the background.
 	refreshing sync.Map
+	// trips counts the trips kept past their callers; times is how long
+	// the backend took for each station's recent answers (answerTimes), by
+	// station name. stopping ends with the guard: the trips nobody waits
+	// for end then too (errand.go).
+	trips    trips
+	times    sync.Map
+	stopping context.Context
+	stop     context.CancelFunc
 
 	lim atomic.Pointer[Limits] // in force: the newest load's
 
@@ -72,16 +81,19 @@ type guardUser struct {
 // force yet: use gives it its first.
 func newGuardState(l Limits) *guardState {
 	held := hold.New(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
+	stopping, stop := context.WithCancel(context.Background())
 	return &guardState{
-		all:     admission.New(admission.Config{}),
-		main:    admission.New(admission.Config{}),
-		quota:   admission.NewQuota(0),
-		keys:    admission.NewQuota(0),
-		flights: coalesce.New(coalesce.Config{}),
-		cache:   microcache.New(microcache.Config{Grace: StaleGrace}),
-		held:    held,
-		seats:   live.NewSeats(0, 0, 0),
-		topics:  live.NewMeter(topicBudget{held}),
+		stopping: stopping,
+		stop:     stop,
+		all:      admission.New(admission.Config{}),
+		main:     admission.New(admission.Config{}),
+		quota:    admission.NewQuota(0),
+		keys:     admission.NewQuota(0),
+		flights:  coalesce.New(coalesce.Config{}),
+		cache:    microcache.New(microcache.Config{Grace: StaleGrace}),
+		held:     held,
+		seats:    live.NewSeats(0, 0, 0),
+		topics:   live.NewMeter(topicBudget{held}),
 	}
 }
 
@@ -170,8 +182,21 @@ func (s *guardState) apply(l Limits) {
 	s.lim.Store(&l)
 }
 
-// Destruct implements caddy.Destructor: a guard holds nothing to close.
-func (*guardState) Destruct() error { return nil }
+// Destruct implements caddy.Destructor: the last handler using the guard
+// under one name is gone. When no handler uses the guard under any name (a
+// stop, or a reload that drops the backend), the trips that nobody waits
+// for any more end with it, so that a stop does not wait for them; a guard
+// another name still uses (a reload that renames it and takes it over)
+// keeps them counted.
+func (s *guardState) Destruct() error {
+	s.usersMu.Lock()
+	unused := len(s.users) == 0
+	s.usersMu.Unlock()
+	if unused {
+		s.stop()
+	}
+	return nil
+}
 
 // guards holds every guard in the process, by guardKey.
 var guards = caddy.NewUsagePool()
@@ -333,7 +358,7 @@ func ShareReason(name string) string {
 // Units is what the guard has on under the limits l, for its metrics:
 // name is the guard's name as the config gives it ("" unless guard <name>).
 func (g *Guard) Units(name string, l Limits) metrics.Guard {
-	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics}
+	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics, Trips: g.guardState}
 	if l.InFlight > 0 {
 		m.All = g.all
 	}

@@ -74,6 +74,16 @@ type spool struct {
 	status  int
 	body    []byte
 	spilled bool
+
+	// Who the spool is for, while a trip runs in a goroutine of its own
+	// (errand.go): the caller who waits for it, until the caller abandons
+	// it (its budget ended, or its client left) or the trip claims the
+	// caller's writer to stream to it; whichever comes first stands.
+	owner    sync.Mutex
+	claimed  bool // the answer streams to the client: the caller waits for the trip
+	orphaned bool // nobody waits: the trip ends on its own, and recycles the spool
+	ended    bool // the trip is done
+	dropped  bool // orphaned and too large to hold: the rest is read and dropped
 }
 
 func newSpool(client http.ResponseWriter, max int, held *hold.Budget) *spool {
@@ -113,7 +123,16 @@ func (s *spool) Write(p []byte) (int, error) {
 	if s.status == 0 {
 		s.WriteHeader(http.StatusOK)
 	}
+	if s.dropped {
+		return len(p), nil
+	}
 	if !s.spilled && !s.grow(len(s.body)+len(p)) {
+		if !s.claim() {
+			// Nobody waits to be streamed to: the backend's work is read
+			// and dropped, its slot kept until it is done.
+			s.dropped = true
+			return len(p), nil
+		}
 		if s.mustHold {
 			s.err = ErrTooLargeToHold
 			return 0, s.err
@@ -212,8 +231,16 @@ func (s *spool) done() {
 func (s *spool) keep() { s.kept = true }
 
 // recycle gives the buffer back to the pool once the answer is written,
-// unless it was kept.
+// unless it was kept; a spool its caller abandoned is the trip's, which
+// frees it when it is done.
 func (s *spool) recycle() {
+	if !s.isOrphaned() {
+		s.free()
+	}
+}
+
+// free is recycle for whoever owns the spool.
+func (s *spool) free() {
 	s.done()
 	if !s.kept {
 		buffers.put(s.body)
@@ -279,9 +306,53 @@ func (s *spool) FlushError() error {
 // Unwrap lets http.ResponseController reach deadlines and the like.
 func (s *spool) Unwrap() http.ResponseWriter { return s.client }
 
-// result is the answer held whole: nil if it spilled or nothing was written.
+// claim takes the caller's writer for the trip, to stream the answer to
+// it: false if the caller has abandoned the trip.
+func (s *spool) claim() bool {
+	s.owner.Lock()
+	defer s.owner.Unlock()
+	if s.orphaned {
+		return false
+	}
+	s.claimed = true
+	return true
+}
+
+// abandon leaves the trip to itself, for a caller that stops waiting, and
+// runs leave before the trip can see it: false if the trip streams to the
+// caller's client (claimed) or is done, and the caller must then wait for
+// it.
+func (s *spool) abandon(leave func()) bool {
+	s.owner.Lock()
+	defer s.owner.Unlock()
+	if s.claimed || s.ended {
+		return false
+	}
+	s.orphaned = true
+	leave()
+	return true
+}
+
+// end marks the trip done, and reports whether it was abandoned: then the
+// spool is the trip's to recycle.
+func (s *spool) end() (orphaned bool) {
+	s.owner.Lock()
+	defer s.owner.Unlock()
+	s.ended = true
+	return s.orphaned
+}
+
+// isOrphaned reports whether a caller abandoned the trip.
+func (s *spool) isOrphaned() bool {
+	s.owner.Lock()
+	defer s.owner.Unlock()
+	return s.orphaned
+}
+
+// result is the answer held whole: nil if it spilled, was dropped or
+// nothing was written.
 func (s *spool) result() *coalesce.Result {
-	if s.spilled || s.status == 0 {
+	if s.spilled || s.dropped || s.status == 0 {
 		return nil
 	}
 	return &coalesce.Result{Status: s.status, Header: s.hdr, Body: s.body}

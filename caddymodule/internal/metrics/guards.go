@@ -39,6 +39,8 @@ type Guard struct {
 	// Topics is what the guard's live topics keep (their latest answers);
 	// those of answers over 16 KiB are part of Held.
 	Topics *live.Meter
+	// Trips counts the trips kept past their callers.
+	Trips Trips
 }
 
 // guardCollector exports the guards of one config load. The first handler
@@ -107,13 +109,17 @@ func (c *guardCollector) add(g Guard) {
 	e.Name = cmp.Or(e.Name, g.Name)
 	e.All, e.Main, e.Flights = cmp.Or(e.All, g.All), cmp.Or(e.Main, g.Main), cmp.Or(e.Flights, g.Flights)
 	e.Cache, e.Topics = cmp.Or(e.Cache, g.Cache), cmp.Or(e.Topics, g.Topics)
+	if e.Trips == nil {
+		e.Trips = g.Trips
+	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *guardCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descInFlight, descQueued, descHeld, descHeldAnonymous, descTopicBytes,
 		descCacheLookups, descCacheEvictions, descCacheEntries, descCacheBytes,
-		descCoalesced, descUnshared, descCoalesceInFlight, descCoalesceWaiting} {
+		descCoalesced, descUnshared, descCoalesceInFlight, descCoalesceWaiting,
+		descTripsKept, descTripsKeptTotal, descUnsent} {
 		ch <- d
 	}
 }
@@ -127,6 +133,8 @@ type guardSums struct {
 	heldBytes, heldAnonymous, topicBytes   int64
 	cache                                  microcache.Stats
 	flights                                coalesce.Stats
+	hasTrips                               bool
+	trips                                  TripStats
 }
 
 // addLimiter adds l's queue and returns how many hold its slots.
@@ -138,6 +146,7 @@ func (s *guardSums) addLimiter(l *admission.Limiter) (inFlight int) {
 }
 
 func (s *guardSums) add(g Guard) {
+	s.addTrips(g)
 	if g.All != nil {
 		s.hasAdmission = true
 		s.inFlight += s.addLimiter(g.All)
@@ -237,5 +246,6 @@ func (c *guardCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descCoalesceInFlight, float64(s.flights.InFlight), name)
 			gauge(descCoalesceWaiting, float64(s.flights.Waiting), name)
 		}
+		collectTrips(ch, name, s)
 	}
 }

@@ -39,6 +39,7 @@ func busyGuard(t *testing.T, name string) Guard {
 		Cache:   microcache.New(microcache.Config{}),
 		Held:    hold.New(1<<20, 1<<19, 1<<19),
 		Topics:  live.NewMeter(noBound{}),
+		Trips:   someTrips{},
 	}
 	hub := live.New(nil, nil, g.Topics)
 	t.Cleanup(hub.Close)
@@ -102,6 +103,9 @@ func guardSeries(name string, n float64) map[string]float64 {
 	queued := func(class string) string { // labels sort by name
 		return fmt.Sprintf(`caddy_http_statusgate_backend_requests_queued{class=%q,guard=%q}`, class, name)
 	}
+	kept := func(end string) string {
+		return fmt.Sprintf(`caddy_http_statusgate_backend_trips_kept_total{end=%q,guard=%q}`, end, name)
+	}
 	return map[string]float64{
 		s("backend_requests_in_flight", ""):                   n,
 		queued("anonymous"):                                   n,
@@ -123,6 +127,10 @@ func guardSeries(name string, n float64) map[string]float64 {
 		s("coalesce_unshared_total", `,reason="unshareable"`): n,
 		s("coalesce_in_flight", ""):                           n,
 		s("coalesce_waiting", ""):                             n,
+		s("backend_trips_kept", ""):                           n,
+		kept("answered"):                                      2 * n,
+		kept("given_up"):                                      n,
+		s("backend_requests_unsent_total", ""):                3 * n,
 	}
 }
 

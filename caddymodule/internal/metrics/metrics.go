@@ -36,6 +36,9 @@
 //	caddy_http_statusgate_coalesce_unshared_total{guard,reason}   leaders' answers not shared: released, unshareable
 //	caddy_http_statusgate_coalesce_in_flight{guard}               gauge: trips identical requests can join
 //	caddy_http_statusgate_coalesce_waiting{guard}                 gauge: requests waiting for a trip they joined
+//	caddy_http_statusgate_backend_trips_kept{guard}               gauge: requests at the backend nobody waits for
+//	caddy_http_statusgate_backend_trips_kept_total{guard,end}     such requests ended: answered, given_up
+//	caddy_http_statusgate_backend_requests_unsent_total{guard}    requests not sent: their budget could not cover the answer
 //
 // Requests that match no configured endpoint (an unknown path, a preflight
 // answered before routing) count under the endpoint OtherEndpoint, "_other",

@@ -1,0 +1,71 @@
+package reload
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+
+	"github.com/statusgate/statusgate/internal/fixture"
+	"github.com/statusgate/statusgate/test/internal/harness"
+
+	. "github.com/statusgate/statusgate/test/internal/rig"
+)
+
+// TestStopEndsAbandonedTrips: SIGTERM to a caddy process whose backend
+// still works on a request whose client hung up stops it at once, with a
+// long timeout and with none: nobody waits for that answer. Before, the
+// stop waited for the trip: until the budget's end (4.3 s with the default
+// 5 s), or with `timeout off` until the backend answered.
+func TestStopEndsAbandonedTrips(t *testing.T) {
+	repo, err := filepath.Abs(RepoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := harness.CheckoutBinary(repo)
+	msg, err := harness.Build(repo, bin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+	for _, timeout := range []string{"off", "1h"} {
+		t.Run("timeout "+timeout, func(t *testing.T) {
+			be := NewGatedBackend(t) // answers nothing until the test ends
+			port, err := harness.FreePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gw, err := harness.Start(context.Background(), bin, t.TempDir(), "gateway", port, fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+
+http://:%d {
+	bind 127.0.0.1
+	statusgate %s {
+		timeout %s
+	}
+}
+`, port, be.Addr(), timeout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", PlayerN(1))
+			be.Await(t, 1)
+			conn.Close()
+			if killed := gw.StopWithin(fixture.Patience); killed {
+				t.Fatalf("caddy was still running %v after SIGTERM with a request at the backend whose client had hung up; its log:\n%s",
+					fixture.Patience, harness.Tail(gw.LogPath, 20))
+			}
+			if n := be.InFlight.Load(); n != 1 {
+				t.Errorf("the backend has %d requests, want the abandoned one still", n)
+			}
+		})
+	}
+}
