@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -122,8 +123,23 @@ func TestJSONOptionErrors(t *testing.T) {
 // config, a line of dashes, then lines of text that the error of decoding
 // and provisioning it, as Caddy does, must each contain. Most have a twin
 // in testdata/adapt: the Caddyfile and the JSON refuse the same mistakes.
+// A file whose JSON has "apps" is a whole config (the statusgate app's
+// servers and defaults with the handlers), which caddy validate's load
+// must refuse.
 func TestJSONConfigErrors(t *testing.T) {
 	forGoldenFiles(t, filepath.Join("testdata", "json", "*.jsontest"), func(t *testing.T, _, input, expected string) {
+		var whole struct {
+			Apps json.RawMessage `json:"apps"`
+		}
+		if json.Unmarshal([]byte(input), &whole) == nil && whole.Apps != nil {
+			var cfg caddy.Config
+			err := caddy.StrictUnmarshalJSON([]byte(input), &cfg)
+			if err == nil {
+				err = caddy.Validate(&cfg)
+			}
+			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+			return
+		}
 		h := new(Handler)
 		err := caddy.StrictUnmarshalJSON([]byte(input), h)
 		if err == nil {
