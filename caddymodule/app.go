@@ -222,6 +222,11 @@ func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 		// network's servers: only equal limits make the two agree.
 		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
 	}
+	if w == first.where {
+		// Two sides in the same words would read as one: say which is which.
+		return fmt.Errorf("two handlers that are each %s (their routes tell them apart, not their listeners) share a guard (%s) but not its limits: here %s, there %s; %s",
+			w, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
+	}
 	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
 		w, first.where, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 }
