@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,6 +128,7 @@ func TestJSONOptionErrors(t *testing.T) {
 // servers and defaults with the handlers), which caddy validate's load
 // must refuse.
 func TestJSONConfigErrors(t *testing.T) {
+	goldenKeySources(t)
 	forGoldenFiles(t, filepath.Join("testdata", "json", "*.jsontest"), func(t *testing.T, _, input, expected string) {
 		var whole struct {
 			Apps json.RawMessage `json:"apps"`
@@ -150,4 +152,15 @@ func TestJSONConfigErrors(t *testing.T) {
 		}
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})
+}
+
+// goldenKeySources sets the key sources the golden files name, as they
+// say: STATUSGATE_GOLDEN_EMPTY set to nothing, STATUSGATE_GOLDEN_BLANK to
+// blanks, STATUSGATE_GOLDEN_UNSET unset (testdata/keys holds an empty key
+// file; /nonexistent/... is a missing one; a folder is unreadable as one).
+func goldenKeySources(t *testing.T) {
+	t.Setenv("STATUSGATE_GOLDEN_EMPTY", "")
+	t.Setenv("STATUSGATE_GOLDEN_BLANK", " \t ")
+	t.Setenv("STATUSGATE_GOLDEN_UNSET", "")
+	os.Unsetenv("STATUSGATE_GOLDEN_UNSET") //nolint:errcheck // absent is what the files want
 }

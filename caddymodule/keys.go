@@ -59,6 +59,12 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 	repl := caddy.NewReplacer()
 	keys := make([]apikey.Key, len(configured))
 	for i, k := range configured {
+		// The source of a key read from the environment or a file is
+		// looked at first: what it held and what to write, rather than
+		// the replacer's "is empty".
+		if why := keySourceError(k.Secret, cmp.Or(k.Name, apikey.DefaultName(i+1))); why != "" {
+			return nil, nil, fmt.Errorf("%s: %s", where[i], why)
+		}
 		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
 		if err != nil {
 			if !placeholderOnly(k.Secret) {

@@ -294,8 +294,8 @@ func TestProvisionBadKeys(t *testing.T) {
 	}{
 		{"empty env var", []any{"g00d-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] 'key-2' {env.STATUSGATE_TEST_EMPTY}", "empty"}},
 		{"unset env var", []any{"{env.STATUSGATE_TEST_UNSET}"}, []string{"auth.keys[0] 'key-1' {env.STATUSGATE_TEST_UNSET}"}},
-		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK} resolves to an empty string"}},
-		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "empty"}},
+		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK}: the environment variable STATUSGATE_TEST_BLANK holds only white space"}},
+		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "holds only white space"}},
 		{"missing file", []any{"{file." + filepath.Join(dir, "nope") + "}"}, []string{"auth.keys[0] 'key-1' {file." + filepath.Join(dir, "nope") + "}"}},
 		// Not one Provision expands: it may be part of a secret, so not shown.
 		{"runtime placeholder", []any{"{http.request.header.X-Key}"}, []string{"auth.keys[0] 'key-1': a placeholder in the key is unknown or empty"}},
