@@ -216,11 +216,11 @@ func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 	if first.limits == l {
 		return nil
 	}
-	fix := "give both the same limits, or each a guard <name> of its own"
+	fix := "give both the same limits, or each a guard NAME of its own"
 	if member || first.member {
 		// A guard <name> names the handler's own backend, never its
 		// network's servers: only equal limits make the two agree.
-		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
+		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard NAME does not apply to a network's servers)"
 	}
 	if w == first.where {
 		// Two sides in the same words would read as one: say which is which.
@@ -285,7 +285,7 @@ func (a *App) checkServers() error {
 			return errors.New("defaults.server: which server a handler fronts is the handler's to say")
 		}
 		if opt := setOption(&d.Backend, isServerOption); opt != "" {
-			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.<name>.backend.%s)", opt, opt)
+			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.NAME.backend.%s)", opt, opt)
 		}
 		if _, _, err := resolveGuard(d.Backend); err != nil {
 			return fmt.Errorf("defaults: %v", err)
@@ -300,7 +300,7 @@ func (a *App) server(name, path string) (*Server, error) {
 		return s, nil
 	}
 	if len(a.Servers) == 0 {
-		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s <upstream>...), or give its upstreams here", path, name, name)
+		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s UPSTREAM...), or give its upstreams here", path, name, name)
 	}
 	return nil, fmt.Errorf("%s: %s is not a declared server%s (declared: %s)", path, name,
 		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))

@@ -140,6 +140,7 @@ func TestJSONConfigErrors(t *testing.T) {
 				err = caddy.Validate(&cfg)
 			}
 			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+			readableWhenEncoded(t, err)
 			return
 		}
 		h := new(Handler)
@@ -151,7 +152,18 @@ func TestJSONConfigErrors(t *testing.T) {
 			_ = h.Cleanup()
 		}
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
+		readableWhenEncoded(t, err)
 	})
+}
+
+// readableWhenEncoded fails t if err, an error of a config's load, has
+// what the admin API's JSON escapes (caddy reload prints the error as it
+// comes, JSON-encoded): angle brackets, an ampersand, a line break.
+func readableWhenEncoded(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && strings.ContainsAny(err.Error(), "<>&\n") {
+		t.Errorf("error %q has what caddy reload shows escaped (<, >, &, a line break)", err)
+	}
 }
 
 // goldenKeySources sets the key sources the golden files name, as they

@@ -46,7 +46,7 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 			where[i] += " " + k.Secret
 		}
 		if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
-			return nil, nil, fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
+			return nil, nil, fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "NAME", "key": "SECRET"}`))
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", where[i], err)
 		}
@@ -174,7 +174,7 @@ func keyTextError(secret string, err error) string {
 // config at hand (the Caddyfile's line or the JSON's object), and what a
 // secret written alone may be.
 func nameAloneFix(named string) string {
-	return "write " + named + ", or make a key with caddy statusgate-key --name <name> and paste its lines " +
+	return "write " + named + ", or make a key with caddy statusgate-key --name NAME and paste its lines " +
 		"(a secret alone must be a sha256: digest, a placeholder such as {env.NAME}, or 16 or more characters that are not words: docs/keys.md)"
 }
 

@@ -316,7 +316,7 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"same secret as digest", []any{"s4me-key-0123456789", named("bot", apikey.Digest("s4me-key-0123456789"))}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'key-1'"}},
 		{"same secret under one name", []any{named("bot", "s4me-key-0123456789"), named("bot", "s4me-key-0123456789")}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'bot'"}},
 		{"a name alone", []any{"discord-bot-production"},
-			[]string{`auth.keys[0] 'key-1': one word that reads like a name, with no secret: write {"name": "<name>", "key": "<secret>"}, or make a key with caddy statusgate-key --name <name>`}},
+			[]string{`auth.keys[0] 'key-1': one word that reads like a name, with no secret: write {"name": "NAME", "key": "SECRET"}, or make a key with caddy statusgate-key --name NAME`}},
 		{"a name alone in an object", []any{map[string]string{"key": "website"}}, []string{"auth.keys[0] 'key-1': one word that reads like a name, with no secret"}},
 		{"object without key", []any{map[string]string{"name": "bot"}}, []string{`missing "key"`}},
 		{"too long", []any{named("bot", strings.Repeat("k", apikey.MaxSecretLength+1))}, []string{"auth.keys[0] 'bot': longer than 256 bytes"}},
