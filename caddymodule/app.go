@@ -290,6 +290,9 @@ func (a *App) checkServers() error {
 		if _, _, err := resolveGuard(d.Backend); err != nil {
 			return fmt.Errorf("defaults: %v", err)
 		}
+		if err := d.checkAsDefaults(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
