@@ -328,6 +328,7 @@ func TestAdaptCaddyfiles(t *testing.T) {
 			if err = caddy.StrictUnmarshalJSON(adapted, &cfg); err == nil {
 				err = caddy.Validate(&cfg)
 			}
+			readableWhenEncoded(t, err)
 		}
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})

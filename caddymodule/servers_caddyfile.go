@@ -155,6 +155,10 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 		case serverOptions[tok.Text] || tok.Text == "queue":
 			return nil, errAt(tok, "global statusgate option, defaults: '%s' is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, tok.Text)
 		}
+		// A misspelt server limit: its name, and where it goes, at once.
+		if c, ok := nearest.Word(tok.Text, optionNames(caddyfileSyntax)); ok && c != tok.Text && (serverOptions[c] || c == "queue") {
+			return nil, errAt(tok, "global statusgate option, defaults: unrecognized subdirective '%s'; did you mean %s? It is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, c, c)
+		}
 	}
 	last := toks[len(toks)-1]
 	block := append(caddyfile.Segment{renamed(head, "statusgate"), renamed(head, "{")}, toks...)
