@@ -4,7 +4,6 @@ package caddymodule
 // and what lives and ends with that load.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -88,51 +87,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 // UnmarshalJSON reads the app's config, refusing what it does not know.
 func (a *App) UnmarshalJSON(b []byte) error {
-	// The servers and the defaults are read one by one, so that a mistake
-	// in them is named by its path under the app (defaults.backend.x),
-	// not shown as the whole object that holds it.
 	type plain struct {
-		Servers  map[string]json.RawMessage `json:"servers,omitempty"`
-		Defaults json.RawMessage            `json:"defaults,omitempty"`
+		Servers  map[string]*Server `json:"servers,omitempty"`
+		Defaults *Handler           `json:"defaults,omitempty"`
 	}
 	p := plain{}
 	if _, err := confjson.Object(b, "", &p, nil); err != nil {
 		return err
 	}
-	if p.Servers != nil {
-		a.Servers = make(map[string]*Server, len(p.Servers))
-	}
-	for _, name := range slices.Sorted(maps.Keys(p.Servers)) {
-		if isNull(p.Servers[name]) {
-			a.Servers[name] = nil // refused by checkServers, with the fix
-			continue
-		}
-		s := new(Server)
-		if err := s.UnmarshalJSON(p.Servers[name]); err != nil {
-			return underPath("servers."+name, err)
-		}
-		a.Servers[name] = s
-	}
-	if p.Defaults != nil && !isNull(p.Defaults) {
-		a.Defaults = new(Handler)
-		if err := a.Defaults.UnmarshalJSON(p.Defaults); err != nil {
-			return underPath("defaults", err)
-		}
-	}
+	a.Servers, a.Defaults = p.Servers, p.Defaults
 	return nil
 }
-
-// underPath is err, of the member at path, with path in front of the
-// member's own path.
-func underPath(path string, err error) error {
-	var e *confjson.Error
-	if errors.As(err, &e) {
-		return &confjson.Error{Path: path + "." + e.Path, Msg: e.Msg}
-	}
-	return fmt.Errorf("%s: %w", path, err)
-}
-
-func isNull(raw json.RawMessage) bool { return strings.TrimSpace(string(raw)) == "null" }
 
 // Start refuses the mistakes only the whole HTTP app shows (routecheck.go),
 // then marks the load running: from now on its heartbeat is written.
