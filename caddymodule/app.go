@@ -192,11 +192,16 @@ func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 	if first.limits == l {
 		return nil
 	}
-	fix := "give both the same limits, or each a guard <name> of its own"
+	fix := "give both the same limits, or each a guard NAME of its own"
 	if member || first.member {
 		// A guard <name> names the handler's own backend, never its
 		// network's servers: only equal limits make the two agree.
-		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard <name> does not apply to a network's servers)"
+		fix = "give both handlers the same limits: a network's server is counted with the limits of the handler whose network block lists it (guard NAME does not apply to a network's servers)"
+	}
+	if w == first.where {
+		// Two sides in the same words would read as one: say which is which.
+		return fmt.Errorf("two handlers that are each %s (their routes tell them apart, not their listeners) share a guard (%s) but not its limits: here %s, there %s; %s",
+			w, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
 	}
 	return fmt.Errorf("%s and %s share a guard (%s) but not its limits: here %s, there %s; %s",
 		w, first.where, guard.ShareReason(name), limitsDiff(l, first.limits), limitsDiff(first.limits, l), fix)
@@ -242,6 +247,10 @@ func (a *App) checkServers() error {
 			return fmt.Errorf("%s: %v", path, err)
 		}
 	}
+	if first, second, name, firstDiff, secondDiff := guardShareConflict(a.Servers); second != "" {
+		return fmt.Errorf("servers.%s.backend.guard: %s is server %s's guard too, with other limits (here %s, in servers.%s %s), and servers that name one guard count at it under one set of limits: %s",
+			second, name, first, secondDiff, first, firstDiff, guardShareFix(first, second, name, false))
+	}
 	if d := a.Defaults; d != nil {
 		switch {
 		case d.ProxyRaw != nil:
@@ -252,10 +261,13 @@ func (a *App) checkServers() error {
 			return errors.New("defaults.server: which server a handler fronts is the handler's to say")
 		}
 		if opt := setOption(&d.Backend, isServerOption); opt != "" {
-			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.<name>.backend.%s)", opt, opt)
+			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.NAME.backend.%s)", opt, opt)
 		}
 		if _, _, err := resolveGuard(d.Backend); err != nil {
 			return fmt.Errorf("defaults: %v", err)
+		}
+		if err := d.checkAsDefaults(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -267,7 +279,7 @@ func (a *App) server(name, path string) (*Server, error) {
 		return s, nil
 	}
 	if len(a.Servers) == 0 {
-		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s <upstream>...), or give its upstreams here", path, name, name)
+		return nil, fmt.Errorf("%s: %s is not declared: declare it in the global statusgate option (server %s UPSTREAM...), or give its upstreams here", path, name, name)
 	}
 	return nil, fmt.Errorf("%s: %s is not a declared server%s (declared: %s)", path, name,
 		nearest.Suggest(name, slices.Collect(maps.Keys(a.Servers))), strings.Join(slices.Sorted(maps.Keys(a.Servers)), ", "))

@@ -240,6 +240,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 	if global != nil && global.Defaults != nil {
 		globalAuth = &global.Defaults.Auth
 	}
+	var serverAt caddyfile.Dispenser // the server line's, for globalAfter
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {
@@ -370,6 +371,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 			b.StreamHeartbeat, err = oneArg(d, opt, durationWord)
 
 		case "server":
+			serverAt = *d
 			h.Server, err = oneArg(d, opt, serverNameWord)
 		case "proxy":
 			proxyBlock, err = proxySegment(d)
@@ -426,8 +428,13 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 			}
 		}
 	}
+	if global != nil && !defaults && h.Server != "" {
+		if ep, ttl, fromDefaults := cacheOverNoCache(h.Backend.Cache, global.Defaults, global.Servers[h.Server]); ep != "" {
+			return serverAt.Errf("%s", cacheOverNoCacheCaddyfile(h.Server, ep, ttl, fromDefaults))
+		}
+	}
 	if h.Network != nil {
-		return networkAfter(h.Network, netLines, h)
+		return networkAfter(h.Network, netLines, h, global)
 	}
 	return nil
 }

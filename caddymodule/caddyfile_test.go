@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
@@ -296,8 +297,12 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // STATUSGATE_GOLDEN_EMPTY is set to nothing, for a file's {$VAR} that is
 // empty. The revision of a key from the environment or a file depends on
 // the machine (revision.go): the variables the files name are unset, and
-// the revision key is the test's own.
+// the revision key is the test's own. A file whose Caddyfile adapts but
+// whose expected text is an error's is loaded as caddy validate loads it,
+// and the load's error must have the lines: STATUSGATE_GOLDEN_UNSET is
+// unset, for a key whose variable is.
 func TestAdaptCaddyfiles(t *testing.T) {
+	goldenKeySources(t)
 	t.Setenv("STATUSGATE_GOLDEN_EMPTY", "")
 	t.Setenv("XDG_DATA_HOME", t.TempDir())
 	t.Setenv("STATUSGATE_KEY", "")
@@ -315,7 +320,16 @@ func TestAdaptCaddyfiles(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Chdir(dir)
-		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+		adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+		if err == nil {
+			// A mistake only the load sees (a key's source, read where
+			// Caddy runs): the error of caddy validate's load.
+			var cfg caddy.Config
+			if err = caddy.StrictUnmarshalJSON(adapted, &cfg); err == nil {
+				err = caddy.Validate(&cfg)
+			}
+			readableWhenEncoded(t, err)
+		}
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
 	})
 }

@@ -2,7 +2,9 @@ package caddymodule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,8 +124,25 @@ func TestJSONOptionErrors(t *testing.T) {
 // config, a line of dashes, then lines of text that the error of decoding
 // and provisioning it, as Caddy does, must each contain. Most have a twin
 // in testdata/adapt: the Caddyfile and the JSON refuse the same mistakes.
+// A file whose JSON has "apps" is a whole config (the statusgate app's
+// servers and defaults with the handlers), which caddy validate's load
+// must refuse.
 func TestJSONConfigErrors(t *testing.T) {
+	goldenKeySources(t)
 	forGoldenFiles(t, filepath.Join("testdata", "json", "*.jsontest"), func(t *testing.T, _, input, expected string) {
+		var whole struct {
+			Apps json.RawMessage `json:"apps"`
+		}
+		if json.Unmarshal([]byte(input), &whole) == nil && whole.Apps != nil {
+			var cfg caddy.Config
+			err := caddy.StrictUnmarshalJSON([]byte(input), &cfg)
+			if err == nil {
+				err = caddy.Validate(&cfg)
+			}
+			wantErrorWords(t, err, strings.Split(expected, "\n")...)
+			readableWhenEncoded(t, err)
+			return
+		}
 		h := new(Handler)
 		err := caddy.StrictUnmarshalJSON([]byte(input), h)
 		if err == nil {
@@ -133,5 +152,27 @@ func TestJSONConfigErrors(t *testing.T) {
 			_ = h.Cleanup()
 		}
 		wantErrorWords(t, err, strings.Split(expected, "\n")...)
+		readableWhenEncoded(t, err)
 	})
+}
+
+// readableWhenEncoded fails t if err, an error of a config's load, has
+// what the admin API's JSON escapes (caddy reload prints the error as it
+// comes, JSON-encoded): angle brackets, an ampersand, a line break.
+func readableWhenEncoded(t *testing.T, err error) {
+	t.Helper()
+	if err != nil && strings.ContainsAny(err.Error(), "<>&\n") {
+		t.Errorf("error %q has what caddy reload shows escaped (<, >, &, a line break)", err)
+	}
+}
+
+// goldenKeySources sets the key sources the golden files name, as they
+// say: STATUSGATE_GOLDEN_EMPTY set to nothing, STATUSGATE_GOLDEN_BLANK to
+// blanks, STATUSGATE_GOLDEN_UNSET unset (testdata/keys holds an empty key
+// file; /nonexistent/... is a missing one; a folder is unreadable as one).
+func goldenKeySources(t *testing.T) {
+	t.Setenv("STATUSGATE_GOLDEN_EMPTY", "")
+	t.Setenv("STATUSGATE_GOLDEN_BLANK", " \t ")
+	t.Setenv("STATUSGATE_GOLDEN_UNSET", "")
+	os.Unsetenv("STATUSGATE_GOLDEN_UNSET") //nolint:errcheck // absent is what the files want
 }

@@ -175,7 +175,7 @@ func validEndpointName(name string) bool {
 // endpointNameError is the message for a name that is not an endpoint, with
 // the nearest built-in name when one is near enough to be meant.
 func endpointNameError(name string) error {
-	return fmt.Errorf("unknown endpoint '%s'%s (want one of %s, or custom/<name> with letters, digits, '_' and '-')",
+	return fmt.Errorf("unknown endpoint '%s'%s (want one of %s, or custom/NAME with letters, digits, '_' and '-')",
 		name, nearest.Suggest(name, builtinList), strings.Join(builtinList, ", "))
 }
 

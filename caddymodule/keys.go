@@ -46,7 +46,7 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 			where[i] += " " + k.Secret
 		}
 		if err := k.Validate(); errors.Is(err, apikey.ErrNameAlone) {
-			return nil, nil, fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "<name>", "key": "<secret>"}`))
+			return nil, nil, fmt.Errorf("%s: %v: %s", where[i], err, nameAloneFix(`{"name": "NAME", "key": "SECRET"}`))
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("%s: %v", where[i], err)
 		}
@@ -59,6 +59,12 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 	repl := caddy.NewReplacer()
 	keys := make([]apikey.Key, len(configured))
 	for i, k := range configured {
+		// The source of a key read from the environment or a file is
+		// looked at first: what it held and what to write, rather than
+		// the replacer's "is empty".
+		if why := keySourceError(k.Secret, cmp.Or(k.Name, apikey.DefaultName(i+1))); why != "" {
+			return nil, nil, fmt.Errorf("%s: %s", where[i], why)
+		}
 		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
 		if err != nil {
 			if !placeholderOnly(k.Secret) {
@@ -168,7 +174,7 @@ func keyTextError(secret string, err error) string {
 // config at hand (the Caddyfile's line or the JSON's object), and what a
 // secret written alone may be.
 func nameAloneFix(named string) string {
-	return "write " + named + ", or make a key with caddy statusgate-key --name <name> and paste its lines " +
+	return "write " + named + ", or make a key with caddy statusgate-key --name NAME and paste its lines " +
 		"(a secret alone must be a sha256: digest, a placeholder such as {env.NAME}, or 16 or more characters that are not words: docs/keys.md)"
 }
 

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -149,7 +150,14 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 			return k, line, fmt.Errorf("key: %s", keyTextError(k.Secret, err))
 		}
 	}
-	k.Revision = keyRevision(k.Secret, at)
+	if why := keySourceError(k.Secret, cmp.Or(k.Name, line.called)); why != "" {
+		// Said here with the line: for caddy run, where the config then
+		// loads, this is the state of the source the load will refuse.
+		caddy.Log().Warn("key "+cmp.Or(k.Name, line.called)+" has no secret where the Caddyfile is adapted: "+why+"; caddy refuses the config unless it has one where caddy runs",
+			zap.String("at", at), zap.String("key", k.Secret))
+	} else {
+		k.Revision = keyRevision(k.Secret, at)
+	}
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white
 		// space trimmed. Provision cannot warn of a short key any more.

@@ -139,9 +139,15 @@ func networkServer(d *caddyfile.Dispenser, c *NetworkConfig, proxies [][]byte) (
 // networkAfter checks, once the whole statusgate block is read, what a
 // network block c at lines cannot be with the rest of it: the network
 // endpoint left off (or given a cache time of its own), or self declared
-// with other upstreams than the statusgate line's proxy.
-func networkAfter(c *NetworkConfig, lines networkLines, h *Handler) error {
-	if err := networkSwitchError(h.Endpoints, h.Backend); err != nil {
+// with other upstreams than the statusgate line's proxy. The endpoint
+// switches are the handler's over those of the global option's defaults
+// (global, nil: none), which the handler takes when it loads.
+func networkAfter(c *NetworkConfig, lines networkLines, h *Handler, global *App) error {
+	endpoints := h.Endpoints
+	if global != nil && global.Defaults != nil {
+		endpoints = mergeEndpoints(h.Endpoints, global.Defaults.Endpoints)
+	}
+	if err := networkSwitchError(endpoints, h.Backend); err != nil {
 		return errAt(lines.network, "network %s: %v", c.Cluster, err)
 	}
 	if c.Self == "" || h.ProxyRaw == nil {

@@ -108,9 +108,9 @@ func (c *NetworkConfig) parse(endpoints map[string]bool, b BackendConfig, own *u
 	}
 	switch {
 	case c.Cluster == "":
-		return nil, false, errors.New("network.cluster: missing: name the network, as the plugin's network.cluster-id (Caddyfile: network <cluster-id> { ... })")
+		return nil, false, errors.New("network.cluster: missing: name the network, as the plugin's network.cluster-id (Caddyfile: network CLUSTER-ID { ... })")
 	case len(c.Servers) == 0:
-		return nil, false, errors.New("network.servers: none: list the member servers, each with its id and proxy (Caddyfile: server <server-id> <upstream>...)")
+		return nil, false, errors.New("network.servers: none: list the member servers, each with its id and proxy (Caddyfile: server SERVER-ID UPSTREAM...)")
 	}
 	if err := networkIDError("network.cluster", c.Cluster); err != nil {
 		return nil, false, err

@@ -294,8 +294,8 @@ func TestProvisionBadKeys(t *testing.T) {
 	}{
 		{"empty env var", []any{"g00d-key-0123456789", "{env.STATUSGATE_TEST_EMPTY}"}, []string{"auth.keys[1] 'key-2' {env.STATUSGATE_TEST_EMPTY}", "empty"}},
 		{"unset env var", []any{"{env.STATUSGATE_TEST_UNSET}"}, []string{"auth.keys[0] 'key-1' {env.STATUSGATE_TEST_UNSET}"}},
-		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK} resolves to an empty string"}},
-		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "empty"}},
+		{"blank env var", []any{named("bot", "{env.STATUSGATE_TEST_BLANK}")}, []string{"auth.keys[0] 'bot' {env.STATUSGATE_TEST_BLANK}: the environment variable STATUSGATE_TEST_BLANK holds only white space"}},
+		{"blank file", []any{"{file." + blankFile + "}"}, []string{"auth.keys[0] 'key-1' {file." + blankFile + "}", "holds only white space"}},
 		{"missing file", []any{"{file." + filepath.Join(dir, "nope") + "}"}, []string{"auth.keys[0] 'key-1' {file." + filepath.Join(dir, "nope") + "}"}},
 		// Not one Provision expands: it may be part of a secret, so not shown.
 		{"runtime placeholder", []any{"{http.request.header.X-Key}"}, []string{"auth.keys[0] 'key-1': a placeholder in the key is unknown or empty"}},
@@ -316,7 +316,7 @@ func TestProvisionBadKeys(t *testing.T) {
 		{"same secret as digest", []any{"s4me-key-0123456789", named("bot", apikey.Digest("s4me-key-0123456789"))}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'key-1'"}},
 		{"same secret under one name", []any{named("bot", "s4me-key-0123456789"), named("bot", "s4me-key-0123456789")}, []string{"auth.keys[1] 'bot' has the same secret as keys[0] 'bot'"}},
 		{"a name alone", []any{"discord-bot-production"},
-			[]string{`auth.keys[0] 'key-1': one word that reads like a name, with no secret: write {"name": "<name>", "key": "<secret>"}, or make a key with caddy statusgate-key --name <name>`}},
+			[]string{`auth.keys[0] 'key-1': one word that reads like a name, with no secret: write {"name": "NAME", "key": "SECRET"}, or make a key with caddy statusgate-key --name NAME`}},
 		{"a name alone in an object", []any{map[string]string{"key": "website"}}, []string{"auth.keys[0] 'key-1': one word that reads like a name, with no secret"}},
 		{"object without key", []any{map[string]string{"name": "bot"}}, []string{`missing "key"`}},
 		{"too long", []any{named("bot", strings.Repeat("k", apikey.MaxSecretLength+1))}, []string{"auth.keys[0] 'bot': longer than 256 bytes"}},

@@ -99,9 +99,13 @@ func answersAny(next []chain.Step) bool {
 // routeMistakes are the statusgate handlers of the servers that no handler can
 // follow though they need one (the form of 1.0: no upstreams of their own
 // nor a declared server), and those with a rate_limit before them on their
-// chain: each with its place and the fix.
+// chain: each mistake once, with its fix and every place it is made (a
+// site's rate_limit before its every handle block is one mistake, not one
+// per handler), in one line: caddy reload shows the error JSON-encoded,
+// where a line break is a literal \n.
 func routeMistakes(servers map[string]*caddyhttp.Server) error {
-	var errs []error
+	var limited, unfollowed []string // the places, each with its own detail
+	var limitedAt, unfollowedAt []string
 	chain.Walk(servers, func(l chain.Link) {
 		h, ok := l.Handler.(*Handler)
 		if !ok {
@@ -109,8 +113,7 @@ func routeMistakes(servers map[string]*caddyhttp.Server) error {
 		}
 		for _, s := range l.Before {
 			if chain.ModuleID(s.Handler) == rateLimitID && countsEvery(s.Handler) {
-				errs = append(errs, fmt.Errorf("statusgate in %s: the rate_limit at %s runs before it, so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend",
-					l.Where, s.Path))
+				limited, limitedAt = append(limited, l.Where.String()), append(limitedAt, s.Path)
 				break
 			}
 		}
@@ -119,9 +122,36 @@ func routeMistakes(servers map[string]*caddyhttp.Server) error {
 			if l.Followed {
 				after = "no handler that answers runs after it (the " + strings.TrimPrefix(chain.ModuleID(l.Next[0].Handler), "http.handlers.") + " at " + l.Next[0].Path + " only hands the request on)"
 			}
-			errs = append(errs, fmt.Errorf("statusgate in %s declares no upstreams, and %s: every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server <name>, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it",
-				l.Where, after))
+			unfollowed, unfollowedAt = append(unfollowed, l.Where.String()), append(unfollowedAt, after)
 		}
 	})
-	return errors.Join(errs...)
+	var msgs []string
+	const limitFix = "so it counts every request (the gateway's own 404s and cached answers too) and its 429 is Caddy's, without the gateway's JSON envelope and CORS header; add `order rate_limit after statusgate` to the global options (in a route block, or in JSON, put rate_limit after statusgate in the same list), and it counts only the trips that reach the backend"
+	switch len(limited) {
+	case 0:
+	case 1:
+		msgs = append(msgs, fmt.Sprintf("statusgate in %s: the rate_limit at %s runs before it, %s", limited[0], limitedAt[0], limitFix))
+	default:
+		places := make([]string, len(limited))
+		for i := range limited {
+			places[i] = fmt.Sprintf("(%d) statusgate in %s, the rate_limit at %s", i+1, limited[i], limitedAt[i])
+		}
+		msgs = append(msgs, fmt.Sprintf("a rate_limit runs before statusgate in %d places, %s; the places: %s", len(limited), limitFix, strings.Join(places, "; ")))
+	}
+	const nextFix = "every request it lets through would be answered 502 Bad gateway; name the game server in statusgate itself, as in statusgate 127.0.0.1:8080 (or server NAME, one the global statusgate option declares), or put the reverse_proxy of the form of 1.0 after it"
+	switch len(unfollowed) {
+	case 0:
+	case 1:
+		msgs = append(msgs, fmt.Sprintf("statusgate in %s declares no upstreams, and %s: %s", unfollowed[0], unfollowedAt[0], nextFix))
+	default:
+		places := make([]string, len(unfollowed))
+		for i := range unfollowed {
+			places[i] = fmt.Sprintf("(%d) statusgate in %s: %s", i+1, unfollowed[i], unfollowedAt[i])
+		}
+		msgs = append(msgs, fmt.Sprintf("%d statusgate handlers declare no upstreams, and nothing that answers runs after them: for each, %s; the places: %s", len(unfollowed), nextFix, strings.Join(places, "; ")))
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "; and "))
 }

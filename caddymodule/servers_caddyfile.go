@@ -6,6 +6,7 @@ package caddymodule
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/ident"
+	"github.com/statusgate/statusgate/internal/nearest"
 )
 
 func init() {
@@ -57,6 +59,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 		GameMetrics *GameMetrics       `json:"game_metrics,omitempty"`
 	}{}
 	var defaults []caddyfile.Token
+	var segs []caddyfile.Segment // the server lines, for their errors
 	for d.NextBlock(0) {
 		seg := d.NextSegment()
 		if seg.Directive() == "game_metrics" {
@@ -84,6 +87,17 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			cfg.Servers = map[string]*Server{}
 		}
 		cfg.Servers[name] = s
+		segs = append(segs, seg)
+	}
+	if first, second, guardName, firstDiff, secondDiff := guardShareConflict(cfg.Servers); second != "" {
+		at := segs[slices.IndexFunc(segs, func(seg caddyfile.Segment) bool { return seg[1].Text == second })]
+		for _, tok := range blockOptions(at[2:]) {
+			if tok.Text == "guard" {
+				at = caddyfile.Segment{tok}
+			}
+		}
+		return nil, errAt(at[0], "global statusgate option, server %s: guard %s is server %s's too, with other limits (here %s, in server %s %s), and servers that name one guard count at it under one set of limits: %s",
+			second, guardName, first, secondDiff, first, firstDiff, guardShareFix(first, second, guardName, true))
 	}
 	if len(defaults) > 0 {
 		h, err := globalDefaults(head, defaults)
@@ -114,10 +128,16 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 		return "", nil, errAt(name, "server %s: no upstream: write server %s <upstream>..., as statusgate <upstream>... names its backend", name.Text, name.Text)
 	}
 	for _, tok := range blockOptions(seg[2:]) {
-		if !serverOptions[tok.Text] && tok.Text != "proxy" && tok.Text != "queue" {
-			return "", nil, errAt(tok, "server %s: '%s' is not a server's: a server's block holds its limits (%s) and its proxy block; put %s in the statusgate handlers, or among the global option's defaults",
-				name.Text, tok.Text, serverOptionList(), tok.Text)
+		if serverOptions[tok.Text] || tok.Text == "proxy" || tok.Text == "queue" {
+			continue
 		}
+		if !slices.Contains(optionNames(caddyfileSyntax), tok.Text) {
+			// A misspelt limit gets the nearest one, as in a handler's block.
+			return "", nil, errAt(tok, "global statusgate option, server %s: unrecognized subdirective '%s'%s (a server's block holds its limits, %s, and its proxy block)",
+				name.Text, tok.Text, nearest.Suggest(tok.Text, append(strings.Split(serverOptionList(), ", "), "proxy")), serverOptionList())
+		}
+		return "", nil, errAt(tok, "global statusgate option, server %s: '%s' is not a server's: a server's block holds its limits (%s) and its proxy block; put %s in the statusgate handlers, or among the global option's defaults",
+			name.Text, tok.Text, serverOptionList(), tok.Text)
 	}
 	line := append(caddyfile.Segment{renamed(seg[0], "statusgate")}, seg[2:]...)
 	// The Caddyfile adapter expands the shorthands ({remote_host},
@@ -126,7 +146,7 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 	httpcaddyfile.NewShorthandReplacer().ApplyToSegment(&line)
 	var h Handler
 	if err := h.UnmarshalCaddyfile(caddyfile.NewDispenser(line)); err != nil {
-		return "", nil, err
+		return "", nil, globalOptionError("server "+name.Text, err)
 	}
 	// What the handler's Provision refuses of its declaration (a key
 	// carried to the backend, a placeholder that would pick the server),
@@ -143,9 +163,13 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	for _, tok := range blockOptions(append([]caddyfile.Token{{Text: "{", Line: head.Line}}, append(slices.Clone(toks), caddyfile.Token{Text: "}"})...)) {
 		switch {
 		case tok.Text == "proxy" || tok.Text == "network":
-			return nil, errAt(tok, "statusgate: '%s' is a handler's, not a default: write it in the statusgate handler", tok.Text)
+			return nil, errAt(tok, "global statusgate option, defaults: '%s' is a handler's, not a default: write it in the statusgate handler", tok.Text)
 		case serverOptions[tok.Text] || tok.Text == "queue":
-			return nil, errAt(tok, "statusgate: '%s' is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, tok.Text)
+			return nil, errAt(tok, "global statusgate option, defaults: '%s' is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, tok.Text)
+		}
+		// A misspelt server limit: its name, and where it goes, at once.
+		if c, ok := nearest.Word(tok.Text, optionNames(caddyfileSyntax)); ok && c != tok.Text && (serverOptions[c] || c == "queue") {
+			return nil, errAt(tok, "global statusgate option, defaults: unrecognized subdirective '%s'; did you mean %s? It is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, c, c)
 		}
 	}
 	last := toks[len(toks)-1]
@@ -153,9 +177,17 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	block = append(block, caddyfile.Token{File: last.File, Line: last.Line + 1, Text: "}"})
 	var h Handler
 	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true, nil); err != nil {
-		return nil, err
+		return nil, globalOptionError("defaults", err)
 	}
 	return &h, nil
+}
+
+// globalOptionError is err, of a line of the global option's part what (a
+// server, "server lobby", or "defaults"), read as a statusgate block's
+// line: named as the global option's, not a handler's.
+func globalOptionError(what string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "statusgate: ")
+	return errors.New("global statusgate option, " + what + ": " + msg)
 }
 
 // globalOption is the config's global statusgate option as its parser

@@ -512,6 +512,7 @@ var (
 // endpoint; every other option it leaves out is the defaults'), and the
 // declared servers it names, its own or its network's.
 func (h *Handler) adopt(a *App) error {
+	ownCache := h.Backend.Cache // before the defaults', for cacheOverNoCache
 	if d := a.Defaults; d != nil {
 		if err := h.Auth.adopt(d.Auth); err != nil {
 			return err
@@ -533,6 +534,9 @@ func (h *Handler) adopt(a *App) error {
 		}
 		if opt := setOption(&h.Backend, isServerOption); opt != "" {
 			return fmt.Errorf("backend.%s: server %s's limit: set it in server %s's declaration, once for every handler in front of it", opt, h.Server, h.Server)
+		}
+		if ep, ttl, fromDefaults := cacheOverNoCache(ownCache, a.Defaults, s); ep != "" {
+			return fmt.Errorf("%s", cacheOverNoCacheJSON(h.Server, ep, ttl, fromDefaults))
 		}
 		h.ProxyRaw = s.ProxyRaw
 		takeOptions(&h.Backend, &s.Backend, isServerOption)

@@ -36,7 +36,7 @@ func SecretTextError(s string) error {
 	case strings.HasPrefix(s, DigestPrefix) && !strings.ContainsFunc(s, notInWord):
 		return nil // a digest alone: ParseDigest checks its form
 	case digestIn.MatchString(s):
-		return errors.New("not one secret: it holds a sha256: digest among other text (a line such as `digest: sha256:…` or `key <name> sha256:…`, as caddy statusgate-key prints it); write the digest alone, sha256: and its 64 hex digits, or the secret alone: " + alone)
+		return errors.New("not one secret: it holds a sha256: digest among other text (a line such as `digest: sha256:…` or `key NAME sha256:…`, as caddy statusgate-key prints it); write the digest alone, sha256: and its 64 hex digits, or the secret alone: " + alone)
 	case generatedIn.MatchString(s) && s != generatedIn.FindString(s):
 		return errors.New("not one secret: it holds a secret of caddy statusgate-key among other text (a line such as `secret: sg_…`); write the secret alone, or its digest alone: " + alone)
 	case strings.HasPrefix(label, "secret:"), strings.HasPrefix(label, "digest:"), strings.HasPrefix(label, "key:"):

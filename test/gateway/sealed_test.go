@@ -193,7 +193,7 @@ func TestUnnamedKeysAreTheirOwn(t *testing.T) {
 // TestNetworkConflictNamesTheServer: a handler in front of a server and
 // another handler whose network lists that server, with other limits: the
 // load is refused with a message that names the network's server and the
-// handler it is listed in, and a fix that works (guard <name> does not
+// handler it is listed in, and a fix that works (guard NAME does not
 // apply to a network's servers).
 func TestNetworkConflictNamesTheServer(t *testing.T) {
 	ports, err := harness.FreePorts(1)
@@ -208,7 +208,7 @@ func TestNetworkConflictNamesTheServer(t *testing.T) {
 		fmt.Sprintf("http://%s {\n\t%s\n}", addrB, StatusgateLines(lobby.addr(), []string{"key " + KeyA, "max_in_flight 6"}, nil, false)),
 	}}.Caddyfile())
 	for _, want := range []string{"server lobby (" + lobby.addr() + ") of network main in a statusgate handler on ", ":" + strconv.Itoa(HTTPPort),
-		" in front of " + hub.addr(), ":" + strconv.Itoa(ports[0]), " in front of " + lobby.addr(), "guard <name> does not apply"} {
+		" in front of " + hub.addr(), ":" + strconv.Itoa(ports[0]), " in front of " + lobby.addr(), "guard NAME does not apply"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("the error lacks %q: %s", want, msg)
 		}

@@ -160,6 +160,20 @@ func value(raw []byte, path string, v reflect.Value, hint Hint) error {
 		}
 		v.Set(p)
 		return nil
+	case v.Kind() == reflect.Pointer && v.Type().Elem().Kind() == reflect.Struct:
+		// A struct with a JSON method of its own behind a pointer (a
+		// server of the statusgate app, its defaults): its errors name
+		// its members, under path, not the whole object.
+		p := reflect.New(v.Type().Elem())
+		if err := p.Interface().(json.Unmarshaler).UnmarshalJSON(raw); err != nil {
+			var own *Error
+			if errors.As(err, &own) {
+				return &Error{Path: join(path, own.Path), Msg: own.Msg}
+			}
+			return &Error{Path: path, Msg: err.Error()}
+		}
+		v.Set(p)
+		return nil
 	case v.Kind() == reflect.Slice:
 		var elems []json.RawMessage
 		if err := json.Unmarshal(raw, &elems); err != nil {

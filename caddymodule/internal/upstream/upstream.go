@@ -108,7 +108,7 @@ func Parse(path string, raw json.RawMessage) (*Backend, error) {
 	}
 	for _, name := range all {
 		if carriesKey(name) {
-			return nil, fmt.Errorf("%s: {%s} can carry the client's API key (X-API-Key, or ?key= with allow_query_key) to the backend, which must never see it: name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.<name>}, {http.request.header.<name>})", path, name)
+			return nil, fmt.Errorf("%s: {%s} can carry the client's API key (X-API-Key, or ?key= with allow_query_key) to the backend, which must never see it: name what the backend needs instead ({http.request.uri.path}, {http.request.uri.query.NAME}, {http.request.header.NAME})", path, name)
 		}
 	}
 	sel, err := selecting(canon, nil)
