@@ -22,6 +22,7 @@ import (
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/scrape"
 	"github.com/statusgate/statusgate/test/internal/harness"
+	"github.com/statusgate/statusgate/test/internal/rig"
 )
 
 // The commands of the tour's "Changing it while it runs", which this test
@@ -44,10 +45,7 @@ func TestDemoReloads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Caddy and runs the demo")
 	}
-	repo, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, bin := rig.CheckoutCaddy(t)
 	tour := tourSection(t, repo)
 	for _, want := range []string{reloadCommand, keyCommand, policyLine, demoKeyLine, "below `require_key constants off`", "delete the old line and reload"} {
 		if !strings.Contains(tour, want) {
@@ -64,13 +62,6 @@ func TestDemoReloads(t *testing.T) {
 		}
 	}
 	wantMovable(t, string(example))
-
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
 
 	prefix, err := harness.FreeDemoPrefix()
 	if err != nil {

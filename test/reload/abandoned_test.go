@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"testing"
 
 	"github.com/statusgate/statusgate/internal/fixture"
@@ -19,16 +18,7 @@ import (
 // stop waited for the trip: until the budget's end (4.3 s with the default
 // 5 s), or with `timeout off` until the backend answered.
 func TestStopEndsAbandonedTrips(t *testing.T) {
-	repo, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
+	_, bin := CheckoutCaddy(t)
 	for _, timeout := range []string{"off", "1h"} {
 		t.Run("timeout "+timeout, func(t *testing.T) {
 			be := NewGatedBackend(t) // answers nothing until the test ends

@@ -34,10 +34,7 @@ func TestFileKeyReload(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Caddy and runs it")
 	}
-	repo, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, bin := CheckoutCaddy(t)
 	doc, err := os.ReadFile(filepath.Join(repo, "docs", "keys.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +49,6 @@ func TestFileKeyReload(t *testing.T) {
 			t.Fatalf("docs/keys.md does not say %q, which this test does", step)
 		}
 	}
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
 
 	ports, err := harness.FreePorts(3)
 	if err != nil {

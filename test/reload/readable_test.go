@@ -26,16 +26,7 @@ func TestReloadErrorReadable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds Caddy and runs it")
 	}
-	repo, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
+	_, bin := CheckoutCaddy(t)
 	ports, err := harness.FreePorts(3)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -100,16 +99,7 @@ func TestReloadWithShutdownDelayRetiresTheOldConfig(t *testing.T) {
 // until its stream_lifetime.
 func TestStopEndsStreams(t *testing.T) {
 	be := NewBackend(t)
-	repo, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
+	_, bin := CheckoutCaddy(t)
 	port, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)

@@ -22,16 +22,7 @@ func TestDemoWidgetMoved(t *testing.T) {
 		t.Skip("builds Caddy and runs the demo")
 	}
 	needBrowser(t)
-	repo, err := filepath.Abs(RepoRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := harness.CheckoutBinary(repo)
-	msg, err := harness.Build(repo, bin, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(msg)
+	repo, bin := CheckoutCaddy(t)
 	prefix, err := harness.FreeDemoPrefix()
 	if err != nil {
 		t.Fatal(err)

@@ -216,3 +216,23 @@ func (a adminTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return a.Transport.RoundTrip(r)
 }
+
+// CheckoutCaddy is this checkout's caddy (cmd/caddy), built for a test that
+// runs it as a process, and the checkout's root, where it runs from. The
+// build is one per checkout, kept between runs (harness.CheckoutBinary):
+// Build reuses it while it is newer than every source of the binary, and
+// builds it once for the tests and packages that want it at once.
+func CheckoutCaddy(t testing.TB) (repo, bin string) {
+	t.Helper()
+	repo, err := filepath.Abs(RepoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin = harness.CheckoutBinary(repo)
+	msg, err := harness.Build(repo, bin, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(msg)
+	return repo, bin
+}
