@@ -137,14 +137,8 @@ func TestGrafanaDashboard(t *testing.T) {
 	if got := seriesNames(`sum by (network) (minecraft_players_online * on (server) group_left (network) caddy_http_statusgate_network_member_info{network=~"$network"}) > bool 3`); !slices.Equal(got, []string{"minecraft_players_online", "caddy_http_statusgate_network_member_info"}) {
 		t.Fatalf("seriesNames reads %v", got)
 	}
-	ms := NewSimMembers(t, "survival", "lobby", "creative")
-	addrs, names := map[string]string{}, []string{}
-	var sites []string
-	for i, m := range ms {
-		addrs[m.ID], names = m.Addr(), append(names, m.ID)
-		sites = append(sites, simSite(m, i, false))
-	}
-	config := strings.Replace(gameConfig(names, addrs, sites...), "\tstatusgate {\n", "\tstatusgate {\n\t\tgame_metrics {\n\t\t\tentity_types\n\t\t}\n", 1)
+	_, config := gameNetwork(t, false)
+	config = strings.Replace(config, "\tstatusgate {\n", "\tstatusgate {\n\t\tgame_metrics {\n\t\t\tentity_types\n\t\t}\n", 1)
 	LoadCaddyfile(t, config)
 	exported := map[string]map[string]bool{} // name → its labels
 	fixture.WaitEvery(t, "every family", 50*time.Millisecond, func() bool {

@@ -27,6 +27,23 @@ import (
 	. "github.com/statusgate/statusgate/test/internal/rig"
 )
 
+// gameNetwork starts three simulated servers, survival, lobby and creative
+// (frozen, or live), each as a site of the in-process Caddy, and returns
+// them with the config that declares them once in the global option and
+// exports their game metrics (gameConfig), for the test to load, changed
+// or as it is.
+func gameNetwork(t *testing.T, live bool) ([]SimMember, string) {
+	t.Helper()
+	ms := NewSimMembers(t, "survival", "lobby", "creative")
+	addrs, names := map[string]string{}, []string{}
+	var sites []string
+	for i, m := range ms {
+		addrs[m.ID], names = m.Addr(), append(names, m.ID)
+		sites = append(sites, simSite(m, i, live))
+	}
+	return ms, gameConfig(names, addrs, sites...)
+}
+
 // gameConfig is a gateway of the servers declared once (name → address),
 // a handler in front of the first with a network of them all, and the
 // sites given (the sims').
@@ -119,14 +136,8 @@ func num(t *testing.T, v any) float64 {
 // values of the servers' own answers, the network's membership, and the
 // gateway's guard series under each server's name.
 func TestGameMetrics(t *testing.T) {
-	ms := NewSimMembers(t, "survival", "lobby", "creative")
-	addrs, names := map[string]string{}, []string{}
-	var sites []string
-	for i, m := range ms {
-		addrs[m.ID], names = m.Addr(), append(names, m.ID)
-		sites = append(sites, simSite(m, i, false))
-	}
-	LoadCaddyfile(t, gameConfig(names, addrs, sites...))
+	ms, config := gameNetwork(t, false)
+	LoadCaddyfile(t, config)
 	Send(t, "GET", "/api/v1/status")
 	got := scrapeAll(t)
 	// The handler's request counters name the server it fronts.
@@ -186,14 +197,8 @@ func TestGameMetrics(t *testing.T) {
 // each server at most one status trip per its snapshot (5 s), counted by
 // the servers themselves, and the gateway's own counter shows the trips.
 func TestGameMetricsOneTripPerSnapshot(t *testing.T) {
-	ms := NewSimMembers(t, "survival", "lobby", "creative")
-	addrs, names := map[string]string{}, []string{}
-	var sites []string
-	for i, m := range ms {
-		addrs[m.ID], names = m.Addr(), append(names, m.ID)
-		sites = append(sites, simSite(m, i, true))
-	}
-	LoadCaddyfile(t, gameConfig(names, addrs, sites...))
+	ms, config := gameNetwork(t, true)
+	LoadCaddyfile(t, config)
 	for _, m := range ms {
 		if n := sim.Lookup(m.Name).Snapshot().Requests; n != 0 {
 			t.Errorf("%s: %d requests with nobody scraping, want none", m.ID, n)

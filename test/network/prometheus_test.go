@@ -123,14 +123,8 @@ func promQuery(t *testing.T, base, q string) (float64, bool) {
 // players online of a named server and the network's sum, equal to the
 // servers' own counts.
 func TestGameMetricsPrometheus(t *testing.T) {
-	ms := NewSimMembers(t, "survival", "lobby", "creative")
-	addrs, names := map[string]string{}, []string{}
-	var sites []string
-	for i, m := range ms {
-		addrs[m.ID], names = m.Addr(), append(names, m.ID)
-		sites = append(sites, simSite(m, i, false))
-	}
-	LoadCaddyfile(t, gameConfig(names, addrs, sites...))
+	ms, config := gameNetwork(t, false)
+	LoadCaddyfile(t, config)
 	online := map[string]float64{}
 	total := 0.0
 	for _, m := range ms {
