@@ -105,7 +105,7 @@ func (g *Guard) dispatch(sp *spool, r *http.Request, t *Ticket, permits admissio
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	e := &errand{g: g, sp: sp, r: r.WithContext(ctx), t: t, permits: permits, cancel: cancel, done: make(chan struct{})}
-	go e.run()
+	errandWorkers.start(e.run)
 	return e
 }
 
