@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"slices"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/seal"
+	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
 // errAnsweredAfter is why a request is refused when, with a declared
@@ -112,7 +114,18 @@ var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handle
 func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	before := g.backend.Sent(repl)
+	// The placeholders of the declaration as the handlers after statusgate
+	// can change them: Caddy's variables are the trip's own copy (the
+	// caller's replacer reads the caller's), which a vars after statusgate
+	// sets. What is sent is read from the caller's, so a change there
+	// would not reach the backend, but it is a config that means to send
+	// something else, refused with the fix.
+	var view *caddy.Replacer
+	var before upstream.Values
+	if g.backend.Sent(repl) != nil {
+		view = varsView(repl, ctx)
+		before = g.backend.Sent(view)
+	}
 	restore := keepVars(ctx)
 	gw := gateWriter{hdr: hdr}
 	// They run on a context already cancelled, and with a trace that
@@ -123,7 +136,7 @@ func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
 	stop(errTripAfter)
 	cp := r.Clone(stopped)
 	err := gw.run(t.Next, cp)
-	upstreamChanged := !slices.Equal(before, g.backend.Sent(repl))
+	upstreamChanged := view != nil && !slices.Equal(before, g.backend.Sent(view))
 	restore()
 	switch {
 	case gw.tripped || err != nil && errors.Is(err, context.Canceled):
@@ -176,6 +189,22 @@ type tripStop struct{}
 // http.Transport calls GetConn, in the caller's goroutine, before it takes
 // or dials a connection.
 var noTrips = &httptrace.ClientTrace{GetConn: func(string) { panic(tripStop{}) }}
+
+// varsView is repl with Caddy's variables (http.vars.*) read from the map
+// of ctx, the one the handlers after statusgate set theirs in, rather than
+// from the request repl was made for.
+func varsView(repl *caddy.Replacer, ctx context.Context) *caddy.Replacer {
+	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	view := caddy.NewReplacer()
+	view.Map(func(key string) (any, bool) {
+		if name, ok := strings.CutPrefix(key, "http.vars."); ok {
+			v, ok := vars[name]
+			return v, ok
+		}
+		return repl.Get(key)
+	})
+	return view
+}
 
 // keepVars saves the request's variables (Caddy's vars, which the
 // handlers after statusgate share with it) and returns what puts them back

@@ -100,6 +100,13 @@ func ownCaddyHome() (string, error) {
 // starts; here a port that is taken is an error that names it.
 func startCaddy() error {
 	caddytest.Default.AdminPort = AdminPort
+	// A load waits for the config it replaces to stop: its shutdown_delay,
+	// and on a busy machine the handlers still at work. caddytest gives it
+	// 5 s, which a load after a test of reloads under load has been seen to
+	// pass (TestReloadWithShutdownDelayRetiresTheOldConfig's first load,
+	// once in CI): a load that must happen is waited for as long as
+	// anything else that must happen.
+	caddytest.Default.LoadRequestTimeout = Patience
 	addr := net.JoinHostPort("localhost", strconv.Itoa(AdminPort))
 	if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		conn.Close()
