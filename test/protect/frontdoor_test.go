@@ -65,6 +65,9 @@ func TestFrontDoorChoicesDiffer(t *testing.T) {
 	if r := fixture.Recv(t, public, "the public site's request"); r.Status != 200 {
 		t.Errorf("the public site's request, with no budget: %d", r.Status)
 	}
+	// The staff site's trips outlive their 504s, holding the client's
+	// places until the backend has answered them, which it now does.
+	AwaitKeptTrips(t)
 	// Streams: the public site's one per client, the staff site's as many
 	// as it likes, counted at the one guard's seats.
 	OpenLive(t, nil, "/api/v1/status").WantStream(t, "the public site's first stream")

@@ -51,6 +51,22 @@ func CoalesceWaiting(t *testing.T) int {
 	return waiting
 }
 
+// AwaitKeptTrips waits until no guard keeps a trip past its caller: the
+// trips whose callers got their 504 hold their places (their client's
+// among them) until the backend has answered them.
+func AwaitKeptTrips(t *testing.T) {
+	t.Helper()
+	fixture.WaitFor(t, "the trips kept past their callers answered", func() bool {
+		got, _ := ScrapeAdmin(t)
+		for series, v := range got {
+			if strings.HasPrefix(series, "caddy_http_statusgate_backend_trips_kept{") && v != 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // SharedByClass sends 2×each callers of one player record at once to a slow
 // backend, every other one with the headers of the filtered class and the
 // rest with those of the whole class, and checks that each got its class's
