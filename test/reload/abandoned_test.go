@@ -1,7 +1,6 @@
 package reload
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"testing"
@@ -18,31 +17,11 @@ import (
 // stop waited for the trip: until the budget's end (4.3 s with the default
 // 5 s), or with `timeout off` until the backend answered.
 func TestStopEndsAbandonedTrips(t *testing.T) {
-	_, bin := CheckoutCaddy(t)
 	for _, timeout := range []string{"off", "1h"} {
 		t.Run("timeout "+timeout, func(t *testing.T) {
 			be := NewGatedBackend(t) // answers nothing until the test ends
-			port, err := harness.FreePort()
-			if err != nil {
-				t.Fatal(err)
-			}
-			gw, err := harness.Start(context.Background(), bin, t.TempDir(), "gateway", port, fmt.Sprintf(`{
-	admin off
-	auto_https off
-	persist_config off
-}
-
-http://:%d {
-	bind 127.0.0.1
-	statusgate %s {
-		timeout %s
-	}
-}
-`, port, be.Addr(), timeout))
-			if err != nil {
-				t.Fatal(err)
-			}
-			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+			gw := startStatusgate(t, be.Addr(), "timeout "+timeout)
+			conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", gw.Port))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -99,27 +99,7 @@ func TestReloadWithShutdownDelayRetiresTheOldConfig(t *testing.T) {
 // until its stream_lifetime.
 func TestStopEndsStreams(t *testing.T) {
 	be := NewBackend(t)
-	_, bin := CheckoutCaddy(t)
-	port, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := harness.Start(context.Background(), bin, t.TempDir(), "gateway", port, fmt.Sprintf(`{
-	admin off
-	auto_https off
-	persist_config off
-}
-
-http://:%d {
-	bind 127.0.0.1
-	statusgate %s {
-		stream_heartbeat 1h
-	}
-}
-`, port, be.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := startStatusgate(t, be.Addr(), "stream_heartbeat 1h")
 	var streams []*bufio.Reader
 	for range 3 {
 		req, _ := http.NewRequest("GET", gw.Base()+"/api/v1/status", nil)
@@ -146,4 +126,35 @@ http://:%d {
 			t.Errorf("stream %d ended with %v, want a clean end", i, err)
 		}
 	}
+}
+
+// startStatusgate runs this checkout's caddy as a process, the admin API and
+// HTTPS off, with one site on a free loopback port: statusgate in front of
+// backend, with lines in its block. The process ends with the test, unless
+// the test stops it first.
+func startStatusgate(t *testing.T, backend string, lines ...string) *harness.Process {
+	t.Helper()
+	_, bin := CheckoutCaddy(t)
+	port, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := harness.Start(context.Background(), bin, t.TempDir(), "gateway", port, fmt.Sprintf(`{
+	admin off
+	auto_https off
+	persist_config off
+}
+
+http://:%d {
+	bind 127.0.0.1
+	statusgate %s {
+		%s
+	}
+}
+`, port, backend, strings.Join(lines, "\n\t\t")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gw.Stop)
+	return gw
 }
