@@ -1,0 +1,5 @@
+package pkg
+
+type B struct{}
+
+func (B) make() A { return newA() }
