@@ -143,32 +143,6 @@ func TestStreamRefusedLikeAPlainGet(t *testing.T) {
 	}
 }
 
-// TestStreamSeats: max_streams_per_client answers 429 with Retry-After,
-// max_streams 503, and a stream that ends gives its seat back.
-func TestStreamSeats(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nmax_streams 2\nmax_streams_per_client 1")
-	be := newLiveBackend(fmt.Sprintf(liveStatus, 1))
-	srv := liveServer(t, h, be)
-	a := openStream(t, srv.URL+"/api/v1/status", nil)
-	a.nextEvent(t)
-	over := openStream(t, srv.URL+"/api/v1/status", nil)
-	if over.resp.StatusCode != http.StatusTooManyRequests || over.resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("the client's second stream: %d, Retry-After %q", over.resp.StatusCode, over.resp.Header.Get("Retry-After"))
-	}
-	keyed := openStream(t, srv.URL+"/api/v1/status", keyHeader(testKey)) // a client of its own: the key
-	keyed.nextEvent(t)
-	full := openStream(t, srv.URL+"/api/v1/status?history=true", http.Header{"X-Test-Client": {"198.51.100.7"}})
-	if full.resp.StatusCode != http.StatusServiceUnavailable || full.resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("past max_streams: %d, Retry-After %q", full.resp.StatusCode, full.resp.Header.Get("Retry-After"))
-	}
-	a.resp.Body.Close()
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.streams.Stats().Open == 1 })
-	again := openStream(t, srv.URL+"/api/v1/status", nil)
-	if again.resp.StatusCode != 200 {
-		t.Fatalf("after the first stream ended: %d", again.resp.StatusCode)
-	}
-}
-
 // TestStreamChangeReachesEveryViewerOnce: many viewers, one poller; a change
 // reaches each viewer once, and nothing is polled when nobody listens.
 func TestStreamChangeReachesEveryViewerOnce(t *testing.T) {
