@@ -109,7 +109,8 @@ type Viewer struct {
 //     and the path the envelopes show): joined as it is if it is polled
 //     already; otherwise first, the viewer's own fetch (its verdict, when
 //     not zero, is the stream's refusal, as its plain GET's would be),
-//     makes the topic's first answer, and poll its poller's Fetch;
+//     makes the topic's first answer (504 if the viewer left meanwhile:
+//     the answer is nobody's first event), and poll its poller's Fetch;
 //   - a keyed caller's pending seat taken over (an anonymous stream ends),
 //     claimed for the takeover window: 503 when every seat is keyed or
 //     the key took over its share within the window;
