@@ -38,14 +38,14 @@ const retryHint = "3000"
 // waits, so it does not wait for the polls at the backend.
 func (lv *liveState) end() {
 	if lv != nil {
-		lv.hub.End()
+		lv.streams.End()
 	}
 }
 
 // close is end, and waits for the topics' polls to return: Cleanup's.
 func (lv *liveState) close() {
 	if lv != nil {
-		lv.hub.Close()
+		lv.streams.Close()
 	}
 }
 
@@ -109,112 +109,44 @@ func qvalue(q string) (int, bool) {
 
 // serve is the backend step of a live stream: ServeHTTP's fetch for a
 // caller that asked for one, after every check of a plain GET, writing to
-// pw. It takes a seat, makes the opening fetch, the viewer's own (a 429 of
-// its limits is its answer), charges the request's head (requestHead: head
-// bytes) to the viewer's share of the held bytes, subscribes to the
-// answer's topic (whose polls are charged to its viewers in turn), and
-// writes each new answer as an event until the client leaves, the stream's
+// pw. It asks the guard for a stream (guard.Streams.Open: a seat, the
+// request's head, requestHead's head bytes, charged to the viewer's share
+// of the held bytes, and the answer's topic, whose polls are charged to its
+// viewers in turn), which makes the opening fetch, the viewer's own (a 429
+// of its limits is its answer), when the topic is new, and writes each new
+// answer as an event until the client leaves, the stream's
 // lifetime is over, a reload, a keyed caller or a poll refused to the
 // viewer ends it, or the client stops taking what is written
 // (write_timeout: the stream is cut and its seat given back).
 func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket, answer answerFunc, head int64) guard.Verdict {
-	g, who := lv.guard, t.Caller
-	if refused := g.Check(who); refused.Status != 0 {
-		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return refused
-	}
-	// Keyed first: a caller whose key opens the endpoint takes the seat,
-	// and the topic's place, of an anonymous one when every one is taken;
-	// the seat only once its stream has passed every check of its own
-	// (settle, below): until then it is pending, and ends nobody.
-	keyed := who.Keyed
-	seat, err := lv.seats.TakeUpTo(who.Holder, keyed, lv.limits.perClient)
-	if err != nil {
-		if errors.Is(err, live.ErrClientFull) {
-			lv.metrics.StreamRefused(metrics.StreamRefusedPerClient)
-			return guard.TooMany(err)
-		}
-		lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-		return guard.Busy(err, "1")
-	}
-	defer seat.Give()
-
-	// The topic: the answer's share key (policy, class, backend, host,
-	// canonical request) and the path the error envelopes show. A viewer
-	// joins a topic polled already as it is: what it gets is the answer
-	// the topic's polls (charged to its viewers in turn) keep current, at
-	// no cost to the backend, as a cached answer is.
-	topic := cmp.Or(t.Share, g.ShareKey(r, who.Filtered(), t.Upstream)) + " " + t.Path
-	viewer := live.Viewer{
-		LastID: r.Header.Get("Last-Event-ID"), Keyed: keyed, Owner: who, Seat: seat, Window: lv.takeoverWindow(),
+	who := t.Caller
+	viewer := guard.Viewer{
+		Head: head, LastID: r.Header.Get("Last-Event-ID"),
 		By: &charge{who: who, client: placeholderValue(r, placeholderClient), key: placeholderValue(r, placeholderKey)},
 	}
-	// What the stream's request keeps while it lasts (an opening fetch,
-	// like a plain GET, starts only while the viewer holds less than half
-	// its share). Charged before anything of the stream is done, so that a
-	// stream refused for it ends nobody else's.
-	if err := g.Pin(who, head); err != nil {
-		lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return guard.HeldRefusal(err)
-	}
-	defer g.Unpin(who, head)
-	sub, err := lv.hub.Join(topic, viewer)
-	opening := sub == nil && err == nil
-	if opening {
-		// A new topic opens with the viewer's own fetch, as its plain
-		// GET would be (the micro-cache, a shared trip, or a trip charged
-		// to its limits and a rate_limit after statusgate): over a limit
-		// of its own, it gets that GET's 429 instead of a stream.
+	// A new topic opens with the viewer's own fetch, as its plain GET would
+	// be (the micro-cache, a shared trip, or a trip charged to its limits
+	// and a rate_limit after statusgate): over a limit of its own, it gets
+	// that GET's 429 instead of a stream.
+	first := func() ([]byte, time.Duration, guard.Verdict) {
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
 		setEventAccept(r.Header)
-		var v guard.Verdict
-		var status int
-		v, viewer.Answer, status = lv.fetch(r, t, answer)
+		v, body, status := lv.fetch(r, t, answer)
 		if coalesce.CallersOwn(status) {
 			// A refusal made for this viewer's request (its limits, a
 			// rate_limit after statusgate, the network's loop refusal of
 			// its header, a 401 or 403 of a panel or the backend) is its
 			// plain GET's answer, not the first event of the viewers who
 			// join the topic next.
-			return ownRefusal(v, status)
+			return nil, 0, ownRefusal(v, status)
 		}
-		if err := r.Context().Err(); err != nil {
-			// The viewer left while its topic's first answer came: that
-			// answer (the wait's end, a 504) is nobody's first event.
-			return guard.ContextRefusal(err)
-		}
-		viewer.Next = liveInterval(t.Station, viewer.Answer)
+		return body, liveInterval(t.Station, body), guard.Verdict{}
 	}
-	if err == nil {
-		// Every check of the viewer's own is passed: only now may a keyed
-		// viewer take an anonymous seat over (and, below, a topic).
-		if err := seat.Settle(lv.takeoverWindow()); err != nil {
-			// Every seat keyed, or the key took over its share of seats
-			// in the window: refused as an anonymous viewer is.
-			if sub != nil {
-				sub.Leave()
-			}
-			lv.metrics.StreamRefused(metrics.StreamRefusedTotal)
-			return guard.Busy(err, "1")
-		}
+	st, refused := lv.streams.Open(r, t, viewer, first, func() live.Fetch { return lv.poller(r, t, answer) })
+	if st == nil {
+		return refused
 	}
-	if opening {
-		sub, err = lv.hub.Subscribe(topic, viewer, func() live.Fetch { return lv.poller(r, t, answer) })
-	}
-	if err != nil {
-		switch {
-		case errors.Is(err, live.ErrTopicsFull):
-			lv.metrics.StreamRefused(metrics.StreamRefusedTopics)
-		case errors.Is(err, live.ErrNoRoom):
-			// The topic's first answer finds no room in the held bytes
-			// of the viewer's class: as a stream's head that finds none.
-			lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		default:
-			lv.metrics.StreamRefused(metrics.StreamRefusedReload)
-		}
-		return guard.Busy(err, "1")
-	}
-	defer sub.Leave()
+	defer st.Close()
 	t.Station.Metrics.StreamOpened()
 	defer t.Station.Metrics.StreamClosed()
 
@@ -249,9 +181,9 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 		select {
 		case <-r.Context().Done():
 			return guard.Verdict{Outcome: metrics.Streamed}
-		case <-sub.Done():
+		case <-st.Done():
 			return guard.Verdict{Outcome: metrics.Streamed}
-		case <-seat.Ended():
+		case <-st.TakenOver():
 			// A keyed caller took the seat over: the client reconnects.
 			return guard.Verdict{Outcome: metrics.Streamed}
 		case <-lifetime:
@@ -260,24 +192,16 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 			if err := lv.send(pw, heartbeatLine); err != nil {
 				return lv.ended(t.Station, err)
 			}
-		case <-sub.Ready():
-			ev, ok := sub.Take()
-			if !ok {
-				continue
-			}
-			// The answer is held for the client until it has taken it,
-			// within the client's share of the held bytes, as a plain
-			// GET's is; past it the stream ends, and the reconnect is
-			// refused until the client has taken what it holds.
-			// The event's bytes are its topic's, charged already
-			// (live.Meter): they are lent, as a cache hit's are.
-			held, err := lv.guard.HandEvent(pw, who, ev, func() error { return lv.send(pw, ev.Wire) }) // encoded once for every stream
-			if !held {
-				lv.metrics.StreamRefused(metrics.StreamRefusedHeld)
-				return guard.Verdict{Outcome: metrics.Streamed}
-			}
+		case <-st.Ready():
+			// Held for the client until it has taken it, within its share
+			// of the held bytes; past it the stream ends, and the reconnect
+			// is refused until the client has taken what it holds.
+			sent, err := st.Send(pw, func(wire []byte) error { return lv.send(pw, wire) }) // encoded once for every stream
 			if err != nil {
 				return lv.ended(t.Station, err)
+			}
+			if !sent {
+				continue
 			}
 			t.Station.Metrics.EventSent()
 		}
@@ -298,17 +222,6 @@ func ownRefusal(v guard.Verdict, status int) guard.Verdict {
 		return guard.TooMany(nil)
 	}
 	return guard.Verdict{Outcome: metrics.Refused, Status: status}
-}
-
-// takeoverWindow is how long a keyed stream's takeover of an anonymous seat
-// counts against its key (live.Seats): the least a stream lives (its
-// lifetime less a tenth), so that a key whose streams live their lifetime
-// has its claims back as they end and reconnect, and one that closes them
-// sooner cannot take another seat over in their place. With
-// stream_lifetime off, the default lifetime's.
-func (lv *liveState) takeoverWindow() time.Duration {
-	lifetime := cmp.Or(lv.limits.lifetime, defaultStreamLifetime)
-	return lifetime - lifetime/10
 }
 
 // requestHead is what a stream's request keeps for as long as the stream
@@ -407,5 +320,8 @@ func appendEvent(b []byte, ev live.Event) []byte {
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
 func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
-	return &liveState{limits: l, hub: live.New(encodeEvent, g.Seats(), g.Topics()), seats: g.Seats(), guard: g, metrics: m, logger: logger}
+	streams := g.Streams(guard.StreamsConfig{
+		PerClient: l.perClient, Lifetime: cmp.Or(l.lifetime, defaultStreamLifetime), Encode: encodeEvent, Metrics: m,
+	})
+	return &liveState{limits: l, streams: streams, guard: g, logger: logger}
 }

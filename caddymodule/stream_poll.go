@@ -1,9 +1,8 @@
 package caddymodule
 
-// This file is a handler's live state (what its streams share: the hub of
-// their topics, the guard's seats) and a topic's poll: the answer a plain
-// GET would get, fetched for the topic's viewers in turn, and when it is
-// asked again (stream.go has the streams).
+// This file is a handler's live state (what its streams share: the guard's
+// door to them) and a topic's poll: the answer a plain GET would get,
+// fetched for the topic's viewers in turn, and when it is asked again.
 
 import (
 	"cmp"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/live"
-	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
@@ -176,15 +174,13 @@ func liveInterval(ep *guard.Station, answer []byte) time.Duration {
 	return max(overdueStep, ep.Snapshot/5) // each poll is a trip
 }
 
-// liveState is one handler's live streams: its hub, closed with the handler
-// (a reload), and the guard whose answers they carry. The seats are the
-// guard's (guard.Guard.Seats), bounded by the newest load's limits and kept,
-// with the streams they count, across reloads.
+// liveState is one handler's live streams: the guard's door to them, ended
+// with the handler (a reload), and the guard whose answers they carry. Their
+// seats and what their topics keep are the guard's, bounded by the newest
+// load's limits and kept, with the streams they count, across reloads.
 type liveState struct {
 	limits  liveLimits
-	hub     *live.Hub
-	seats   *live.Seats
+	streams *guard.Streams
 	guard   *guard.Guard
-	metrics *metrics.Metrics
 	logger  *zap.Logger
 }

@@ -143,32 +143,6 @@ func TestStreamRefusedLikeAPlainGet(t *testing.T) {
 	}
 }
 
-// TestStreamSeats: max_streams_per_client answers 429 with Retry-After,
-// max_streams 503, and a stream that ends gives its seat back.
-func TestStreamSeats(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nmax_streams 2\nmax_streams_per_client 1")
-	be := newLiveBackend(fmt.Sprintf(liveStatus, 1))
-	srv := liveServer(t, h, be)
-	a := openStream(t, srv.URL+"/api/v1/status", nil)
-	a.nextEvent(t)
-	over := openStream(t, srv.URL+"/api/v1/status", nil)
-	if over.resp.StatusCode != http.StatusTooManyRequests || over.resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("the client's second stream: %d, Retry-After %q", over.resp.StatusCode, over.resp.Header.Get("Retry-After"))
-	}
-	keyed := openStream(t, srv.URL+"/api/v1/status", keyHeader(testKey)) // a client of its own: the key
-	keyed.nextEvent(t)
-	full := openStream(t, srv.URL+"/api/v1/status?history=true", http.Header{"X-Test-Client": {"198.51.100.7"}})
-	if full.resp.StatusCode != http.StatusServiceUnavailable || full.resp.Header.Get("Retry-After") == "" {
-		t.Fatalf("past max_streams: %d, Retry-After %q", full.resp.StatusCode, full.resp.Header.Get("Retry-After"))
-	}
-	a.resp.Body.Close()
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.seats.Open() == 1 })
-	again := openStream(t, srv.URL+"/api/v1/status", nil)
-	if again.resp.StatusCode != 200 {
-		t.Fatalf("after the first stream ended: %d", again.resp.StatusCode)
-	}
-}
-
 // TestStreamChangeReachesEveryViewerOnce: many viewers, one poller; a change
 // reaches each viewer once, and nothing is polled when nobody listens.
 func TestStreamChangeReachesEveryViewerOnce(t *testing.T) {
@@ -182,7 +156,7 @@ func TestStreamChangeReachesEveryViewerOnce(t *testing.T) {
 			t.Fatalf("viewer %d: first event %s", i, ev.data)
 		}
 	}
-	if n := h.live.hub.Topics(); n != 1 {
+	if n := h.live.streams.Stats().Topics; n != 1 {
 		t.Fatalf("%d topics for 20 viewers of one answer", n)
 	}
 	// The same answer written again: no event. A changed one: one each.
@@ -198,7 +172,7 @@ func TestStreamChangeReachesEveryViewerOnce(t *testing.T) {
 	for _, v := range viewers {
 		v.resp.Body.Close()
 	}
-	fixture.WaitFor(t, "the poller's end", func() bool { return h.live.hub.Polling() == 0 && h.live.seats.Open() == 0 })
+	fixture.WaitFor(t, "the poller's end", func() bool { return h.live.streams.Stats().Polling == 0 && h.live.streams.Stats().Open == 0 })
 	calls := be.calls.Load()
 	plainGet(t, srv.URL+"/api/v1/status", nil) // the next caller: at most one more trip
 	if n := be.calls.Load(); n > calls+1 {
@@ -240,7 +214,7 @@ func TestCleanupEndsStreams(t *testing.T) {
 	if it := s.next(t); !it.end {
 		t.Fatalf("after Cleanup the stream sent %+v", it)
 	}
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.seats.Open() == 0 })
+	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.streams.Stats().Open == 0 })
 	late := openStream(t, srv.URL+"/api/v1/status", nil)
 	if late.resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a stream to the old config after Cleanup: %d", late.resp.StatusCode)
@@ -263,10 +237,10 @@ func TestStalledViewerIsCut(t *testing.T) {
 		_ = tc.SetReadBuffer(4 << 10)
 	}
 	fmt.Fprintf(conn, "GET /api/v1/status HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n")
-	fixture.WaitFor(t, "the stream", func() bool { return h.live.seats.Open() == 1 })
+	fixture.WaitFor(t, "the stream", func() bool { return h.live.streams.Stats().Open == 1 })
 	// It reads nothing: each new answer is a megabyte, and the writes block.
 	fixture.WaitFor(t, "the stalled viewer's cut", func() bool {
-		return h.live.seats.Open() == 0 && h.guard.Stats().Held == 0
+		return h.live.streams.Stats().Open == 0 && h.guard.Stats().Held == 0
 	})
 	// The others go on: a reader gets its events.
 	s := openStream(t, srv.URL+"/api/v1/status", nil)
@@ -368,7 +342,7 @@ func TestStreamLifetimeEndsTheStream(t *testing.T) {
 	if it := s.next(t); !it.end {
 		t.Fatalf("the stream sent %+v, want its end", it)
 	}
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.seats.Open() == 0 })
+	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.streams.Stats().Open == 0 })
 	again := openStream(t, srv.URL+"/api/v1/status", nil)
 	if again.resp.StatusCode != 200 {
 		t.Fatalf("the reconnect: %d", again.resp.StatusCode)

@@ -2,8 +2,8 @@ package guard
 
 // This file is what the handler, its live streams and its network ask of
 // a guard besides Fetch: what it decided for itself, and the held bytes
-// that answers the gateway keeps for a caller (a stream's events, a
-// network's documents) are charged to.
+// that answers the gateway keeps for a caller (a network's documents) are
+// charged to. A live stream has a door of its own (Streams).
 
 import (
 	"fmt"
@@ -12,9 +12,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
-	"github.com/statusgate/statusgate/caddymodule/internal/live"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
-	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
@@ -36,11 +34,6 @@ func (g *Guard) WriteTimeout() time.Duration { return g.writeTimeout }
 // in force, which the handlers of a load sharing the guard agree on.
 func (g *Guard) MaxResponse() int { return int(g.lim.Load().MaxResponse) }
 
-// Seats are the live streams open at the guard's backend, and their
-// topics; Topics what the topics keep, charged to the held bytes.
-func (g *Guard) Seats() *live.Seats  { return g.seats }
-func (g *Guard) Topics() *live.Meter { return g.topics }
-
 // Check refuses who when its share of the held bytes is spent, as Fetch
 // does before anything else: the refusal, or the zero Verdict.
 func (g *Guard) Check(who Caller) Verdict {
@@ -48,19 +41,6 @@ func (g *Guard) Check(who Caller) Verdict {
 		return HeldRefusal(err)
 	}
 	return Verdict{}
-}
-
-// Pin charges n bytes that who's request keeps while it lasts (a stream's
-// head) to its share; Unpin gives them back.
-func (g *Guard) Pin(who Caller, n int64) error { return g.held.Pin(who.Holder, who.Held, n) }
-func (g *Guard) Unpin(who Caller, n int64)     { g.held.Unpin(who.Holder, who.Held, n) }
-
-// HandEvent is Hand for ev, a live stream's event, whose bytes its topic
-// keeps: lent (hold.Budget.LendEvent), and judged small or not on its
-// answer, not its framing.
-func (g *Guard) HandEvent(pw *progress.Writer, who Caller, ev live.Event, write func() error) (held bool, err error) {
-	claim, err := g.held.LendEvent(who.Holder, who.Held, ev.Wire, ev.Size)
-	return hand(pw, claim, err, write)
 }
 
 // Keep charges n bytes that the gateway keeps for the callers of a class

@@ -173,7 +173,7 @@ func (s *guardState) apply(l Limits) {
 		s.cache.Clear() // nothing kept under this config is served under a later one
 	}
 	s.held.SetSizes(l.MaxHeld, l.ClientShare(), l.anonymousHeld())
-	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (liveLimits.perClient)
+	s.seats.SetBounds(l.Streams, 0, l.Topics) // per client: each handler's own (StreamsConfig.PerClient)
 	streams := int32(0)
 	if l.InFlight > 0 {
 		streams = int32(max(1, l.InFlight/2))

@@ -24,7 +24,7 @@ func TestShareKeySite(t *testing.T) {
 		if port > 0 {
 			r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}))
 		}
-		return g.ShareKey(r, true, nil)
+		return g.shareKey(r, true, nil)
 	}
 	if key("localhost:9001", 9001) == key("localhost:9002", 9002) {
 		t.Error("two ports of one host name share answers")

@@ -22,7 +22,7 @@ type Ticket struct {
 	Caller  Caller
 	Path    string // the decoded path the client sent: the gateway's envelopes show it
 	// Share names the answer for everyone who may get the same bytes
-	// (ShareKey); "" when the endpoint's answers are each caller's own.
+	// (shareKey); "" when the endpoint's answers are each caller's own.
 	Share string
 	// Upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
@@ -39,7 +39,7 @@ type Ticket struct {
 func (g *Guard) Ticket(r *http.Request, ep *Station, who Caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
 	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
 	if g.Shareable(ep) {
-		t.Share = g.ShareKey(r, who.Filtered(), t.Upstream)
+		t.Share = g.shareKey(r, who.Filtered(), t.Upstream)
 		if who.Gateway && !who.Filtered() {
 			// A network's trip to a member: the member's whole answer, which
 			// the gateway reads and then filters for each handler's field
@@ -69,14 +69,14 @@ func (g *Guard) Shareable(ep *Station) bool {
 	return g.coalesce || ep.CacheTTL > 0
 }
 
-// ShareKey names what a response depends on: the field lists in force
+// shareKey names what a response depends on: the field lists in force
 // (policy), whether it goes through the field layer, which alone decides the
 // bytes a caller gets (filtered for a caller without a key while auth is on,
 // the backend's for everyone else), the backend (the guard's scope, and the
 // values of the placeholders in its declaration), the site (siteOf: the
 // Host the backend is sent) and the canonical upstream request.
 // Never the key itself.
-func (g *Guard) ShareKey(r *http.Request, filtered bool, backend upstream.Values) string {
+func (g *Guard) shareKey(r *http.Request, filtered bool, backend upstream.Values) string {
 	class := " whole "
 	if filtered {
 		class = " filtered "
