@@ -37,8 +37,8 @@ func init() {
 // the load's number, the limits each guard was first given in it (handlers
 // that share a guard must agree on them), the handlers themselves, which
 // register with it (register) and which it retires when the load stops, the
-// load's game metrics, its part in the process's heartbeat and go-redis's
-// log, and the check of the routes around its handlers. It needs no config:
+// load's metrics collectors, its part in the process's heartbeat and
+// go-redis's log, and the check of the routes around its handlers. It needs no config:
 // every handler asks for it (caddy.Context.App), so Caddy makes one per
 // config load that has a statusgate handler, starts it with the load and
 // stops it with the load, which is what makes it the load's, rather than a
@@ -193,7 +193,7 @@ var aloneApps sync.Map // *prometheus.Registry → *App
 // app of the handler's own.
 func aloneApp(ctx caddy.Context) (*App, error) {
 	reg := ctx.GetMetricsRegistry()
-	if a, ok := aloneApps.Load(reg); ok && reg != nil {
+	if a, ok := aloneApps.Load(reg); ok {
 		return a.(*App), nil
 	}
 	a := &App{alone: true}

@@ -198,7 +198,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	networkOn := false
 	if h.Network != nil {
 		var listen []string
-		if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		if srv := serverOf(ctx); srv != nil {
 			listen = srv.Listen
 		}
 		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend, listen); err != nil {
