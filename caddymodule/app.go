@@ -4,7 +4,7 @@ package caddymodule
 // and what lives and ends with that load.
 
 import (
-	"errors"
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,12 +13,14 @@ import (
 	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 	"github.com/statusgate/statusgate/caddymodule/internal/gamemetrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 	"github.com/statusgate/statusgate/internal/ident"
 	"github.com/statusgate/statusgate/internal/nearest"
@@ -33,12 +35,16 @@ func init() {
 
 // App is the state of one config load that its statusgate handlers share:
 // the load's number, the limits each guard was first given in it (handlers
-// that share a guard must agree on them), and the load's part in the
-// process's heartbeat and go-redis's log. It needs no config: every handler
-// asks for it (caddy.Context.App), so Caddy makes one per config load that
-// has a statusgate handler, starts it with the load and stops it with the
-// load, which is what makes it the load's, rather than a registry that
-// guesses which load a handler belongs to.
+// that share a guard must agree on them), the handlers themselves, which
+// register with it (register) and which it retires when the load stops, the
+// load's metrics collectors, its part in the process's heartbeat and
+// go-redis's log, and the check of the routes around its handlers. It needs no config:
+// every handler asks for it (caddy.Context.App), so Caddy makes one per
+// config load that has a statusgate handler, starts it with the load and
+// stops it with the load, which is what makes it the load's, rather than a
+// registry that guesses which load a handler belongs to. Imports run one
+// way: the handler knows the app, and the app knows its handlers only as
+// tenants, as caddyevents knows its subscribers.
 type App struct {
 	// Servers are the game servers the config's handlers and networks
 	// front, each declared once by name, with its limits: a handler names
@@ -47,31 +53,48 @@ type App struct {
 	Servers map[string]*Server `json:"servers,omitempty"`
 
 	// Defaults is what every statusgate handler of the config takes where
-	// it says nothing itself: keys (after its own), require_key and
-	// protected_fields per endpoint, the endpoint switches, hide_protected,
-	// allow_query_key, auth, and the front door's backend options
-	// (max_per_client, max_streams_per_client, timeout, coalesce, cache and snapshot per endpoint,
-	// write_timeout, client_prefix_v6, stream_lifetime, stream_heartbeat).
-	// A handler cannot then forget the network's policy. Absent: none.
-	Defaults *Handler `json:"defaults,omitempty"`
+	// it says nothing itself. Absent: none.
+	Defaults *Defaults `json:"defaults,omitempty"`
 
-	// GameMetrics are the options of the game's metrics (gamemetrics.go).
+	// GameMetrics are the options of the game's metrics.
 	// Absent: every server's default families.
 	GameMetrics *GameMetrics `json:"game_metrics,omitempty"`
 
 	seq     uint64
 	started atomic.Bool   // the load is running: Start ran and Stop did not
-	ctx     caddy.Context // the load's, for its HTTP app at Start (routecheck.go)
+	ctx     caddy.Context // the load's, for its HTTP app at Start (checkRoutes)
+	// alone says the load is no config's, but a unit test's context's
+	// (appOf): it has no storage and no events.
+	alone bool
 	// referenced are the declared servers a handler or network of the
-	// load fronts (servers_once.go), under mu.
+	// load fronts (reference), under mu.
 	referenced map[string]bool
 
 	mu     sync.Mutex
 	guards map[string]firstUse // by guard name: the limits of its first handler in this load
-	// games is the load's game metrics (nil until a handler exports a
-	// server); ownGames says this app registered it, and closes it.
-	games    *gamemetrics.Collector
-	ownGames bool
+	// tenants are the load's handlers, in the order they registered;
+	// subscribed says the app listens to the load's stopping event.
+	tenants    []tenancy
+	subscribed bool
+	// metrics are the load's families of the gateway's metrics, and games
+	// its game metrics (closed with the load): nil until a handler asks.
+	metrics *metrics.Collectors
+	games   *gamemetrics.Collector
+}
+
+// GameMetrics are the options of the game's metrics, in the statusgate
+// app (the global option's game_metrics). Absent: the default families of
+// every server, 32 worlds each.
+type GameMetrics struct {
+	// Off removes the minecraft_* families: no server is asked anything
+	// for them. Default: false.
+	Off bool `json:"off,omitempty"`
+	// MaxWorlds is how many worlds of a server have series of their own;
+	// the rest are summed under world="_other". Default (0): 32.
+	MaxWorlds int `json:"max_worlds,omitempty"`
+	// EntityTypes adds minecraft_world_entities_by_type: entities per
+	// world and type. Default: false.
+	EntityTypes bool `json:"entity_types,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -98,7 +121,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) UnmarshalJSON(b []byte) error {
 	type plain struct {
 		Servers     map[string]*Server `json:"servers,omitempty"`
-		Defaults    *Handler           `json:"defaults,omitempty"`
+		Defaults    *Defaults          `json:"defaults,omitempty"`
 		GameMetrics *GameMetrics       `json:"game_metrics,omitempty"`
 	}
 	p := plain{}
@@ -109,7 +132,7 @@ func (a *App) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Start refuses the mistakes only the whole HTTP app shows (routecheck.go),
+// Start refuses the mistakes only the whole HTTP app shows (checkRoutes),
 // then marks the load running: from now on its heartbeat is written.
 func (a *App) Start() error {
 	if err := a.checkRoutes(); err != nil {
@@ -142,13 +165,12 @@ func (a *App) leave() {
 	redislog.Leave(a)
 }
 
-// appOf is the statusgate app of the handler's config load. A handler
-// provisioned outside a config (a test's context, which has no server)
-// has a load of its own.
+// appOf is the statusgate app of the handler's config load. Outside a
+// server, a unit test provisions the handler: the handlers provisioned with
+// one context are one load's (aloneApp).
 func appOf(ctx caddy.Context) (*App, error) {
-	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
-		a := new(App)
-		return a, a.Provision(ctx)
+	if serverOf(ctx) == nil {
+		return aloneApp(ctx)
 	}
 	v, err := ctx.App("statusgate")
 	if err != nil {
@@ -159,6 +181,92 @@ func appOf(ctx caddy.Context) (*App, error) {
 		return nil, fmt.Errorf("the statusgate app is %T", v)
 	}
 	return a, nil
+}
+
+// aloneApps are the loads of unit tests' contexts, by the context's metrics
+// registry, which Caddy makes one of per context (caddy.NewContext), as it
+// makes one per config load; until the context ends.
+var aloneApps sync.Map // *prometheus.Registry → *App
+
+// aloneApp is the load of ctx, a unit test's, outside a server: one app for
+// the handlers provisioned with one context, or with none (no registry), an
+// app of the handler's own.
+func aloneApp(ctx caddy.Context) (*App, error) {
+	reg := ctx.GetMetricsRegistry()
+	if a, ok := aloneApps.Load(reg); ok {
+		return a.(*App), nil
+	}
+	a := &App{alone: true}
+	if err := a.Provision(ctx); err != nil {
+		return nil, err
+	}
+	if reg == nil {
+		return a, nil
+	}
+	v, loaded := aloneApps.LoadOrStore(reg, a)
+	if !loaded {
+		context.AfterFunc(ctx, func() { aloneApps.Delete(reg) })
+	}
+	return v.(*App), nil
+}
+
+// serverOf is the HTTP server a module is provisioned in: nil outside one,
+// in a unit test's context, which belongs to no config load (appOf).
+func serverOf(ctx caddy.Context) *caddyhttp.Server {
+	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	return srv
+}
+
+// tenant is what the app asks of a handler of its load, which registers
+// with it in its Provision: one method, as caddyevents asks of its
+// subscribers, so that the app imports none of its tenants.
+type tenant interface {
+	// retire ends the tenant's part in the load, which is stopping:
+	// a newer config has taken over (a reload), or the process stops.
+	retire()
+}
+
+// tenancy is a registered tenant, with what the route check needs of it.
+type tenancy struct {
+	tenant
+	// needsNext says the tenant reaches its backend through the handlers
+	// after it (the form of 1.0), which its routes must then have.
+	needsNext bool
+}
+
+// register makes t a tenant of the load, from ctx, its Provision's: the
+// load retires it when it stops (Handle), and checks the routes around it
+// at Start. The first tenant of a config's load subscribes the app to the
+// load's "stopping" event, once for all.
+func (a *App) register(ctx caddy.Context, t tenant, needsNext bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.tenants = append(a.tenants, tenancy{t, needsNext})
+	if a.alone || a.subscribed {
+		return nil
+	}
+	events, err := ctx.App("events")
+	if err != nil {
+		return err
+	}
+	a.subscribed = true
+	return events.(*caddyevents.App).On("stopping", a)
+}
+
+// Handle retires every tenant of the load at its "stopping" event, which
+// Caddy emits as the first step of stopping a load, after a new config is
+// the active one (a reload) or when the process stops, before
+// shutdown_delay and before its servers wait for their handlers. The event
+// is the load's own, so this does not depend on the order in which
+// handlers, apps or loads are provisioned.
+func (a *App) Handle(context.Context, caddy.Event) error {
+	a.mu.Lock()
+	tenants := slices.Clone(a.tenants)
+	a.mu.Unlock()
+	for _, t := range tenants {
+		t.retire()
+	}
+	return nil
 }
 
 // logRedis gives go-redis's log the load's storage, whose client tells it
@@ -217,9 +325,10 @@ type firstUse struct {
 
 // Interface guards
 var (
-	_ caddy.App          = (*App)(nil)
-	_ caddy.Provisioner  = (*App)(nil)
-	_ caddy.CleanerUpper = (*App)(nil)
+	_ caddy.App           = (*App)(nil)
+	_ caddy.Provisioner   = (*App)(nil)
+	_ caddy.CleanerUpper  = (*App)(nil)
+	_ caddyevents.Handler = (*App)(nil)
 )
 
 // checkServers checks the app's servers and defaults: each server's name
@@ -252,21 +361,7 @@ func (a *App) checkServers() error {
 			second, name, first, secondDiff, first, firstDiff, guardShareFix(first, second, name, false))
 	}
 	if d := a.Defaults; d != nil {
-		switch {
-		case d.ProxyRaw != nil:
-			return errors.New("defaults.proxy: a backend is a server's or a handler's: declare it under servers, or in the handler")
-		case d.Network != nil:
-			return errors.New("defaults.network: a network is a handler's: write it in the statusgate handler that answers /network")
-		case d.Server != "":
-			return errors.New("defaults.server: which server a handler fronts is the handler's to say")
-		}
-		if opt := setOption(&d.Backend, isServerOption); opt != "" {
-			return fmt.Errorf("defaults.backend.%s: a server's limit: set it in each server's declaration (servers.NAME.backend.%s)", opt, opt)
-		}
-		if _, _, err := resolveGuard(d.Backend); err != nil {
-			return fmt.Errorf("defaults: %v", err)
-		}
-		if err := d.checkAsDefaults(); err != nil {
+		if err := d.check(); err != nil {
 			return err
 		}
 	}
@@ -299,5 +394,18 @@ func (a *App) checkRoutes() error {
 	if !ok {
 		return nil
 	}
-	return routeMistakes(app.Servers)
+	a.mu.Lock()
+	needsNext := map[tenant]bool{}
+	for _, t := range a.tenants {
+		needsNext[t.tenant] = t.needsNext
+	}
+	a.mu.Unlock()
+	return routeMistakes(app.Servers, func(h caddyhttp.MiddlewareHandler) (need, ours bool) {
+		t, ok := h.(tenant)
+		if !ok {
+			return false, false
+		}
+		need, ours = needsNext[t]
+		return need, ours
+	})
 }

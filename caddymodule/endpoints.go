@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
@@ -231,11 +230,11 @@ type tableConfig struct {
 }
 
 // buildTable applies the config to the built-in defaults, and makes the
-// metrics in reg (nil in some tests): the series of every enabled endpoint,
+// metrics in the load's collectors cols (nil in some tests): the series of every enabled endpoint,
 // its protected fields and every key name (keys, in keyring order), with
 // each endpoint holding its own counters. Every endpoint name in the config
 // must be known; custom stations come into being by being named.
-func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpointTable, *metrics.Metrics, error) {
+func buildTable(c tableConfig, cols *metrics.Collectors, keys []string) (*endpointTable, *metrics.Metrics, error) {
 	var custom []string
 	check := func(section string, names []string) error {
 		for _, name := range names {
@@ -362,7 +361,7 @@ func buildTable(c tableConfig, reg *prometheus.Registry, keys []string) (*endpoi
 			}
 		}
 	}
-	m, err := metrics.New(reg, mc)
+	m, err := cols.New(mc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,8 +1,7 @@
 package caddymodule
 
 // This file composes the game's metrics (internal/gamemetrics) into the
-// gateway: the config load's collector, in Caddy's metrics registry beside
-// the gateway's own series, and each handler's game servers in it (its own
+// gateway: each handler's game servers in its load's collector (its own
 // backend, its network's members), each asked through its own guard on the
 // gateway's own behalf (docs/observability.md, "The game's metrics").
 
@@ -16,7 +15,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/gamemetrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
@@ -25,67 +23,9 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/upstream"
 )
 
-// GameMetrics are the options of the game's metrics, in the statusgate
-// app (the global option's game_metrics). Absent: the default families of
-// every server, 32 worlds each.
-type GameMetrics struct {
-	// Off removes the minecraft_* families: no server is asked anything
-	// for them. Default: false.
-	Off bool `json:"off,omitempty"`
-	// MaxWorlds is how many worlds of a server have series of their own;
-	// the rest are summed under world="_other". Default (0): 32.
-	MaxWorlds int `json:"max_worlds,omitempty"`
-	// EntityTypes adds minecraft_world_entities_by_type: entities per
-	// world and type. Default: false.
-	EntityTypes bool `json:"entity_types,omitempty"`
-}
-
 // gameHolder names the game metrics as a caller of a guard: the gateway
 // itself, which takes no client's place.
 const gameHolder = "game metrics"
-
-// gameCollector is the load's game metrics collector, registered in reg
-// by the first handler that asks (nil: counted, not exported, as in a
-// handler's test); nil when the config switches them off. A collector of
-// another App already in reg (tests that share a registry) is used.
-func (a *App) gameCollector(reg *prometheus.Registry) (*gamemetrics.Collector, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.GameMetrics != nil && a.GameMetrics.Off {
-		return nil, nil
-	}
-	if a.games != nil {
-		return a.games, nil
-	}
-	var o gamemetrics.Options
-	if a.GameMetrics != nil {
-		o = gamemetrics.Options{MaxWorlds: a.GameMetrics.MaxWorlds, EntityTypes: a.GameMetrics.EntityTypes}
-	}
-	c := gamemetrics.New(o)
-	if reg != nil {
-		if err := reg.Register(c); err != nil {
-			are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err)
-			existing, same := are.ExistingCollector.(*gamemetrics.Collector)
-			if !ok || !same {
-				return nil, fmt.Errorf("registering the game metrics: %v", err)
-			}
-			c.Close()
-			a.games = existing
-			return existing, nil
-		}
-	}
-	a.games, a.ownGames = c, true
-	return c, nil
-}
-
-// closeGames ends the game metrics' trips with the load.
-func (a *App) closeGames() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ownGames {
-		a.games.Close()
-	}
-}
 
 // exportGame adds the handler's game servers to the load's game metrics:
 // its own backend, named by its declared server's name, its guard's name
@@ -102,7 +42,7 @@ func (h *Handler) exportGame(ctx caddy.Context, backend *upstream.Backend) error
 	if err != nil || c == nil {
 		return err
 	}
-	srv, _ := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	srv := serverOf(ctx)
 	if backend != nil && !backend.Placeholders() {
 		s := gamemetrics.Server{Name: backend.String(), Key: guardKey(h.guard), Where: handlerAt(ctx, backend), Trip: h.gameTrip(h.guard, srv)}
 		switch {

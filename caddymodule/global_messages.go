@@ -12,14 +12,13 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"go.uber.org/zap"
 )
 
 // cacheOverNoCache is the endpoint, the first by name, that a handler in
 // front of server s gives a cache time to live while s has cache_size off,
 // and whether the time is the defaults' (d) rather than the handler's own
 // (own): "" when there is none.
-func cacheOverNoCache(own map[string]caddy.Duration, d *Handler, s *Server) (ep string, ttl time.Duration, fromDefaults bool) {
+func cacheOverNoCache(own map[string]caddy.Duration, d *Defaults, s *Server) (ep string, ttl time.Duration, fromDefaults bool) {
 	if s == nil || s.Backend.CacheSize != off {
 		return "", 0, false
 	}
@@ -96,28 +95,4 @@ func guardShareFix(first, second, name string, caddyfile bool) string {
 		return fmt.Sprintf("give servers %s and %s the same limits, or one of them a guard of another name (or none: each server then has a guard of its own)", first, second)
 	}
 	return fmt.Sprintf("give apps.statusgate.servers.%s.backend and servers.%s.backend the same limits, or one of them another guard (or none: each server then has a guard of its own)", first, second)
-}
-
-// checkAsDefaults checks what of the defaults d every handler would check
-// as its own once it takes them, and refuses it under the defaults' path
-// (defaults.auth.require_key), not under the path of each handler's: the
-// endpoint names of the switches and of require_key, and the keys.
-func (d *Handler) checkAsDefaults() error {
-	for _, section := range []struct {
-		path  string
-		names []string
-	}{
-		{"defaults.endpoints", slices.Sorted(maps.Keys(d.Endpoints))},
-		{"defaults.auth.require_key", slices.Sorted(maps.Keys(d.Auth.RequireKey))},
-	} {
-		for _, name := range section.names {
-			if !validEndpointName(name) {
-				return fmt.Errorf("%s: %w", section.path, endpointNameError(name))
-			}
-		}
-	}
-	if _, _, err := loadKeys(d.Auth.Keys, false, zap.NewNop()); err != nil {
-		return fmt.Errorf("defaults.%w", err)
-	}
-	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
@@ -21,7 +20,7 @@ import (
 // it declares.
 func handlerAt(ctx caddy.Context, b *upstream.Backend) string {
 	s := "a statusgate handler"
-	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil && len(srv.Listen) > 0 {
+	if srv := serverOf(ctx); srv != nil && len(srv.Listen) > 0 {
 		s += " on " + strings.Join(slices.Sorted(slices.Values(srv.Listen)), " ")
 	}
 	if b != nil {

@@ -19,29 +19,6 @@ import (
 // module is the user's to build in, not a dependency of statusgate's.
 const rateLimitID = "http.handlers.rate_limit"
 
-// needsNext reports whether h needs a handler after it to reach its
-// backend: it declares none (the form of 1.0: no upstreams, no server
-// <name>), and one of its enabled endpoints goes there, one other than the
-// index and a network it answers itself without a member of its own (self,
-// which it reaches through the handlers after it).
-func (h *Handler) needsNext() bool {
-	if h.ProxyRaw != nil {
-		return false
-	}
-	if h.table == nil {
-		return true
-	}
-	for _, ep := range h.table.ordered {
-		switch {
-		case !ep.enabled || ep.Name == "index":
-		case ep.Name == "network" && h.network != nil && h.Network.Self == "":
-		default:
-			return true
-		}
-	}
-	return false
-}
-
 // countsEvery reports whether the rate_limit h counts every request that
 // reaches it: whether one of its zones has no matcher of its own (a zone's
 // match, after provisioning its unexported matcherSets). A zone that
@@ -99,15 +76,16 @@ func answersAny(next []chain.Step) bool {
 // routeMistakes are the statusgate handlers of the servers that no handler can
 // follow though they need one (the form of 1.0: no upstreams of their own
 // nor a declared server), and those with a rate_limit before them on their
-// chain: each mistake once, with its fix and every place it is made (a
+// chain. ours tells a statusgate handler of the load from the others, and
+// whether it needs a handler after it. Each mistake once, with its fix and every place it is made (a
 // site's rate_limit before its every handle block is one mistake, not one
 // per handler), in one line: caddy reload shows the error JSON-encoded,
 // where a line break is a literal \n.
-func routeMistakes(servers map[string]*caddyhttp.Server) error {
+func routeMistakes(servers map[string]*caddyhttp.Server, ours func(caddyhttp.MiddlewareHandler) (needsNext, ok bool)) error {
 	var limited, unfollowed []string // the places, each with its own detail
 	var limitedAt, unfollowedAt []string
 	chain.Walk(servers, func(l chain.Link) {
-		h, ok := l.Handler.(*Handler)
+		needsNext, ok := ours(l.Handler)
 		if !ok {
 			return
 		}
@@ -117,7 +95,7 @@ func routeMistakes(servers map[string]*caddyhttp.Server) error {
 				break
 			}
 		}
-		if h.needsNext() && (!l.Followed || !answersAny(l.Next)) {
+		if needsNext && (!l.Followed || !answersAny(l.Next)) {
 			after := "no handler runs after it"
 			if l.Followed {
 				after = "no handler that answers runs after it (the " + strings.TrimPrefix(chain.ModuleID(l.Next[0].Handler), "http.handlers.") + " at " + l.Next[0].Path + " only hands the request on)"

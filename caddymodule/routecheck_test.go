@@ -100,7 +100,10 @@ func TestRouteMistakes(t *testing.T) {
 			"; the places: (1) statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[1], the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0]; (2) statusgate in server srv0 (listen :443), site stats.example.com, at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[2], the rate_limit at apps.http.servers.srv0.routes[0].handle[0].routes[0].handle[0]"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			err := routeMistakes(c.app)
+			err := routeMistakes(c.app, func(h caddyhttp.MiddlewareHandler) (bool, bool) {
+				sg, ok := h.(*Handler)
+				return ok && sg.needsNext(), ok
+			})
 			if c.want == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)

@@ -20,7 +20,7 @@ import (
 // value, whether or not allow_query_key lets it count. The one that
 // authenticated (accepted) is kept whatever its length; another only from
 // seal.MinUnknown bytes. Read before prepareUpstream drops them.
-func (h *Handler) presented(r *http.Request, accepted bool) []string {
+func (a *access) presented(r *http.Request, accepted bool) []string {
 	var secrets []string
 	add := func(v string, deciding bool) {
 		v = strings.Trim(v, " \t")
@@ -33,7 +33,7 @@ func (h *Handler) presented(r *http.Request, accepted bool) []string {
 		add(vals[0], true)
 	}
 	if v, ok := queryKey(r.URL.RawQuery); ok {
-		add(v, !inHeader && h.access.qkey)
+		add(v, !inHeader && a.qkey)
 	}
 	return secrets
 }

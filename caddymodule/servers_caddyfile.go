@@ -55,7 +55,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	}
 	cfg := struct {
 		Servers     map[string]*Server `json:"servers,omitempty"`
-		Defaults    *Handler           `json:"defaults,omitempty"`
+		Defaults    *Defaults          `json:"defaults,omitempty"`
 		GameMetrics *GameMetrics       `json:"game_metrics,omitempty"`
 	}{}
 	var defaults []caddyfile.Token
@@ -159,7 +159,7 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 
 // globalDefaults reads the global option's lines that are not servers,
 // toks, as a statusgate block: the defaults. head is the option's name.
-func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, error) {
+func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Defaults, error) {
 	for _, tok := range blockOptions(append([]caddyfile.Token{{Text: "{", Line: head.Line}}, append(slices.Clone(toks), caddyfile.Token{Text: "}"})...)) {
 		switch {
 		case tok.Text == "proxy" || tok.Text == "network":
@@ -179,7 +179,7 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Handler, err
 	if err := h.unmarshalCaddyfile(caddyfile.NewDispenser(block), true, nil); err != nil {
 		return nil, globalOptionError("defaults", err)
 	}
-	return &h, nil
+	return &Defaults{Auth: h.Auth, Endpoints: h.Endpoints, Backend: h.Backend}, nil
 }
 
 // globalOptionError is err, of a line of the global option's part what (a

@@ -62,7 +62,7 @@ func declaredTwice(raw json.RawMessage, servers map[string]*Server, what, fix st
 // checkDeclaredOnce refuses a handler h, read from the Caddyfile or JSON
 // and not yet given its server's backend, whose own upstreams or network
 // members reach a server of servers: errors name the JSON paths.
-func checkDeclaredOnce(h *Handler, servers map[string]*Server) error {
+func (h *Handler) checkDeclaredOnce(servers map[string]*Server) error {
 	if h.Server == "" {
 		if err := declaredTwice(h.ProxyRaw, servers, "proxy: its upstreams", `write "server": "%s" in place of "proxy"`); err != nil {
 			return err

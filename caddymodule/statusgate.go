@@ -122,7 +122,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return err
 	}
 	h.watchPeers(ctx)
-	return watchSuccession(ctx, stopping{h.superseded, h.live})
+	return nil
 }
 
 // watchPeers puts this handler's backend in the process's heartbeat, in the
@@ -135,7 +135,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // client to learn that Redis is back through. Both are the load's, and end
 // with it (App).
 func (h *Handler) watchPeers(ctx caddy.Context) {
-	if _, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); !ok {
+	if h.app.alone {
 		return // provisioned outside a server, by a test: no config, no storage
 	}
 	h.app.logRedis(ctx.Storage(), h.logger)
@@ -198,7 +198,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	networkOn := false
 	if h.Network != nil {
 		var listen []string
-		if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		if srv := serverOf(ctx); srv != nil {
 			listen = srv.Listen
 		}
 		if members, networkOn, err = h.Network.parse(h.Endpoints, h.Backend, backend, listen); err != nil {
@@ -207,6 +207,10 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		if !networkOn {
 			logger.Warn("the network endpoint is disabled: the network block has no effect", zap.String("cluster", h.Network.Cluster))
 		}
+	}
+	cols, err := h.app.collectors(ctx.GetMetricsRegistry())
+	if err != nil {
+		return err
 	}
 	h.table, h.metrics, err = buildTable(tableConfig{
 		publish: auth.PublishFields, globalFields: auth.globalFields, globalPublish: auth.globalPublish,
@@ -221,7 +225,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 		noCache:    h.Backend.CacheSize == off,
 		ownNetwork: networkOn,
 		server:     cmp.Or(h.Server, h.Backend.Guard),
-	}, ctx.GetMetricsRegistry(), h.keys.Names())
+	}, cols, h.keys.Names())
 	if err != nil {
 		return err
 	}
@@ -273,7 +277,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.authOn && h.qkey {
 		logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
 	}
-	return nil
+	return h.app.register(ctx, h, h.needsNext())
 }
 
 // Cleanup ends the handler's live streams and gives its guard back to the
@@ -520,7 +524,7 @@ func (h *Handler) adopt(a *App) error {
 		h.Endpoints = mergeEndpoints(h.Endpoints, d.Endpoints)
 		takeOptions(&h.Backend, &d.Backend, isDoorOption)
 	}
-	if err := checkDeclaredOnce(h, a.Servers); err != nil {
+	if err := h.checkDeclaredOnce(a.Servers); err != nil {
 		return err
 	}
 	if h.Server != "" {

@@ -26,7 +26,7 @@ func TestSupersededEndsStreamsAndRefuses(t *testing.T) {
 	s := openStream(t, srv.URL+"/api/v1/status", keyHeader(testKey))
 	s.nextEvent(t)
 	calls := be.calls.Load()
-	if err := (stopping{h.superseded, h.live}).Handle(context.Background(), caddy.Event{}); err != nil {
+	if err := h.app.Handle(context.Background(), caddy.Event{}); err != nil {
 		t.Fatal(err)
 	}
 	if it := s.next(t); !it.end {

@@ -150,7 +150,7 @@ func guardOnly(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // promlint.
 func TestGuardSeries(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	exportGuard(t, reg, busyGuard(t, ""))
+	exportGuard(t, register(t, reg), busyGuard(t, ""))
 	checkSeries(t, guardOnly(t, reg), guardSeries("", 1), nil)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
@@ -166,7 +166,7 @@ func TestGuardSeries(t *testing.T) {
 func TestGuardUnitsOff(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	g := Guard{Name: "lean", Cache: microcache.New(microcache.Config{}), Held: hold.New(1<<20, 1<<19, 1<<19)}
-	exportGuard(t, reg, g)
+	exportGuard(t, register(t, reg), g)
 	want := map[string]float64{}
 	for k := range guardSeries("lean", 0) {
 		if strings.Contains(k, "_cache_") || strings.Contains(k, "_held_") {
@@ -184,8 +184,9 @@ func TestGuardUnitsOff(t *testing.T) {
 func TestGuardsOfOneLoad(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	shared, own, named := busyGuard(t, ""), busyGuard(t, ""), busyGuard(t, "mc")
+	load := register(t, reg)
 	for _, g := range []Guard{shared, shared, own, named, named} {
-		exportGuard(t, reg, g)
+		exportGuard(t, load, g)
 	}
 	want := guardSeries("", 2)
 	for k, v := range guardSeries("mc", 1) {
@@ -194,17 +195,18 @@ func TestGuardsOfOneLoad(t *testing.T) {
 	checkSeries(t, guardOnly(t, reg), want, nil)
 
 	reloaded := prometheus.NewPedanticRegistry()
-	exportGuard(t, reloaded, named)
+	exportGuard(t, register(t, reloaded), named)
 	named.Cache.GetStale("k")
 	want = guardSeries("mc", 1)
 	want[`caddy_http_statusgate_cache_lookups_total{guard="mc",result="hit"}`] = 2
 	checkSeries(t, guardOnly(t, reloaded), want, nil)
 }
 
-// exportGuard makes a config load's metrics in reg, exporting g.
-func exportGuard(t *testing.T, reg *prometheus.Registry, g Guard) {
+// exportGuard makes a handler's metrics in the load's collectors c,
+// exporting g.
+func exportGuard(t *testing.T, c *Collectors, g Guard) {
 	t.Helper()
-	m, err := New(reg, Config{})
+	m, err := c.New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +223,7 @@ func TestDocumented(t *testing.T) {
 	// The game's metrics are internal/gamemetrics's, checked there.
 	doc, _, _ = bytes.Cut(doc, []byte("\n## The game's metrics"))
 	reg := prometheus.NewPedanticRegistry()
-	m, err := New(reg, testConfig)
+	m, err := register(t, reg).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +250,7 @@ func TestDocumented(t *testing.T) {
 // different units of it (one coalesces, the other not) export it once,
 // with both units: its requests at the backend are not counted twice.
 func TestGuardExportedOnce(t *testing.T) {
-	m, err := New(prometheus.NewRegistry(), Config{})
+	m, err := register(t, prometheus.NewRegistry()).New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,13 +39,6 @@ func newLiveCollectors() liveCollectors {
 	}
 }
 
-func (c *liveCollectors) register(r *registration) {
-	c.open = reuse(r, c.open)
-	c.events = reuse(r, c.events)
-	c.cut = reuse(r, c.cut)
-	c.refused = reuse(r, c.refused)
-}
-
 // liveEndpoint are one endpoint's live stream series.
 type liveEndpoint struct {
 	open   prometheus.Gauge

@@ -50,13 +50,13 @@
 // label values of the new config: a removed key or endpoint leaves no stale
 // series behind. The guards' series are the exception: a guard that the new
 // config keeps carries its counts on (see Guard). Within one config, several
-// statusgate handlers share the registry; the first registers the collectors
-// and the others use the same ones (see New), so a series that two handlers
-// both configure sums both, and a guard they share counts once.
+// statusgate handlers share the registry and the collectors, which the
+// config load registers once (Register) and each handler takes its series
+// of (Collectors.New), so a series that two handlers both configure sums
+// both, and a guard they share counts once.
 package metrics
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"unicode/utf8"
@@ -120,8 +120,9 @@ type Endpoint struct {
 	live       liveEndpoint
 }
 
-// collectors are the registered families.
-type collectors struct {
+// Collectors are the families of one config load, registered once in its
+// registry (Register), whose series its handlers count into (New).
+type Collectors struct {
 	requests   *prometheus.CounterVec
 	keys       *prometheus.CounterVec
 	unknownKey prometheus.Counter
@@ -137,8 +138,8 @@ func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
 }
 
-func newCollectors() *collectors {
-	return &collectors{
+func newCollectors() *Collectors {
+	return &Collectors{
 		requests: counterVec("requests_total",
 			"Requests decided by statusgate, by endpoint, outcome and the game server the handler fronts (its declared name, or its guard's).", "endpoint", "outcome", "server"),
 		keys: counterVec("key_requests_total",
@@ -159,69 +160,39 @@ func newCollectors() *collectors {
 	}
 }
 
-// register registers every collector with reg. A collector already
-// registered there by another statusgate handler of the same config is used
-// instead of the new one, so the two count into the same series rather than
-// failing or exporting a family twice.
-//
-// Any other error fails the handler's Provision and with it the config, and
-// Caddy then drops the registry it made for that config (each load has its
-// own, from caddy.NewContext): what this call registered before the error
-// goes with it, so it is not unregistered here.
-func (c *collectors) register(reg *prometheus.Registry) error {
-	r := &registration{reg: reg}
-	c.requests = reuse(r, c.requests)
-	c.keys = reuse(r, c.keys)
-	c.keyRefused = reuse(r, c.keyRefused)
-	c.unknownKey = reuse(r, c.unknownKey)
-	c.fields = reuse(r, c.fields)
-	c.filterIn = reuse(r, c.filterIn)
-	c.filterOut = reuse(r, c.filterOut)
-	c.guards = reuse(r, c.guards)
-	c.live.register(r)
-	return r.err
-}
-
-// registration is one register call's progress: the first error, after
-// which it tries nothing more.
-type registration struct {
-	reg *prometheus.Registry
-	err error
-}
-
-// reuse registers c, or returns the collector of the same type already
-// registered under the same name, labels and help.
-func reuse[T prometheus.Collector](r *registration, c T) T {
-	if r.err != nil {
-		return c
-	}
-	err := r.reg.Register(c)
-	if err == nil {
-		return c
-	}
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
+// Register makes the families of a config load and registers them with
+// reg, Caddy's registry for the config being loaded: call it once per load.
+// An error is a registry conflict to refuse the config with; Caddy then
+// drops the registry it made for that config (each load has its own, from
+// caddy.NewContext), and with it what this call registered before the
+// error, so it is not unregistered here.
+func Register(reg *prometheus.Registry) (*Collectors, error) {
+	c := newCollectors()
+	for _, f := range c.families() {
+		if err := reg.Register(f); err != nil {
+			return nil, fmt.Errorf("registering statusgate metrics: %v", err)
 		}
 	}
-	r.err = fmt.Errorf("registering statusgate metrics: %v", err)
-	return c
+	return c, nil
 }
 
-// New creates the series of every label value in cfg and registers the
-// collectors with reg, Caddy's registry for the config being loaded (nil:
-// count without exporting, for tests of a handler). Call it from Provision;
-// the error, if any, is a config or registry conflict to refuse the config
-// with.
-func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
+// families are c's collectors, each registered on its own.
+func (c *Collectors) families() []prometheus.Collector {
+	return []prometheus.Collector{c.requests, c.keys, c.keyRefused, c.unknownKey, c.fields, c.filterIn, c.filterOut, c.guards,
+		c.live.open, c.live.events, c.live.cut, c.live.refused}
+}
+
+// New creates one handler's series, of every label value in cfg, in the
+// load's collectors c (nil: collectors of the handler's own, registered
+// nowhere, which count without exporting, for tests of a handler). Call it
+// from Provision; the error, if any, is a config mistake to refuse the
+// config with.
+func (c *Collectors) New(cfg Config) (*Metrics, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := newCollectors()
-	if reg != nil {
-		if err := c.register(reg); err != nil {
-			return nil, err
-		}
+	if c == nil {
+		c = newCollectors()
 	}
 	m := &Metrics{
 		endpoints:  make(map[string]*Endpoint, len(cfg.Endpoints)),
@@ -244,7 +215,7 @@ func New(reg *prometheus.Registry, cfg Config) (*Metrics, error) {
 	return m, nil
 }
 
-func (c *collectors) endpoint(name string, fields []string, server string) *Endpoint {
+func (c *Collectors) endpoint(name string, fields []string, server string) *Endpoint {
 	e := &Endpoint{
 		filterIn:  c.filterIn.WithLabelValues(name),
 		filterOut: c.filterOut.WithLabelValues(name),
@@ -266,7 +237,7 @@ func (c *collectors) endpoint(name string, fields []string, server string) *Endp
 // request counts are exported; nothing is filtered for them, so
 // its other counters are left unregistered rather than adding series that
 // could only ever be zero.
-func (c *collectors) other(server string) *Endpoint {
+func (c *Collectors) other(server string) *Endpoint {
 	discard := prometheus.NewCounter(prometheus.CounterOpts{Name: "statusgate_unexported"})
 	e := &Endpoint{filterIn: discard, filterOut: discard}
 	for o := range numOutcomes {

@@ -83,7 +83,7 @@ var testConfig = Config{
 // pre-created at zero, the counted ones at their counts, nothing else.
 func TestScrapeExact(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := New(reg, testConfig)
+	m, err := register(t, reg).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestScrapeExact(t *testing.T) {
 // scrape of Caddy's metrics endpoint shows it.
 func TestExposition(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := New(reg, testConfig)
+	m, err := register(t, reg).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ caddy_http_statusgate_unknown_key_requests_total 0
 // configured gets nothing, whatever is asked for.
 func TestBoundedLabels(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	m, err := New(reg, testConfig)
+	m, err := register(t, reg).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +259,7 @@ func TestNilMetrics(t *testing.T) {
 
 // Without a registry the counters work and nothing is exported.
 func TestNilRegistry(t *testing.T) {
-	m, err := New(nil, testConfig)
+	m, err := (*Collectors)(nil).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,29 +288,35 @@ func TestConfigErrors(t *testing.T) {
 		{Config{Keys: []string{"a", "b", "a"}}, `metrics: key name "a" listed twice`},
 	} {
 		reg := prometheus.NewPedanticRegistry()
-		m, err := New(reg, c.cfg)
+		load := register(t, reg)
+		before := len(scrape(t, reg))
+		m, err := load.New(c.cfg)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("New(%+v) = %v, want %q", c.cfg, err, c.want)
 		}
 		if m != nil {
 			t.Errorf("New(%+v) returned metrics with an error", c.cfg)
 		}
-		if len(scrape(t, reg)) != 0 {
+		if len(scrape(t, reg)) != before {
 			t.Errorf("New(%+v) registered series despite the error", c.cfg)
 		}
 	}
 }
 
-// Two statusgate handlers in one config share Caddy's registry: the second
-// New uses the collectors the first registered (no error, no panic), both
-// sets of label values exist, and a request counts once.
+// Two statusgate handlers in one config share its collectors, registered
+// once in Caddy's registry: both sets of label values exist, and a request
+// counts once. The registry takes one load's collectors.
 func TestTwoHandlersOneRegistry(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	a, err := New(reg, Config{Endpoints: []string{"status", "player"}, Keys: []string{"bot"}})
+	load := register(t, reg)
+	if _, err := Register(reg); err == nil {
+		t.Error("a second load's collectors registered in the load's registry")
+	}
+	a, err := load.New(Config{Endpoints: []string{"status", "player"}, Keys: []string{"bot"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := New(reg, Config{Endpoints: []string{"status", "bans"}, Keys: []string{"web"}})
+	b, err := load.New(Config{Endpoints: []string{"status", "bans"}, Keys: []string{"web"}})
 	if err != nil {
 		t.Fatalf("second handler: %v", err)
 	}
@@ -356,7 +362,7 @@ func TestTwoHandlersOneRegistry(t *testing.T) {
 func TestReload(t *testing.T) {
 	ctx1, cancel1 := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel1()
-	old, err := New(ctx1.GetMetricsRegistry(), Config{Endpoints: []string{"status"}, Keys: []string{"retired", "bot"}})
+	old, err := register(t, ctx1.GetMetricsRegistry()).New(Config{Endpoints: []string{"status"}, Keys: []string{"retired", "bot"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +374,7 @@ func TestReload(t *testing.T) {
 	if ctx1.GetMetricsRegistry() == ctx2.GetMetricsRegistry() {
 		t.Fatal("Caddy reuses the metrics registry across config loads; the reload handling of this package assumes it does not")
 	}
-	cur, err := New(ctx2.GetMetricsRegistry(), Config{Endpoints: []string{"status", "bans"}, Keys: []string{"bot"}})
+	cur, err := register(t, ctx2.GetMetricsRegistry()).New(Config{Endpoints: []string{"status", "bans"}, Keys: []string{"bot"}})
 	if err != nil {
 		t.Fatalf("after reload: %v", err)
 	}
@@ -404,9 +410,9 @@ func TestReload(t *testing.T) {
 	}
 }
 
-// Another collector holding one of the names makes New fail with an error,
-// not a panic. What New registered before it stays: Caddy drops the failed
-// config's registry whole.
+// Another collector holding one of the names makes Register fail with an
+// error, not a panic. What Register registered before it stays: Caddy
+// drops the failed config's registry whole.
 func TestRegistryConflict(t *testing.T) {
 	for _, foreign := range []prometheus.Collector{
 		// Same name, other labels.
@@ -417,15 +423,15 @@ func TestRegistryConflict(t *testing.T) {
 	} {
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(foreign)
-		m, err := New(reg, testConfig)
-		if err == nil || !strings.HasPrefix(err.Error(), "registering statusgate metrics: ") || m != nil {
-			t.Fatalf("New = %v, %v; want a registration error", m, err)
+		c, err := Register(reg)
+		if err == nil || !strings.HasPrefix(err.Error(), "registering statusgate metrics: ") || c != nil {
+			t.Fatalf("Register = %v, %v; want a registration error", c, err)
 		}
 	}
 }
 
 func TestHotPathAllocs(t *testing.T) {
-	m, err := New(prometheus.NewPedanticRegistry(), testConfig)
+	m, err := register(t, prometheus.NewPedanticRegistry()).New(testConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +451,7 @@ func TestHotPathAllocs(t *testing.T) {
 }
 
 func BenchmarkCount(b *testing.B) {
-	m, err := New(prometheus.NewPedanticRegistry(), testConfig)
+	m, err := register(b, prometheus.NewPedanticRegistry()).New(testConfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -457,7 +463,7 @@ func BenchmarkCount(b *testing.B) {
 }
 
 func BenchmarkCountParallel(b *testing.B) {
-	m, err := New(prometheus.NewPedanticRegistry(), testConfig)
+	m, err := register(b, prometheus.NewPedanticRegistry()).New(testConfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -471,7 +477,7 @@ func BenchmarkCountParallel(b *testing.B) {
 }
 
 func BenchmarkKeyUsed(b *testing.B) {
-	m, err := New(prometheus.NewPedanticRegistry(), testConfig)
+	m, err := register(b, prometheus.NewPedanticRegistry()).New(testConfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -483,7 +489,7 @@ func BenchmarkKeyUsed(b *testing.B) {
 
 // A filtered response: its outcome, two removed fields and its bytes.
 func BenchmarkFilteredResponse(b *testing.B) {
-	m, err := New(prometheus.NewPedanticRegistry(), testConfig)
+	m, err := register(b, prometheus.NewPedanticRegistry()).New(testConfig)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -495,4 +501,14 @@ func BenchmarkFilteredResponse(b *testing.B) {
 		e.FieldsRemoved(hidden)
 		e.FilterBytes(130000, 129000)
 	}
+}
+
+// register is a config load's collectors, registered in reg.
+func register(t testing.TB, reg *prometheus.Registry) *Collectors {
+	t.Helper()
+	c, err := Register(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -43,6 +43,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 )
@@ -143,8 +144,8 @@ type Watch struct {
 
 // load is one config load's part in the watch.
 type load struct {
-	id       any
-	c        Config // the storage, logger and identity of the load
+	id       caddy.App // the load's app
+	c        Config    // the storage, logger and identity of the load
 	backends map[string]Backend
 	active   bool // seen active once: from then on it is in force
 }
@@ -188,18 +189,19 @@ var self = func() Beat {
 // process is the process's watch.
 var process = New(Options{})
 
-// Join records that the config load named by load (one comparable value per
+// Join records that the config load of the app load (its app: one per
 // load) has a handler configured as c; see Watch.Join.
-func Join(load any, c Config) { process.Join(load, c) }
+func Join(load caddy.App, c Config) { process.Join(load, c) }
 
-// Leave records that the config load has stopped; see Watch.Leave.
-func Leave(load any) { process.Leave(load) }
+// Leave records that the config load of the app load has stopped; see
+// Watch.Leave.
+func Leave(load caddy.App) { process.Leave(load) }
 
-// Join records that the config load named by load has a handler configured
+// Join records that the config load of the app id has a handler configured
 // as c, and starts the heartbeat if it is not running. The newest load that
 // is active is in force: its storage, its logger and its backends. The lane
 // is open for a backend when any handler of the load opens it.
-func (w *Watch) Join(id any, c Config) {
+func (w *Watch) Join(id caddy.App, c Config) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.add(id, c)
@@ -211,7 +213,7 @@ func (w *Watch) Join(id any, c Config) {
 }
 
 // add is Join without the heartbeat's goroutine, under mu.
-func (w *Watch) add(id any, c Config) {
+func (w *Watch) add(id caddy.App, c Config) {
 	i := slices.IndexFunc(w.loads, func(l *load) bool { return l.id == id })
 	if i < 0 {
 		w.loads = append(w.loads, &load{id: id, c: c, backends: map[string]Backend{}})
@@ -229,7 +231,7 @@ func (w *Watch) add(id any, c Config) {
 // process that stops gracefully (SIGTERM, as systemctl restart sends) leaves
 // nothing that looks like a second gateway to its successor. Leaving twice,
 // or a load that never joined, does nothing.
-func (w *Watch) Leave(id any) {
+func (w *Watch) Leave(id caddy.App) {
 	w.mu.Lock()
 	i := slices.IndexFunc(w.loads, func(l *load) bool { return l.id == id })
 	if i < 0 {

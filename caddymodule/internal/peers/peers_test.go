@@ -40,7 +40,7 @@ func (c *cluster) process(name, id string, cs ...Config) *Watch {
 	w.me.Process, w.me.PID = "proc-"+name, len(name)
 	for _, bc := range cs {
 		bc.Storage, bc.InstanceID, bc.DataDir, bc.Logger = c.store, id, "/data/"+name, zap.New(core)
-		w.add("load-1", bc)
+		w.add(testApp("load-1"), bc)
 	}
 	c.w[name], c.logs[name] = w, logs
 	return w
@@ -128,12 +128,12 @@ func TestGoneProcess(t *testing.T) {
 	}
 
 	// A graceful stop: the last load leaves, and the heartbeat goes.
-	c.w["new"].Leave("load-1")
+	c.w["new"].Leave(testApp("load-1"))
 	keys, _ = c.store.List(context.Background(), Prefix, false)
 	if len(keys) != 0 {
 		t.Errorf("after the last load left: heartbeats %v", keys)
 	}
-	old.Leave("load-1") // never wrote since: nothing to do
+	old.Leave(testApp("load-1")) // never wrote since: nothing to do
 }
 
 // Gateways of another backend in the same storage (two deployments on one
@@ -294,7 +294,7 @@ func TestRateLimitStates(t *testing.T) {
 		c.beat(time.Second, "a", "b", "k")
 	}
 	// k is killed; b stops gracefully, and its limiter writes once more.
-	c.w["b"].Leave("load-1")
+	c.w["b"].Leave(testApp("load-1"))
 	state("uuid-b", 100)
 	for i := range 15 {
 		state("uuid-x", 10+i) // a Caddy without statusgate
@@ -335,30 +335,36 @@ func TestJoinLeave(t *testing.T) {
 	// nothing.
 	var asked atomic.Int32
 	never := func() bool { asked.Add(1); return false }
-	w.Join("validate", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, Active: never})
+	w.Join(testApp("validate"), Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, Active: never})
 	fixture.WaitFor(t, "two beats of a load never active", func() bool { return asked.Load() >= 2 })
 	if keys := heartbeats(); len(keys) != 0 {
 		t.Fatalf("a load never active wrote %v", keys)
 	}
-	w.Leave("validate")
+	w.Leave(testApp("validate"))
 
-	w.Join("load-1", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, MainThreadLane: true})
-	w.Join("load-1", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2})
+	w.Join(testApp("load-1"), Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2, MainThreadLane: true})
+	w.Join(testApp("load-1"), Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 2})
 	fixture.WaitFor(t, "load-1's heartbeat", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 2 })
 	if b := read(); !b.Backends[0].MainThreadLane || b.InstanceID != "uuid-j" || b.PID == 0 {
 		t.Errorf("heartbeat %+v: the lane is open when one handler opens it", b)
 	}
-	w.Join("load-2", Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 3})
+	w.Join(testApp("load-2"), Config{Storage: store, InstanceID: "uuid-j", Backend: "survival", Instances: 3})
 	fixture.WaitFor(t, "load-2 in force", func() bool { b := read(); return len(b.Backends) == 1 && b.Backends[0].Instances == 3 })
 	seq := read().Seq
-	w.Leave("load-1")
+	w.Leave(testApp("load-1"))
 	fixture.WaitFor(t, "load-2's heartbeat going on after load-1 left", func() bool {
 		b := read()
 		return b.Seq > seq+2 && len(b.Backends) == 1 && b.Backends[0].Instances == 3
 	})
-	w.Leave("load-2")
+	w.Leave(testApp("load-2"))
 	if keys := heartbeats(); len(keys) != 0 {
 		t.Errorf("after the last load left: %v", keys)
 	}
-	w.Leave("load-2")
+	w.Leave(testApp("load-2"))
 }
+
+// testApp stands in for a config load's app, which names the load.
+type testApp string
+
+func (testApp) Start() error { return nil }
+func (testApp) Stop() error  { return nil }

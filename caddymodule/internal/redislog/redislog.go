@@ -37,14 +37,15 @@ func Install() { redis.SetLogger(process) }
 // process is the process's sink.
 var process = New(time.Second, time.Minute)
 
-// Join records that the config load named by load logs with logger (named
+// Join records that the config load of the app load (its app: one per
+// load) logs with logger (named
 // ".redis" below it) and, if its storage hands out a go-redis client
 // (caddy-storage-redis's GetClient), pings through it to learn that Redis
 // is back. The newest load's are used. Joining again does nothing.
-func Join(load any, storage any, logger *zap.Logger) { process.Join(load, storage, logger) }
+func Join(load caddy.App, storage any, logger *zap.Logger) { process.Join(load, storage, logger) }
 
 // Leave forgets the load: its storage's client is closed once it stops.
-func Leave(load any) { process.Leave(load) }
+func Leave(load caddy.App) { process.Leave(load) }
 
 // Sink is a go-redis logger that logs an outage as two lines.
 type Sink struct {
@@ -62,7 +63,7 @@ type Sink struct {
 }
 
 type use struct {
-	load   any
+	load   caddy.App
 	logger *zap.Logger
 	ping   func(context.Context) error
 }
@@ -80,7 +81,7 @@ type pinger interface {
 }
 
 // Join: see the package's Join.
-func (s *Sink) Join(load any, storage any, logger *zap.Logger) {
+func (s *Sink) Join(load caddy.App, storage any, logger *zap.Logger) {
 	u := use{load: load, logger: logger.Named("redis")}
 	if st, ok := storage.(interface{ GetClient() any }); ok {
 		if c, ok := st.GetClient().(pinger); ok {
@@ -99,7 +100,7 @@ func (s *Sink) join(u use) {
 }
 
 // Leave: see the package's Leave.
-func (s *Sink) Leave(load any) {
+func (s *Sink) Leave(load caddy.App) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.loads = slices.DeleteFunc(s.loads, func(x use) bool { return x.load == load })

@@ -23,7 +23,7 @@ func TestOutageIsTwoLines(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	s := New(0, time.Hour)
 	var up atomic.Bool
-	s.join(use{load: "load-1", logger: zap.New(core).Named("redis"), ping: func(context.Context) error {
+	s.join(use{load: testApp("load-1"), logger: zap.New(core).Named("redis"), ping: func(context.Context) error {
 		if up.Load() {
 			return nil
 		}
@@ -76,7 +76,7 @@ func TestOutageIsTwoLines(t *testing.T) {
 func TestOutageWithoutPing(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	s := New(0, time.Hour)
-	s.join(use{load: "load-1", logger: zap.New(core)})
+	s.join(use{load: testApp("load-1"), logger: zap.New(core)})
 	ctx := context.Background()
 	s.Printf(ctx, "redis: connection pool: failed to dial after 5 attempts")
 	if !s.Probe(ctx) || logs.Len() != 1 {
@@ -114,7 +114,7 @@ func TestGoRedisLogsThroughTheSink(t *testing.T) {
 	redis.SetLogger(s) // for the rest of the test binary: the pool's retries outlive the test
 	client := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { client.Close() })
-	s.Join("load-1", storage{client}, zap.New(core))
+	s.Join(testApp("load-1"), storage{client}, zap.New(core))
 	s.mu.Lock()
 	noPing := len(s.loads) != 1 || s.loads[0].ping == nil
 	s.mu.Unlock()
@@ -141,10 +141,16 @@ func TestGoRedisLogsThroughTheSink(t *testing.T) {
 	if logs.Len() != 1 {
 		t.Errorf("%d lines while Redis is not there, want 1", logs.Len())
 	}
-	s.Leave("load-1")
+	s.Leave(testApp("load-1"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.loads) != 0 {
 		t.Error("the load stayed after it left")
 	}
 }
+
+// testApp stands in for a config load's app, which names the load.
+type testApp string
+
+func (testApp) Start() error { return nil }
+func (testApp) Stop() error  { return nil }
