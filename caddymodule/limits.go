@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -122,28 +121,6 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 		return l, fmt.Errorf("backend.instances: %d %s", c.Instances, why)
 	}
 	return l.PerInstance(max(1, c.Instances)), nil
-}
-
-// limitsDiff lists the server limits (guard.Limits.Server) of a that b
-// does not share, by option name.
-func limitsDiff(a, b guard.Limits) string {
-	var out []string
-	add := func(name string, x, y any) {
-		if x != y {
-			out = append(out, fmt.Sprintf("%s %v", name, x))
-		}
-	}
-	add("max_in_flight", a.InFlight, b.InFlight)
-	add("max_main_thread", a.MainThread, b.MainThread)
-	add("queue_length", a.Queue, b.Queue)
-	add("queue_wait", a.Wait, b.Wait)
-	add("cache_size", a.CacheSize, b.CacheSize)
-	add("max_response", a.MaxResponse, b.MaxResponse)
-	add("max_held", a.MaxHeld, b.MaxHeld)
-	add("instances", a.Instances, b.Instances)
-	add("max_streams", a.Streams, b.Streams)
-	add("max_topics", a.Topics, b.Topics)
-	return strings.Join(out, ", ")
 }
 
 // logShare says at startup what this gateway, one of several, admits: the
