@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -186,5 +189,50 @@ func TestServerDoorSplit(t *testing.T) {
 		if named := strings.Contains(limitsDiff(l, guard.Limits{}), f.option); named != server {
 			t.Errorf("%s: limitsDiff names it %v, but it is the server's %v", f.option, named, server)
 		}
+	}
+}
+
+// TestDocsTellTheSplit: the pages that list the server's limits and the
+// front door's choices list what the declarations say: network.md the
+// defaults' front-door options, every one, and backend-protection.md the
+// limits a guard's handlers must agree on (the queue for queue_length and
+// queue_wait).
+func TestDocsTellTheSplit(t *testing.T) {
+	listed := func(page, pattern string) []string {
+		t.Helper()
+		text, err := os.ReadFile(filepath.Join("..", "docs", page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(pattern).FindStringSubmatch(string(text))
+		if m == nil {
+			t.Fatalf("%s: no list matching %s", page, pattern)
+		}
+		var names []string
+		for _, w := range regexp.MustCompile("`([a-z0-9_]+)`|the queue").FindAllStringSubmatch(m[1], -1) {
+			if w[0] == "the queue" {
+				names = append(names, "queue_length", "queue_wait")
+				continue
+			}
+			names = append(names, w[1])
+		}
+		return sorted(names)
+	}
+	var door, agreed []string
+	for name, d := range optionDecls {
+		if !d.server {
+			door = append(door, name)
+		}
+	}
+	for _, f := range limitFields {
+		if optionDecls[f.option].server {
+			agreed = append(agreed, f.option)
+		}
+	}
+	if got := listed("network.md", `(?s)the front door's choices \((.*?)\)\.`); !slices.Equal(got, sorted(door)) {
+		t.Errorf("network.md lists the front door's choices as %q; they are %q", got, sorted(door))
+	}
+	if got := listed("backend-protection.md", `(?s)share the server's\s+limits: (.*?) count the`); !slices.Equal(got, sorted(agreed)) {
+		t.Errorf("backend-protection.md lists the server's limits as %q; they are %q", got, sorted(agreed))
 	}
 }

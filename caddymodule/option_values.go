@@ -1,8 +1,8 @@
 package caddymodule
 
 // This file is what every backend option shares: off, and how an option
-// left out takes its default (which cannot be off, and why, is each
-// option's declaration: option_decl.go).
+// left out takes its default (which cannot be off, and why, each option
+// declares beside its JSON name).
 
 import (
 	"cmp"

@@ -26,8 +26,8 @@ type Server struct {
 	ProxyRaw json.RawMessage `json:"proxy"`
 
 	// Backend holds the server's limits: the backend options declared
-	// statusgate:"server" (option_decl.go). The front door's choices are
-	// each handler's, or the defaults'.
+	// statusgate:"server". The front door's choices are each handler's, or
+	// the defaults'.
 	// Absent: the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 }
