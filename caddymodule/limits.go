@@ -5,7 +5,6 @@ package caddymodule
 // server's limits told from the front door's, and a gateway's share of them.
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,28 +15,14 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
-	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
 )
 
 // resolveLimits checks c and applies the defaults. Each error names the
 // option by its JSON path, and an option that cannot be off says why.
 func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	var l guard.Limits
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
-		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
-		}
-	}
-	for _, d := range []struct {
-		name string
-		v    caddy.Duration
-	}{{"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
-		if d.v < off {
-			return l, fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", d.name, time.Duration(d.v))
-		}
+	if err := checkNumbers(&c); err != nil {
+		return l, err
 	}
 	switch {
 	case c.QueueWait == off:
@@ -46,9 +31,6 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.QueueWait))
 	case c.QueueWait > 0 && c.QueueLength == off:
 		return l, fmt.Errorf("backend.queue_wait: %v, but queue_length is -1 (off): there is no queue to wait in", time.Duration(c.QueueWait))
-	}
-	if c.CacheSize < off {
-		return l, fmt.Errorf("backend.cache_size: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", c.CacheSize)
 	}
 	for _, n := range []struct {
 		name string
@@ -99,20 +81,10 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	if ep, ok := c.cachedWithoutCache(); ok {
 		return l, fmt.Errorf("backend.cache.%s: %v, but cache_size is -1 (no micro-cache): write -1 or leave %s out", ep, time.Duration(c.Cache[ep]), ep)
 	}
-	l.InFlight = offOr(c.MaxInFlight, admission.DefaultLimit)
-	l.MainThread = offOr(c.MaxMainThread, admission.DefaultMainThreadLimit)
-	l.PerClient = offOr(c.MaxPerClient, admission.DefaultQuota)
-	l.Queue = offOr(c.QueueLength, admission.DefaultQueue)
-	if l.Queue > 0 {
-		l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
+	takeLimits(&l, &c)
+	if l.Queue == 0 {
+		l.Wait = 0 // no queue to wait in
 	}
-	l.Timeout = durationOr(c.Timeout, defaultTimeout)
-	l.Coalesce = c.Coalesce == nil || *c.Coalesce
-	if c.CacheSize != off {
-		l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
-	}
-	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
-	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
 	if l.MaxResponse > l.MaxHeld {
 		return l, fmt.Errorf("backend.max_response: %d (%s) is more than max_held, %d (%s): no answer that large could be held; write max_held %d or more, or a smaller max_response",
 			l.MaxResponse, sizeText(l.MaxResponse), l.MaxHeld, sizeText(l.MaxHeld), l.MaxResponse)
@@ -165,6 +137,5 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	if err != nil {
 		return l, lv, err
 	}
-	l.Streams, l.Topics = lv.maxStreams, lv.maxTopics
 	return l, lv, nil
 }

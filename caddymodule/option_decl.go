@@ -3,13 +3,18 @@ package caddymodule
 // This file reads the declaration of every backend option, written once as
 // tags beside its JSON name (BackendConfig, LiveConfig), and derives from
 // it what the rest of the module asks of an option: whether it is the
-// server's or the front door's, whether it can be off and why not, and
-// which of a guard's limits its handlers must agree on.
+// server's or the front door's, whether it can be off and why not, which
+// of a guard's limits its handlers must agree on, its line in the
+// Caddyfile's syntax, the values it refuses and how a guard's limit takes
+// it.
 
 import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
@@ -28,6 +33,10 @@ import (
 //	                     the defaults'; a declared server cannot set it.
 //	notoff:"<why>"       it cannot be off (-1, off in the Caddyfile): why,
 //	                     for the errors of the Caddyfile and the JSON alike.
+//	caddyfile:"<line>"   its line in the statusgate block's syntax, without
+//	                     "|off", which an option that can be off is given;
+//	                     an option without one is written on another's line
+//	                     (queue_wait, on queue's).
 //
 // How many places one client may take (max_per_client, and
 // max_streams_per_client for streams), a request's budget (timeout) and
@@ -35,10 +44,13 @@ import (
 // a public site and a staff dashboard in front of one server may choose
 // differently, and still count at one guard. A field of guard.Limits names
 // the option it resolves with its option tag, and so is the server's or
-// the door's as that option is.
+// the door's as that option is, and takes its value, its default
+// (optionDefaults) where it is left out, or none (0) where it is off.
 type optionDecl struct {
+	name      string // JSON name
 	server    bool   // the server's; else the front door's
 	whyNotOff string // why it cannot be off; "": it can
+	line      string // its Caddyfile line's syntax; "": none of its own
 }
 
 // limitField is a field of guard.Limits and the option it resolves.
@@ -48,14 +60,32 @@ type limitField struct {
 }
 
 var (
-	// optionDecls are the backend options' declarations by JSON name.
-	optionDecls = must(declareOptions(reflect.TypeFor[BackendConfig]()))
+	// backendDecls are the backend options' declarations in field order,
+	// the order of the Caddyfile's syntax; optionDecls the same by name.
+	backendDecls = must(declareOptions(reflect.TypeFor[BackendConfig]()))
+	optionDecls  = func() map[string]optionDecl {
+		m := map[string]optionDecl{}
+		for _, d := range backendDecls {
+			m[d.name] = d
+		}
+		return m
+	}()
 	// limitFields are guard.Limits' fields, in order.
 	limitFields = must(declareLimits(reflect.TypeFor[guard.Limits](), optionDecls))
 
 	// serverOptions are the backend options that are the server's; every
 	// other is the front door's.
 	serverOptions = optionSet(func(d optionDecl) bool { return d.server })
+	// serverWords are the Caddyfile's words of the server's options.
+	serverWords = func() map[string]bool {
+		m := map[string]bool{}
+		for _, d := range backendDecls {
+			if word, _, _ := strings.Cut(d.line, " "); d.server && word != "" {
+				m[word] = true
+			}
+		}
+		return m
+	}()
 	// whyNotOff says why an option cannot be off, for those that cannot.
 	whyNotOff = func() map[string]string {
 		m := map[string]string{}
@@ -79,10 +109,10 @@ func must[T any](v T, err error) T {
 
 // declareOptions reads the declarations of t's options (BackendConfig's),
 // and refuses an option whose side is not declared.
-func declareOptions(t reflect.Type) (map[string]optionDecl, error) {
-	decls := map[string]optionDecl{}
+func declareOptions(t reflect.Type) ([]optionDecl, error) {
+	var decls []optionDecl
 	for _, m := range confjson.Members(reflect.New(t).Elem()) {
-		var d optionDecl
+		d := optionDecl{name: m.Name, line: m.Field.Tag.Get("caddyfile")}
 		switch side := m.Field.Tag.Get("statusgate"); side {
 		case "server", "door":
 			d.server = side == "server"
@@ -95,7 +125,7 @@ func declareOptions(t reflect.Type) (map[string]optionDecl, error) {
 			}
 			d.whyNotOff = why
 		}
-		decls[m.Name] = d
+		decls = append(decls, d)
 	}
 	return decls, nil
 }
@@ -109,6 +139,9 @@ func declareLimits(t reflect.Type, decls map[string]optionDecl) ([]limitField, e
 		name := f.Tag.Get("option")
 		if _, ok := decls[name]; !ok {
 			return nil, fmt.Errorf("%s.%s: its option tag names %q, not a backend option: name the option it resolves", t, f.Name, name)
+		}
+		if def := reflect.ValueOf(optionDefaults[name]); !def.IsValid() || !def.CanConvert(f.Type) {
+			return nil, fmt.Errorf("%s.%s: option %s has no default of its type in optionDefaults", t, f.Name, name)
 		}
 		out = append(out, limitField{i, name})
 	}
@@ -159,4 +192,64 @@ func limitsDiff(a, b guard.Limits) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// backendSyntax is the backend options' lines of the statusgate block's
+// syntax (caddyfileSyntax), in field order.
+func backendSyntax() []option {
+	var out []option
+	for _, d := range backendDecls {
+		if d.line == "" {
+			continue
+		}
+		name, args, _ := strings.Cut(d.line, " ")
+		if d.whyNotOff == "" {
+			args += "|off"
+		}
+		out = append(out, option{name, args})
+	}
+	return out
+}
+
+// checkNumbers refuses a number below off (-1) of an option that can be
+// off: for a count, a size or a duration, the one value that means none is
+// off.
+func checkNumbers(c *BackendConfig) error {
+	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
+		if !canBeOff(m.Name) || !m.Value.CanInt() || m.Value.Int() >= off {
+			continue
+		}
+		switch v := m.Value.Int(); {
+		case m.Value.Type() == reflect.TypeFor[caddy.Duration]():
+			return fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", m.Name, time.Duration(v))
+		case m.Value.Kind() == reflect.Int64:
+			return fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", m.Name, v)
+		default:
+			return fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", m.Name, v)
+		}
+	}
+	return nil
+}
+
+// takeLimits sets each of l's limits to its option's value in c, checked:
+// its default where c leaves the option out (or writes 0), none (0) where
+// c switches it off, and for a switch (coalesce) the default where c
+// leaves it out.
+func takeLimits(l *guard.Limits, c *BackendConfig) {
+	opts := backendOptions(c)
+	lv := reflect.ValueOf(l).Elem()
+	for _, f := range limitFields {
+		dst, src := lv.Field(f.index), opts[f.option]
+		def := reflect.ValueOf(optionDefaults[f.option]).Convert(dst.Type())
+		switch {
+		case src.IsZero():
+			dst.Set(def)
+		case src.Kind() == reflect.Pointer:
+			dst.Set(src.Elem())
+		case src.Int() == off:
+			dst.SetZero()
+		default:
+			dst.SetInt(src.Int())
+		}
+	}
 }
