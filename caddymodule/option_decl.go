@@ -51,6 +51,40 @@ type optionDecl struct {
 	server    bool   // the server's; else the front door's
 	whyNotOff string // why it cannot be off; "": it can
 	line      string // its Caddyfile line's syntax; "": none of its own
+	kind      optionKind
+}
+
+// optionKind is what an option's value is, as its type says: a count, a
+// size in bytes, a duration (a map's: its entries'), or another (a
+// switch, a name).
+type optionKind int
+
+const (
+	otherKind optionKind = iota
+	countKind
+	sizeKind
+	durationKind
+)
+
+func kindOf(t reflect.Type) optionKind {
+	if t.Kind() == reflect.Map {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[caddy.Duration]():
+		return durationKind
+	case t.Kind() == reflect.Int64:
+		return sizeKind
+	case t.Kind() == reflect.Int:
+		return countKind
+	}
+	return otherKind
+}
+
+// offIsMinusOne reports whether d's option is switched off by -1 (off in
+// the Caddyfile): a number that can be off.
+func (d optionDecl) offIsMinusOne() bool {
+	return d.kind != otherKind && d.whyNotOff == ""
 }
 
 // limitField is a field of guard.Limits and the option it resolves.
@@ -112,7 +146,7 @@ func must[T any](v T, err error) T {
 func declareOptions(t reflect.Type) ([]optionDecl, error) {
 	var decls []optionDecl
 	for _, m := range confjson.Members(reflect.New(t).Elem()) {
-		d := optionDecl{name: m.Name, line: m.Field.Tag.Get("caddyfile")}
+		d := optionDecl{name: m.Name, line: m.Field.Tag.Get("caddyfile"), kind: kindOf(m.Field.Type)}
 		switch side := m.Field.Tag.Get("statusgate"); side {
 		case "server", "door":
 			d.server = side == "server"
@@ -216,13 +250,14 @@ func backendSyntax() []option {
 // off.
 func checkNumbers(c *BackendConfig) error {
 	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
-		if !canBeOff(m.Name) || !m.Value.CanInt() || m.Value.Int() >= off {
+		d := optionDecls[m.Name]
+		if !d.offIsMinusOne() || !m.Value.CanInt() || m.Value.Int() >= off {
 			continue
 		}
-		switch v := m.Value.Int(); {
-		case m.Value.Type() == reflect.TypeFor[caddy.Duration]():
+		switch v := m.Value.Int(); d.kind {
+		case durationKind:
 			return fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", m.Name, time.Duration(v))
-		case m.Value.Kind() == reflect.Int64:
+		case sizeKind:
 			return fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", m.Name, v)
 		default:
 			return fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", m.Name, v)
