@@ -22,6 +22,9 @@ import (
 // 0 means the default, and -1 (off in the Caddyfile) switches off an option
 // that can be off. The options that bound memory, and those for which off
 // would mean nothing, cannot be: each says why, and -1 is a config error.
+// Each option is declared once, by tags beside its JSON name (optionDecl):
+// the server's or the front door's, why it cannot be off, its Caddyfile
+// line.
 type BackendConfig struct {
 	// MaxInFlight is the most requests the backend works on at once; the
 	// rest wait in the queue. Default: 8, the plugin's http.threads. Off

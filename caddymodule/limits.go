@@ -1,8 +1,8 @@
 package caddymodule
 
 // This file is the backend options resolved into the limits a guard puts in
-// force (guard.Limits): defaults applied, each checked with its path, the
-// server's limits told from the front door's, and a gateway's share of them.
+// force (guard.Limits): defaults applied, each checked with its path, and a
+// gateway's share of them.
 
 import (
 	"fmt"

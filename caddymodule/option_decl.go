@@ -96,7 +96,7 @@ type limitField struct {
 var (
 	// backendDecls are the backend options' declarations in field order,
 	// the order of the Caddyfile's syntax; optionDecls the same by name.
-	backendDecls = must(declareOptions(reflect.TypeFor[BackendConfig]()))
+	backendDecls = mustDeclare(declareOptions(reflect.TypeFor[BackendConfig]()))
 	optionDecls  = func() map[string]optionDecl {
 		m := map[string]optionDecl{}
 		for _, d := range backendDecls {
@@ -105,7 +105,7 @@ var (
 		return m
 	}()
 	// limitFields are guard.Limits' fields, in order.
-	limitFields = must(declareLimits(reflect.TypeFor[guard.Limits](), optionDecls))
+	limitFields = mustDeclare(declareLimits(reflect.TypeFor[guard.Limits](), optionDecls))
 
 	// serverOptions are the backend options that are the server's; every
 	// other is the front door's.
@@ -132,9 +132,9 @@ var (
 	}()
 )
 
-// must is v, or a panic at the package's start: an option declared wrong
-// is the module's mistake, which every test then reports.
-func must[T any](v T, err error) T {
+// mustDeclare is v, or a panic at the package's start: an option declared
+// wrong is the module's mistake, which every test then reports.
+func mustDeclare[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
 	}
@@ -193,6 +193,8 @@ func optionSet(pick func(optionDecl) bool) map[string]bool {
 	return set
 }
 
+// isServerOption and isDoorOption pick the options of one side, for
+// setOption and takeOptions.
 func isServerOption(name string) bool { return serverOptions[name] }
 func isDoorOption(name string) bool   { return !serverOptions[name] }
 

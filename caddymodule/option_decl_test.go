@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -56,6 +57,12 @@ func TestOptionsDeclared(t *testing.T) {
 	}
 	if _, err := declareLimits(reflect.TypeFor[limits](), optionDecls); err == nil || !strings.Contains(err.Error(), `Things: its option tag names "", not a backend option`) {
 		t.Errorf("a limit without an option: %v", err)
+	}
+	type undefaulted struct {
+		WriteTimeout time.Duration `option:"write_timeout"`
+	}
+	if _, err := declareLimits(reflect.TypeFor[undefaulted](), optionDecls); err == nil || !strings.Contains(err.Error(), "option write_timeout has no default of its type in optionDefaults") {
+		t.Errorf("a limit without a default: %v", err)
 	}
 }
 
