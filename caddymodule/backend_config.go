@@ -12,7 +12,6 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
-	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // BackendConfig is how the gateway spares the backend: the ServerAPI plugin
@@ -211,18 +210,6 @@ func sizeText(n int64) string {
 		return strconv.FormatInt(n>>10, 10) + "KiB"
 	}
 	return strconv.FormatInt(n, 10)
-}
-
-// guardNameError says why name, the value of the option at path, names no
-// guard, or nil: the Caddyfile's rule and the JSON's.
-func guardNameError(path, name string) error {
-	switch {
-	case name == "off":
-		return fmt.Errorf("%s cannot be off ('off' is not a guard name): %s", path, whyNotOff["guard"])
-	case !ident.Valid(name):
-		return fmt.Errorf("%s: '%s' is not a name of letters, digits, '_' and '-'", path, name)
-	}
-	return nil
 }
 
 // cachedWithoutCache is an endpoint, the first by name, that c gives a time

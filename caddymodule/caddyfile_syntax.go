@@ -6,6 +6,7 @@ package caddymodule
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -36,6 +37,23 @@ var caddyfileSyntax = slices.Concat([]option{
 	{"proxy", ""},               // a block of reverse_proxy's subdirectives
 	{"network", "<cluster-id>"}, // a block of servers and self
 })
+
+// backendSyntax is the backend options' lines of the statusgate block's
+// syntax (caddyfileSyntax), in field order.
+func backendSyntax() []option {
+	var out []option
+	for _, d := range backendDecls {
+		if d.line == "" {
+			continue
+		}
+		name, args, _ := strings.Cut(d.line, " ")
+		if d.whyNotOff == "" {
+			args += "|off"
+		}
+		out = append(out, option{name, args})
+	}
+	return out
+}
 
 // keySyntax is the syntax of a key's block, as caddyfileSyntax.
 var keySyntax = []option{

@@ -15,18 +15,20 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // resolveLimits checks c and applies the defaults. Each error names the
 // option by its JSON path, and an option that cannot be off says why.
 func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	var l guard.Limits
+	if c.QueueWait == off {
+		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
+	}
 	if err := checkNumbers(&c); err != nil {
 		return l, err
 	}
 	switch {
-	case c.QueueWait == off:
-		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
 	case c.QueueWait < 0:
 		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.QueueWait))
 	case c.QueueWait > 0 && c.QueueLength == off:
@@ -36,15 +38,9 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 		name string
 		v    int64
 	}{{"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
-		if n.v == off {
-			return l, fmt.Errorf("backend.%s cannot be off (-1): %s", n.name, whyNotOff[n.name])
-		}
 		if n.v < 0 {
 			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (leave it out for the default)", n.name, n.v)
 		}
-	}
-	if c.ClientPrefix6 == off {
-		return l, fmt.Errorf("backend.client_prefix_v6 cannot be off (-1): %s", whyNotOff["client_prefix_v6"])
 	}
 	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
 		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
@@ -52,10 +48,7 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	if err := guardNameError("backend.guard", c.Guard); c.Guard != "" && err != nil {
 		return l, err
 	}
-	switch {
-	case c.Instances == off:
-		return l, fmt.Errorf("backend.instances cannot be off (-1): %s", whyNotOff["instances"])
-	case c.Instances < 0:
+	if c.Instances < 0 {
 		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (leave it out for 1)", c.Instances)
 	}
 	for _, section := range []struct {
@@ -93,6 +86,18 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 		return l, fmt.Errorf("backend.instances: %d %s", c.Instances, why)
 	}
 	return l.PerInstance(max(1, c.Instances)), nil
+}
+
+// guardNameError says why name, the value of the option at path, names no
+// guard, or nil: the Caddyfile's rule and the JSON's.
+func guardNameError(path, name string) error {
+	switch {
+	case name == "off":
+		return fmt.Errorf("%s cannot be off ('off' is not a guard name): %s", path, whyNotOff["guard"])
+	case !ident.Valid(name):
+		return fmt.Errorf("%s: '%s' is not a name of letters, digits, '_' and '-'", path, name)
+	}
+	return nil
 }
 
 // logShare says at startup what this gateway, one of several, admits: the

@@ -77,10 +77,7 @@ type liveLimits struct {
 // leave, and applies the defaults.
 func resolveLive(c LiveConfig) (liveLimits, error) {
 	var l liveLimits
-	switch {
-	case c.StreamHeartbeat == off:
-		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
-	case c.StreamHeartbeat < 0:
+	if c.StreamHeartbeat < 0 {
 		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.StreamHeartbeat))
 	}
 	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)

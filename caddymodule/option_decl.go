@@ -182,6 +182,15 @@ func declareLimits(t reflect.Type, decls map[string]optionDecl) ([]limitField, e
 	return out, nil
 }
 
+// backendOptions are c's options by their JSON name, as settable values.
+func backendOptions(c *BackendConfig) map[string]reflect.Value {
+	opts := map[string]reflect.Value{}
+	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
+		opts[m.Name] = m.Value
+	}
+	return opts
+}
+
 // optionSet is the set of the options whose declaration is pick's.
 func optionSet(pick func(optionDecl) bool) map[string]bool {
 	set := map[string]bool{}
@@ -230,33 +239,23 @@ func limitsDiff(a, b guard.Limits) string {
 	return strings.Join(out, ", ")
 }
 
-// backendSyntax is the backend options' lines of the statusgate block's
-// syntax (caddyfileSyntax), in field order.
-func backendSyntax() []option {
-	var out []option
-	for _, d := range backendDecls {
-		if d.line == "" {
-			continue
-		}
-		name, args, _ := strings.Cut(d.line, " ")
-		if d.whyNotOff == "" {
-			args += "|off"
-		}
-		out = append(out, option{name, args})
-	}
-	return out
-}
-
-// checkNumbers refuses a number below off (-1) of an option that can be
-// off: for a count, a size or a duration, the one value that means none is
-// off.
+// checkNumbers refuses off (-1) of a number that cannot be off, with why,
+// and a number below off of one that can: for a count, a size or a
+// duration, the one value that means none is off.
 func checkNumbers(c *BackendConfig) error {
 	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
 		d := optionDecls[m.Name]
-		if !d.offIsMinusOne() || !m.Value.CanInt() || m.Value.Int() >= off {
+		if d.kind == otherKind || !m.Value.CanInt() {
 			continue
 		}
-		switch v := m.Value.Int(); d.kind {
+		v := m.Value.Int()
+		if d.whyNotOff != "" && v == off {
+			return fmt.Errorf("backend.%s cannot be off (-1): %s", m.Name, d.whyNotOff)
+		}
+		if d.whyNotOff != "" || v >= off {
+			continue
+		}
+		switch d.kind {
 		case durationKind:
 			return fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", m.Name, time.Duration(v))
 		case sizeKind:

@@ -39,15 +39,6 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// backendOptions are c's options by their JSON name, as settable values.
-func backendOptions(c *BackendConfig) map[string]reflect.Value {
-	opts := map[string]reflect.Value{}
-	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
-		opts[m.Name] = m.Value
-	}
-	return opts
-}
-
 // setOption is the first option of c, in name order, that is set and that
 // pick says is one to look at, or "".
 func setOption(c *BackendConfig, pick func(name string) bool) string {
