@@ -287,11 +287,11 @@ func (a *App) watch(c peers.Config) {
 // the guard name with limits l in this load, and refuses server limits
 // other than those the guard was first given here: handlers that share a
 // guard share its limits, but for the front door's choices
-// (guard.Limits.Server).
+// (serverLimits).
 func (a *App) agree(name string, l guard.Limits, w string, member bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	l = l.Server()
+	l = serverLimits(l)
 	first, ok := a.guards[name]
 	if !ok {
 		a.guards[name] = firstUse{l, w, member}

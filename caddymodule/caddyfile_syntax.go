@@ -6,6 +6,7 @@ package caddymodule
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
@@ -15,11 +16,12 @@ type option struct{ name, args string }
 
 // caddyfileSyntax is the syntax of the statusgate directive's block, in the
 // order the documentation gives it: the source of the suggestion for an
-// unrecognized subdirective and of the syntax an argument error shows.
+// unrecognized subdirective and of the syntax an argument error shows. The
+// backend options' lines are their declarations' (backendSyntax).
 // TestSyntaxListsEveryOption keeps it equal to the parser's cases, and to
 // the syntax blocks of UnmarshalCaddyfile's comment, the README and
 // docs/configuration.md.
-var caddyfileSyntax = []option{
+var caddyfileSyntax = slices.Concat([]option{
 	{"auth", "on|off"},
 	{"key", "[<name>] <secret>|sha256:<hex>"},
 	{"allow_query_key", "[on|off]"},
@@ -30,29 +32,27 @@ var caddyfileSyntax = []option{
 	{"extra_fields", "<endpoint> <field>..."},
 	{"enable", "<endpoint>..."},
 	{"disable", "<endpoint>..."},
-	{"max_in_flight", "<n>|off"},
-	{"max_main_thread", "<n>|off"},
-	{"max_per_client", "<n>|off"},
-	{"queue", "<length> [<wait>]|off"},
-	{"timeout", "<duration>|off"},
-	{"coalesce", "on|off"},
-	{"cache", "<endpoint> <duration>|off"},
-	{"snapshot", "<endpoint> <duration>|off"},
-	{"cache_size", "<size>|off"},
-	{"max_response", "<size>"},
-	{"max_held", "<size>"},
-	{"write_timeout", "<duration>|off"},
-	{"client_prefix_v6", "<bits>"},
-	{"guard", "<name>"},
-	{"instances", "<k>"},
-	{"max_streams", "<n>|off"},
-	{"max_streams_per_client", "<n>|off"},
-	{"max_topics", "<n>|off"},
-	{"stream_lifetime", "<duration>|off"},
-	{"stream_heartbeat", "<duration>"},
+}, backendSyntax(), []option{
 	{"server", "<name>"},
 	{"proxy", ""},               // a block of reverse_proxy's subdirectives
 	{"network", "<cluster-id>"}, // a block of servers and self
+})
+
+// backendSyntax is the backend options' lines of the statusgate block's
+// syntax (caddyfileSyntax), in field order.
+func backendSyntax() []option {
+	var out []option
+	for _, d := range backendDecls {
+		if d.line == "" {
+			continue
+		}
+		name, args, _ := strings.Cut(d.line, " ")
+		if d.whyNotOff == "" {
+			args += "|off"
+		}
+		out = append(out, option{name, args})
+	}
+	return out
 }
 
 // keySyntax is the syntax of a key's block, as caddyfileSyntax.

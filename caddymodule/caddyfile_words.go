@@ -222,13 +222,6 @@ func offWord(d *caddyfile.Dispenser, opt string) (v int, ok bool, err error) {
 	return off, true, nil
 }
 
-// canBeOff reports whether the option opt can be off: whyNotOff names those
-// that cannot, for the Caddyfile and the JSON alike.
-func canBeOff(opt string) bool {
-	_, cannot := whyNotOff[opt]
-	return !cannot
-}
-
 // limitWord reads the current token, an argument of opt, as a whole number
 // of at least 1, or off (as -1).
 func limitWord(d *caddyfile.Dispenser, opt string) (int, error) {

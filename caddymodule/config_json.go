@@ -46,7 +46,7 @@ func (c *BackendConfig) UnmarshalJSON(b []byte) error {
 	for _, name := range confjson.Zeros((*plain)(c), given) {
 		what, write := zeroWant(name)
 		return fmt.Errorf("backend.%s: %s is not %s: %s, leave %s out for its default%s",
-			name, given[name], what, write, name, orOffWant("", ", or write -1 for off", canBeOff(name) && name != "guard"))
+			name, given[name], what, write, name, orOffWant("", ", or write -1 for off", optionDecls[name].offIsMinusOne()))
 	}
 	return nil
 }
@@ -55,7 +55,7 @@ func (c *BackendConfig) UnmarshalJSON(b []byte) error {
 // written -1, where it can be off.
 func offHint(path string) string {
 	opt, _, _ := strings.Cut(strings.TrimPrefix(path, "backend."), ".")
-	if canBeOff(opt) && opt != "coalesce" && opt != "guard" {
+	if optionDecls[opt].offIsMinusOne() {
 		return "-1 for off"
 	}
 	return ""
@@ -65,16 +65,18 @@ func offHint(path string) string {
 // message about a 0.
 func zeroWant(name string) (what, write string) {
 	switch name {
-	case "cache_size", "max_response", "max_held":
-		return "a size", "write bytes, at least 1"
-	case "queue_wait", "timeout", "write_timeout", "stream_lifetime", "stream_heartbeat":
-		return "a duration", `write a positive one ("2s")`
 	case "client_prefix_v6":
 		return "a prefix length", "write one from 1 to 128"
 	case "instances":
 		return "a count of gateways", "write a whole number of at least 1"
 	case "guard":
 		return "a guard name", "write one of letters, digits, '_' and '-'"
+	}
+	switch optionDecls[name].kind {
+	case sizeKind:
+		return "a size", "write bytes, at least 1"
+	case durationKind:
+		return "a duration", `write a positive one ("2s")`
 	}
 	return "a limit", "write a whole number of at least 1"
 }

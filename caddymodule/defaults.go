@@ -19,10 +19,9 @@ import (
 // Defaults are what every statusgate handler of the config takes where it
 // says nothing itself: keys (after its own), require_key and
 // protected_fields per endpoint, the endpoint switches, hide_protected,
-// allow_query_key, auth, and the front door's backend options
-// (max_per_client, max_streams_per_client, timeout, coalesce, cache and
-// snapshot per endpoint, write_timeout, client_prefix_v6, stream_lifetime,
-// stream_heartbeat). A handler cannot then forget the network's policy.
+// allow_query_key, auth, and the front door's backend options (those
+// declared statusgate:"door"). A handler cannot then forget the network's
+// policy.
 // Their JSON is a handler's members of the same names; a server's limit in
 // their backend is refused (a server's declaration holds it).
 type Defaults struct {

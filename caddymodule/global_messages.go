@@ -81,8 +81,8 @@ func guardShareConflict(servers map[string]*Server) (first, second, name, firstD
 		if errA != nil || errB != nil {
 			continue
 		}
-		if a.Server() != b.Server() {
-			return other, s, srv.Backend.Guard, limitsDiff(a.Server(), b.Server()), limitsDiff(b.Server(), a.Server())
+		if serverLimits(a) != serverLimits(b) {
+			return other, s, srv.Backend.Guard, limitsDiff(a, b), limitsDiff(b, a)
 		}
 	}
 	return "", "", "", "", ""

@@ -1,15 +1,13 @@
 package caddymodule
 
 // This file is the backend options resolved into the limits a guard puts in
-// force (guard.Limits): defaults applied, each checked with its path, the
-// server's limits told from the front door's, and a gateway's share of them.
+// force (guard.Limits): defaults applied, each checked with its path, and a
+// gateway's share of them.
 
 import (
-	"cmp"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -17,53 +15,32 @@ import (
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
-	"github.com/statusgate/statusgate/caddymodule/internal/microcache"
+	"github.com/statusgate/statusgate/internal/ident"
 )
 
 // resolveLimits checks c and applies the defaults. Each error names the
 // option by its JSON path, and an option that cannot be off says why.
 func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	var l guard.Limits
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"max_in_flight", c.MaxInFlight}, {"max_main_thread", c.MaxMainThread}, {"max_per_client", c.MaxPerClient}, {"queue_length", c.QueueLength}} {
-		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
-		}
+	if c.QueueWait == off {
+		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
 	}
-	for _, d := range []struct {
-		name string
-		v    caddy.Duration
-	}{{"timeout", c.Timeout}, {"write_timeout", c.WriteTimeout}} {
-		if d.v < off {
-			return l, fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", d.name, time.Duration(d.v))
-		}
+	if err := checkNumbers(&c); err != nil {
+		return l, err
 	}
 	switch {
-	case c.QueueWait == off:
-		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
 	case c.QueueWait < 0:
 		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.QueueWait))
 	case c.QueueWait > 0 && c.QueueLength == off:
 		return l, fmt.Errorf("backend.queue_wait: %v, but queue_length is -1 (off): there is no queue to wait in", time.Duration(c.QueueWait))
 	}
-	if c.CacheSize < off {
-		return l, fmt.Errorf("backend.cache_size: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", c.CacheSize)
-	}
 	for _, n := range []struct {
 		name string
 		v    int64
 	}{{"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
-		if n.v == off {
-			return l, fmt.Errorf("backend.%s cannot be off (-1): %s", n.name, whyNotOff[n.name])
-		}
 		if n.v < 0 {
 			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (leave it out for the default)", n.name, n.v)
 		}
-	}
-	if c.ClientPrefix6 == off {
-		return l, fmt.Errorf("backend.client_prefix_v6 cannot be off (-1): %s", whyNotOff["client_prefix_v6"])
 	}
 	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
 		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
@@ -71,10 +48,7 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	if err := guardNameError("backend.guard", c.Guard); c.Guard != "" && err != nil {
 		return l, err
 	}
-	switch {
-	case c.Instances == off:
-		return l, fmt.Errorf("backend.instances cannot be off (-1): %s", whyNotOff["instances"])
-	case c.Instances < 0:
+	if c.Instances < 0 {
 		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (leave it out for 1)", c.Instances)
 	}
 	for _, section := range []struct {
@@ -100,20 +74,10 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	if ep, ok := c.cachedWithoutCache(); ok {
 		return l, fmt.Errorf("backend.cache.%s: %v, but cache_size is -1 (no micro-cache): write -1 or leave %s out", ep, time.Duration(c.Cache[ep]), ep)
 	}
-	l.InFlight = offOr(c.MaxInFlight, admission.DefaultLimit)
-	l.MainThread = offOr(c.MaxMainThread, admission.DefaultMainThreadLimit)
-	l.PerClient = offOr(c.MaxPerClient, admission.DefaultQuota)
-	l.Queue = offOr(c.QueueLength, admission.DefaultQueue)
-	if l.Queue > 0 {
-		l.Wait = cmp.Or(time.Duration(c.QueueWait), admission.DefaultWait)
+	takeLimits(&l, &c)
+	if l.Queue == 0 {
+		l.Wait = 0 // no queue to wait in
 	}
-	l.Timeout = durationOr(c.Timeout, defaultTimeout)
-	l.Coalesce = c.Coalesce == nil || *c.Coalesce
-	if c.CacheSize != off {
-		l.CacheSize = cmp.Or(c.CacheSize, microcache.DefaultMaxBytes)
-	}
-	l.MaxResponse = cmp.Or(c.MaxResponse, defaultMaxResponse)
-	l.MaxHeld = cmp.Or(c.MaxHeld, defaultMaxHeld)
 	if l.MaxResponse > l.MaxHeld {
 		return l, fmt.Errorf("backend.max_response: %d (%s) is more than max_held, %d (%s): no answer that large could be held; write max_held %d or more, or a smaller max_response",
 			l.MaxResponse, sizeText(l.MaxResponse), l.MaxHeld, sizeText(l.MaxHeld), l.MaxResponse)
@@ -124,26 +88,16 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	return l.PerInstance(max(1, c.Instances)), nil
 }
 
-// limitsDiff lists the server limits (guard.Limits.Server) of a that b
-// does not share, by option name.
-func limitsDiff(a, b guard.Limits) string {
-	var out []string
-	add := func(name string, x, y any) {
-		if x != y {
-			out = append(out, fmt.Sprintf("%s %v", name, x))
-		}
+// guardNameError says why name, the value of the option at path, names no
+// guard, or nil: the Caddyfile's rule and the JSON's.
+func guardNameError(path, name string) error {
+	switch {
+	case name == "off":
+		return fmt.Errorf("%s cannot be off ('off' is not a guard name): %s", path, whyNotOff["guard"])
+	case !ident.Valid(name):
+		return fmt.Errorf("%s: '%s' is not a name of letters, digits, '_' and '-'", path, name)
 	}
-	add("max_in_flight", a.InFlight, b.InFlight)
-	add("max_main_thread", a.MainThread, b.MainThread)
-	add("queue_length", a.Queue, b.Queue)
-	add("queue_wait", a.Wait, b.Wait)
-	add("cache_size", a.CacheSize, b.CacheSize)
-	add("max_response", a.MaxResponse, b.MaxResponse)
-	add("max_held", a.MaxHeld, b.MaxHeld)
-	add("instances", a.Instances, b.Instances)
-	add("max_streams", a.Streams, b.Streams)
-	add("max_topics", a.Topics, b.Topics)
-	return strings.Join(out, ", ")
+	return nil
 }
 
 // logShare says at startup what this gateway, one of several, admits: the
@@ -188,6 +142,5 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	if err != nil {
 		return l, lv, err
 	}
-	l.Streams, l.Topics = lv.maxStreams, lv.maxTopics
 	return l, lv, nil
 }

@@ -20,13 +20,13 @@ type LiveConfig struct {
 	// guard; past it a caller gets 503 Backend busy with Retry-After, as a
 	// plain GET would get from a full queue. Default: 10000. Off (-1): no
 	// bound.
-	MaxStreams int `json:"max_streams,omitempty"`
+	MaxStreams int `json:"max_streams,omitempty" statusgate:"server" caddyfile:"max_streams <n>"`
 
 	// MaxStreamsPerClient is the most live streams one client has open at
 	// once: an address (an IPv6 address by its client_prefix_v6 prefix), or
 	// a key by its name where the key counts; past it the caller gets 429
 	// Too many requests with Retry-After. Default: 4. Off (-1): no bound.
-	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty"`
+	MaxStreamsPerClient int `json:"max_streams_per_client,omitempty" statusgate:"door" caddyfile:"max_streams_per_client <n>"`
 
 	// MaxTopics is the most answers the live streams of this handler's
 	// guard have polled at once (a topic: an endpoint and the query it
@@ -37,20 +37,20 @@ type LiveConfig struct {
 	// refused while anonymous callers' topics hold places: the anonymous
 	// topic with the fewest viewers ends and the keyed one takes its place.
 	// Default: 1000. Off (-1): no bound.
-	MaxTopics int `json:"max_topics,omitempty"`
+	MaxTopics int `json:"max_topics,omitempty" statusgate:"server" caddyfile:"max_topics <n>"`
 
 	// StreamLifetime is how long a stream lasts (less up to a tenth, so
 	// that streams opened together do not end together); then it ends
 	// cleanly and the client reconnects (EventSource does so by itself), so
 	// that its key and the policy are checked again. Default: 10m. Off (-1):
 	// no end of its own (a reload still ends it).
-	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty"`
+	StreamLifetime caddy.Duration `json:"stream_lifetime,omitempty" statusgate:"door" caddyfile:"stream_lifetime <duration>"`
 
 	// StreamHeartbeat is how long a stream stays silent before a comment
 	// line is written, which keeps proxies and load balancers in front from
 	// closing it as idle. Default: 15s. Cannot be off: a silent stream is
 	// closed by whatever sits in front.
-	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty"`
+	StreamHeartbeat caddy.Duration `json:"stream_heartbeat,omitempty" statusgate:"door" caddyfile:"stream_heartbeat <duration>" notoff:"a stream that stays silent is closed by the proxies in front"`
 }
 
 // Defaults of LiveConfig.
@@ -66,34 +66,21 @@ const (
 	defaultMaxTopics = 1000
 )
 
-// liveLimits is LiveConfig resolved: defaults applied, off as 0.
+// liveLimits is LiveConfig resolved: defaults applied, off as 0. The
+// guard's streams and topics are its limits (guard.Limits).
 type liveLimits struct {
-	maxStreams, perClient, maxTopics int
-	lifetime, heartbeat              time.Duration
+	perClient           int
+	lifetime, heartbeat time.Duration
 }
 
-// resolveLive checks c and applies the defaults.
+// resolveLive checks what of c the backend options' checks (checkNumbers)
+// leave, and applies the defaults.
 func resolveLive(c LiveConfig) (liveLimits, error) {
 	var l liveLimits
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"max_streams", c.MaxStreams}, {"max_streams_per_client", c.MaxStreamsPerClient}, {"max_topics", c.MaxTopics}} {
-		if n.v < off {
-			return l, fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", n.name, n.v)
-		}
-	}
-	switch {
-	case c.StreamLifetime < off:
-		return l, fmt.Errorf("backend.stream_lifetime: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", time.Duration(c.StreamLifetime))
-	case c.StreamHeartbeat == off:
-		return l, fmt.Errorf("backend.stream_heartbeat cannot be off (-1): %s", whyNotOff["stream_heartbeat"])
-	case c.StreamHeartbeat < 0:
+	if c.StreamHeartbeat < 0 {
 		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.StreamHeartbeat))
 	}
-	l.maxStreams = offOr(c.MaxStreams, defaultMaxStreams)
 	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
-	l.maxTopics = offOr(c.MaxTopics, defaultMaxTopics)
 	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
 	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
 	return l, nil

@@ -33,8 +33,8 @@ func TestBackendOffForms(t *testing.T) {
 				t.Errorf("per client %d; want 0, no bound", l.PerClient)
 			}
 		}},
-		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, _ guard.Limits, h *Handler) {
-			if n := h.guard.Limits().Topics; n != 0 || h.live.limits.maxTopics != 0 {
+		{"max_topics off", `{"max_topics":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
+			if n := h.guard.Limits().Topics; n != 0 || l.Topics != 0 {
 				t.Errorf("topics bounded at %d; want no bound", n)
 			}
 		}},

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/confjson"
 )
@@ -26,10 +25,9 @@ type Server struct {
 	// {"upstreams": [{"dial": "10.0.0.3:8080"}]}. Required.
 	ProxyRaw json.RawMessage `json:"proxy"`
 
-	// Backend holds the server's limits (serverOptions): max_in_flight,
-	// max_main_thread, the queue, cache_size, max_response, max_held,
-	// instances, guard, max_streams and max_topics.
-	// The front door's choices are each handler's, or the defaults'.
+	// Backend holds the server's limits: the backend options declared
+	// statusgate:"server". The front door's choices are each handler's, or
+	// the defaults'.
 	// Absent: the defaults, every limit on.
 	Backend BackendConfig `json:"backend,omitzero"`
 }
@@ -39,36 +37,6 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	type plain Server
 	_, err := confjson.Object(b, "", (*plain)(s), nil)
 	return err
-}
-
-// serverOptions are the backend options that count a server's work, shared
-// by every handler in front of it (guard.Limits.Server); every other backend
-// option is the front door's.
-var serverOptions = map[string]bool{
-	"max_in_flight": true, "max_main_thread": true, "queue_length": true, "queue_wait": true,
-	"cache_size": true, "max_response": true, "max_held": true, "instances": true, "guard": true,
-	"max_streams": true, "max_topics": true,
-}
-
-// backendOptions are c's options by their JSON name, as settable values.
-func backendOptions(c *BackendConfig) map[string]reflect.Value {
-	opts := map[string]reflect.Value{}
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		for i := range v.NumField() {
-			f, ft := v.Field(i), v.Type().Field(i)
-			if ft.Anonymous {
-				walk(f)
-				continue
-			}
-			name, _, _ := strings.Cut(ft.Tag.Get("json"), ",")
-			if name != "" && name != "-" {
-				opts[name] = f
-			}
-		}
-	}
-	walk(reflect.ValueOf(c).Elem())
-	return opts
 }
 
 // setOption is the first option of c, in name order, that is set and that
@@ -119,6 +87,3 @@ func withServer(c BackendConfig, s *Server) BackendConfig {
 	takeOptions(&c, &s.Backend, isServerOption)
 	return c
 }
-
-func isServerOption(name string) bool { return serverOptions[name] }
-func isDoorOption(name string) bool   { return !serverOptions[name] }

@@ -128,7 +128,7 @@ func serverDeclaration(seg caddyfile.Segment) (string, *Server, error) {
 		return "", nil, errAt(name, "server %s: no upstream: write server %s <upstream>..., as statusgate <upstream>... names its backend", name.Text, name.Text)
 	}
 	for _, tok := range blockOptions(seg[2:]) {
-		if serverOptions[tok.Text] || tok.Text == "proxy" || tok.Text == "queue" {
+		if serverWords[tok.Text] || tok.Text == "proxy" {
 			continue
 		}
 		if !slices.Contains(optionNames(caddyfileSyntax), tok.Text) {
@@ -164,11 +164,11 @@ func globalDefaults(head caddyfile.Token, toks []caddyfile.Token) (*Defaults, er
 		switch {
 		case tok.Text == "proxy" || tok.Text == "network":
 			return nil, errAt(tok, "global statusgate option, defaults: '%s' is a handler's, not a default: write it in the statusgate handler", tok.Text)
-		case serverOptions[tok.Text] || tok.Text == "queue":
+		case serverWords[tok.Text]:
 			return nil, errAt(tok, "global statusgate option, defaults: '%s' is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, tok.Text)
 		}
 		// A misspelt server limit: its name, and where it goes, at once.
-		if c, ok := nearest.Word(tok.Text, optionNames(caddyfileSyntax)); ok && c != tok.Text && (serverOptions[c] || c == "queue") {
+		if c, ok := nearest.Word(tok.Text, optionNames(caddyfileSyntax)); ok && c != tok.Text && serverWords[c] {
 			return nil, errAt(tok, "global statusgate option, defaults: unrecognized subdirective '%s'; did you mean %s? It is a server's limit: set it in each server's block (server <name> <upstream>... { %s ... })", tok.Text, c, c)
 		}
 	}
@@ -236,7 +236,7 @@ func renamed(tok caddyfile.Token, text string) caddyfile.Token {
 func serverOptionList() string {
 	var names []string
 	for _, o := range caddyfileSyntax {
-		if serverOptions[o.name] || o.name == "queue" {
+		if serverWords[o.name] {
 			names = append(names, o.name)
 		}
 	}

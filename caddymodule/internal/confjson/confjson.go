@@ -47,10 +47,7 @@ type Hint func(path string) string
 // (backend.cache.status, auth.keys[1]). given lists the members present
 // and not null, as written, for checks of what was written.
 func Object(b []byte, path string, v any, hint Hint) (given map[string]string, err error) {
-	rv := reflect.ValueOf(v).Elem()
-	fields := map[string]reflect.Value{}
-	var names []string
-	collect(rv, fields, &names)
+	fields, names := byName(reflect.ValueOf(v).Elem())
 
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(b, &members); err != nil {
@@ -78,8 +75,20 @@ func Object(b []byte, path string, v any, hint Hint) (given map[string]string, e
 	return given, nil
 }
 
-// collect lists the fields of the struct v by json name.
-func collect(v reflect.Value, fields map[string]reflect.Value, names *[]string) {
+// A Member is one option of a struct of options: its JSON name, its field
+// (whose other tags may declare more of it) and its value.
+type Member struct {
+	Name  string
+	Field reflect.StructField
+	Value reflect.Value
+}
+
+// Members lists the members of the struct v, in field order, as Object
+// reads them: the exported fields by their json names, those of an
+// embedded struct (or of the struct an embedded pointer points to) among
+// them. v's values are settable when v is.
+func Members(v reflect.Value) []Member {
+	var out []Member
 	t := v.Type()
 	for i := range t.NumField() {
 		sf := t.Field(i)
@@ -90,10 +99,10 @@ func collect(v reflect.Value, fields map[string]reflect.Value, names *[]string) 
 		if sf.Anonymous && tag == "" {
 			switch f := v.Field(i); {
 			case f.Kind() == reflect.Struct:
-				collect(f, fields, names)
+				out = append(out, Members(f)...)
 				continue
 			case f.Kind() == reflect.Pointer && !f.IsNil() && f.Elem().Kind() == reflect.Struct:
-				collect(f.Elem(), fields, names)
+				out = append(out, Members(f.Elem())...)
 				continue
 			}
 		}
@@ -104,9 +113,20 @@ func collect(v reflect.Value, fields map[string]reflect.Value, names *[]string) 
 		if name == "" {
 			name = sf.Name
 		}
-		fields[name] = v.Field(i)
-		*names = append(*names, name)
+		out = append(out, Member{Name: name, Field: sf, Value: v.Field(i)})
 	}
+	return out
+}
+
+// byName is Members by name, and the names in field order.
+func byName(v reflect.Value) (map[string]reflect.Value, []string) {
+	fields := map[string]reflect.Value{}
+	var names []string
+	for _, m := range Members(v) {
+		fields[m.Name] = m.Value
+		names = append(names, m.Name)
+	}
+	return fields, names
 }
 
 // value decodes raw into v, the member at path.
@@ -282,9 +302,7 @@ func sortedKeys[V any](m map[string]V) []string {
 // written, but the same as leaving them out, which the owner may refuse as
 // a guess at what was meant.
 func Zeros(v any, given map[string]string) []string {
-	fields := map[string]reflect.Value{}
-	var names []string
-	collect(reflect.ValueOf(v).Elem(), fields, &names)
+	fields, _ := byName(reflect.ValueOf(v).Elem())
 	var zeros []string
 	for _, name := range sortedKeys(given) {
 		f, ok := fields[name]

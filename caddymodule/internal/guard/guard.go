@@ -214,7 +214,7 @@ type Guard struct {
 	// else this handler of this load alone (it cannot know where the
 	// handlers after it send requests).
 	scope string
-	// The front door's choices (Limits.Server): this handler's.
+	// The front door's choices (options declared statusgate:"door"): this handler's.
 	timeout      time.Duration // each request's budget at the backend; 0: none
 	perClient    int           // an anonymous client's places; 0: no bound
 	coalesce     bool          // identical requests share a trip

@@ -4,34 +4,30 @@ import (
 	"time"
 )
 
-// Limits is BackendConfig resolved: defaults applied, off as 0. The
-// handlers of one config that share a guard give it the same server limits
-// (Server); the newest config's are in force (guardState.use).
+// Limits is BackendConfig resolved: defaults applied, off as 0. Each
+// field's option tag names the backend option it resolves, whose
+// declaration says whether it is the server's (on which the handlers of
+// one config that share a guard agree) or each handler's front door's;
+// the newest config's limits are in force (guardState.use).
 type Limits struct {
-	InFlight, MainThread, PerClient, Queue int
-	Wait, Timeout                          time.Duration
-	Coalesce                               bool
-	CacheSize, MaxResponse, MaxHeld        int64
+	InFlight    int           `option:"max_in_flight"`
+	MainThread  int           `option:"max_main_thread"`
+	PerClient   int           `option:"max_per_client"`
+	Queue       int           `option:"queue_length"`
+	Wait        time.Duration `option:"queue_wait"`
+	Timeout     time.Duration `option:"timeout"`
+	Coalesce    bool          `option:"coalesce"`
+	CacheSize   int64         `option:"cache_size"`
+	MaxResponse int64         `option:"max_response"`
+	MaxHeld     int64         `option:"max_held"`
 	// Instances is how many gateways share the backend; the limits above
 	// are this one's share (PerInstance).
-	Instances int
+	Instances int `option:"instances"`
 	// Streams bounds the live streams, Topics what they poll
 	// (LiveConfig): their seats are the guard's; how many one client may
 	// open is each handler's (max_streams_per_client).
-	Streams, Topics int
-}
-
-// Server is l less the front door's choices: what the backend's guard
-// shares among every handler in front of it (its slots, queue, main-thread
-// lane, held bytes, cache, streams and topics), on which they must agree.
-// How many places one client may take (max_per_client, and
-// max_streams_per_client for streams), a request's budget (timeout) and
-// whether identical requests share a trip (coalesce) are each handler's
-// own: a public site and a staff dashboard in front of
-// one server may choose differently, and still count at one guard.
-func (l Limits) Server() Limits {
-	l.PerClient, l.Timeout, l.Coalesce = 0, 0, false
-	return l
+	Streams int `option:"max_streams"`
+	Topics  int `option:"max_topics"`
 }
 
 // ClientShare is what one client (an address, or a key without a share of
