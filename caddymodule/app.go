@@ -49,7 +49,7 @@ type App struct {
 	// Servers are the game servers the config's handlers and networks
 	// front, each declared once by name, with its limits: a handler names
 	// one with `server <name>` (JSON "server"), a network lists one with
-	// `server <name>` and no upstreams (servers.go).
+	// `server <name>` and no upstreams.
 	Servers map[string]*Server `json:"servers,omitempty"`
 
 	// Defaults is what every statusgate handler of the config takes where

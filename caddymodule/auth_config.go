@@ -40,7 +40,7 @@ type AuthConfig struct {
 	// key that ends up empty is an error. A key that is one {file.*} or
 	// {env.*} placeholder may carry "revision", a fingerprint of its value
 	// that the Caddyfile adapter writes so that caddy reload applies a
-	// changed file (revision.go). Default: none, so that no caller has a
+	// changed file (revisionOf). Default: none, so that no caller has a
 	// key.
 	Keys []apikey.Key `json:"keys,omitempty"`
 
@@ -69,7 +69,7 @@ type AuthConfig struct {
 
 	// PublishFields lists per endpoint fields hidden by default or by the
 	// global option's defaults that this handler makes public: the one way
-	// to publish such a field, named by name (fields_config.go). Each must
+	// to publish such a field, named by name. Each must
 	// be hidden there and not in the endpoint's own protected_fields.
 	// Default: none.
 	PublishFields map[string][]string `json:"publish_fields,omitempty"`
@@ -158,7 +158,7 @@ func (c *AuthConfig) adopt(d AuthConfig) error {
 	}
 	c.RequireKey = mergeEndpoints(c.RequireKey, d.RequireKey)
 	// The defaults' field lists are a level of their own, which c's add
-	// to (fields_config.go), not entries c's replace.
+	// to (endpointFields), not entries c's replace.
 	c.globalFields, c.globalPublish = d.ProtectedFields, d.PublishFields
 	// The fields the defaults name are known to every handler.
 	for ep, fields := range d.ExtraFields {

@@ -155,7 +155,7 @@ type BackendConfig struct {
 	// Default: 1. Cannot be off: every gateway is one of at least one.
 	Instances int `json:"instances,omitempty" statusgate:"server" caddyfile:"instances <k>" notoff:"every gateway is one of at least one; leave instances out (or write 1) for a gateway alone"`
 
-	// LiveConfig bounds the live streams (stream.go): max_streams,
+	// LiveConfig bounds the live streams: max_streams,
 	// max_streams_per_client, max_topics, stream_lifetime, stream_heartbeat.
 	LiveConfig
 }

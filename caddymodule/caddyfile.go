@@ -416,7 +416,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 		h.ProxyRaw = proxy
 	} // else the form of 1.0: Provision warns
 	if global != nil && !defaults {
-		// One server, one declaration (servers_once.go), with the line.
+		// One server, one declaration (declaredTwice), with the line.
 		if err := declaredTwice(h.ProxyRaw, global.Servers, "statusgate: its upstreams", "write server %s in the block in place of the upstreams (and their proxy block)"); err != nil {
 			return errAt(directive, "%v", err)
 		}

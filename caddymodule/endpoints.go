@@ -67,7 +67,7 @@ type builtin struct {
 	snapshot    time.Duration // the plugin's default refresh interval of a snapshot station
 	public      bool          // no key required by default
 	fields      []string      // protected fields by default
-	query       queryRule     // what the backend reads of the query (query.go); nothing by default
+	query       queryRule     // what the backend reads of the query (queryRule); nothing by default
 	// members are the member names of the endpoint's data at any depth, as
 	// the plugin writes them (BACKEND-CONTRACT.md, section 5; the gateway's
 	// own for index and network): the names protected_fields may give it
@@ -209,7 +209,7 @@ type tableConfig struct {
 	// publish is publish_fields: fields hidden by default or by the global
 	// option, made public. globalFields and globalPublish are the global
 	// statusgate option's protected_fields and publish_fields, which fields
-	// and publish add to (fields_config.go).
+	// and publish add to (endpointFields).
 	publish, globalFields, globalPublish map[string][]string
 
 	authOn     bool

@@ -1,7 +1,7 @@
 package caddymodule
 
 // This file is the game_metrics line of the global statusgate option
-// (gamemetrics.go).
+// (GameMetrics).
 
 import (
 	"strconv"

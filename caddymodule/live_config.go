@@ -1,7 +1,7 @@
 package caddymodule
 
 // This file is the live streams' options (LiveConfig, part of the backend
-// options), their defaults and their checks (stream.go has the streams).
+// options), their defaults and their checks.
 
 import (
 	"cmp"

@@ -2,7 +2,7 @@ package caddymodule
 
 // This file is a network's configuration (network <cluster-id> { ... }):
 // its servers, each a fixed server, and what is checked of them before the
-// handler joins their guards (network.go).
+// handler joins their guards (joinNetwork).
 
 import (
 	"context"

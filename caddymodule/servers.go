@@ -4,7 +4,7 @@ package caddymodule
 // config's handlers and networks front, each declared once by name with its
 // limits, and the keys, policy and front-door choices every handler takes
 // unless it says otherwise (docs/network.md). They are the statusgate app's
-// config (app.go): the Caddyfile's global statusgate option writes them.
+// config (App): the Caddyfile's global statusgate option writes them.
 
 import (
 	"encoding/json"

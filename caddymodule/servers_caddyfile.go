@@ -2,7 +2,7 @@ package caddymodule
 
 // This file is the Caddyfile's global statusgate option: the servers a
 // config's handlers and networks front, each declared once, and the
-// defaults every handler takes (servers.go).
+// defaults every handler takes (Server, Defaults).
 
 import (
 	"encoding/json"

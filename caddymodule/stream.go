@@ -34,7 +34,7 @@ const retryHint = "3000"
 
 // end ends every stream of the handler at once: its clients reconnect, to
 // the config that replaces this one. The load's "stopping" event
-// (succession.go) ends it: Caddy emits the event while a reload or a stop
+// (App.Handle) ends it: Caddy emits the event while a reload or a stop
 // waits, so it does not wait for the polls at the backend.
 func (lv *liveState) end() {
 	if lv != nil {

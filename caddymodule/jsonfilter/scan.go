@@ -7,7 +7,7 @@ import (
 )
 
 // Byte classes, so that byte-at-a-time loops (whitespace, the last bytes of a
-// chunk) cost one load and one branch per byte; swar.go has the word-at-a-time
+// chunk) cost one load and one branch per byte; the word-at-a-time (SWAR)
 // loops for string bodies and digits.
 var (
 	strSpecial [256]bool // ends a run of plain string bytes: '"', '\\', controls
