@@ -137,7 +137,7 @@ func flags(fs *flag.FlagSet, args []string) (config, error) {
 	fs.IntVar(&c.h2Streams, "h2-streams", 0, "a round of this many stalled HTTP/2 (h2c) streams of the largest public answer (the full run: 1000)")
 	fs.IntVar(&c.h2Conns, "h2-conns", 2, "connections the HTTP/2 streams share (more if the server allows fewer streams per connection)")
 	fs.IntVar(&c.h2Window, "h2-window", 1024, "the HTTP/2 attacker's SETTINGS_INITIAL_WINDOW_SIZE, never replenished")
-	fs.IntVar(&c.hangUps, "hangups", 0, "a round of this many clients from one address, each asking for a random player and hanging up after -hangup-after, again and again (the issue's: 12)")
+	fs.IntVar(&c.hangUps, "hangups", 0, "a round of this many clients from one address, each asking for a random player and hanging up after -hangup-after, again and again (12 in the attack as first reported)")
 	fs.DurationVar(&c.hangUpAfter, "hangup-after", 150*time.Millisecond, "how long a hanging-up client waits before it closes its connection")
 	fs.BoolVar(&c.hangUpMain, "hangup-placeholders", false, "the hanging-up clients ask for /placeholders of a random player instead (main-thread work; with the bot's key)")
 	fs.IntVar(&c.reloads, "reloads", 0, "a statusgate round with this many reloads of its config during the flood (the full run: 10)")
