@@ -264,21 +264,3 @@ func TestQueueOff(t *testing.T) {
 	}
 }
 
-// TestCacheOff checks that a cached endpoint reaches the backend on every
-// call once its cache is off, or the whole micro-cache.
-func TestCacheOff(t *testing.T) {
-	for _, block := range []string{"cache status off", "cache_size off"} {
-		t.Run(block, func(t *testing.T) {
-			h, _ := newTestHandler(t, block+"\nmax_per_client off")
-			be := &counter{body: `{"ok":true,"data":{"online":[]},"meta":{"authenticated":true}}`}
-			for range 3 {
-				if r := serve(t, h, be, "GET", "/api/v1/status", nil); r.Code != 200 {
-					t.Fatalf("status %d", r.Code)
-				}
-			}
-			if be.n() != 3 {
-				t.Errorf("three calls reached the backend %d times, want 3", be.n())
-			}
-		})
-	}
-}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -253,47 +252,6 @@ func TestScopeOutsideIsAnonymous(t *testing.T) {
 	r := serve(t, h, &backend{body: playerBody}, "GET", "/api/v1/player/40094F2F-ca8f-4826-8b31-11e0f4c449df", keyHeader(scopeWebSecret))
 	if strings.Contains(r.Body.String(), `"op":`) {
 		t.Errorf("web key outside its scope saw protected fields: %s", r.Body)
-	}
-}
-
-// TestScopeIndex checks that the index lists what the caller may read: the
-// public endpoints, plus the key's scope.
-func TestScopeIndex(t *testing.T) {
-	h, _ := newTestHandler(t, scopedKeys)
-	stations := func(hdr http.Header) ([]string, bool) {
-		r := serve(t, h, &backend{}, "GET", "/api/v1", hdr)
-		var doc struct {
-			Data struct {
-				Stations []struct{ Name string } `json:"stations"`
-			} `json:"data"`
-			Meta struct {
-				Authenticated bool `json:"authenticated"`
-			} `json:"meta"`
-		}
-		if err := json.Unmarshal(r.Body.Bytes(), &doc); err != nil {
-			t.Fatalf("%v: %s", err, r.Body)
-		}
-		var names []string
-		for _, s := range doc.Data.Stations {
-			names = append(names, s.Name)
-		}
-		return names, doc.Meta.Authenticated
-	}
-	anon, auth := stations(nil)
-	if !slices.Equal(anon, []string{"status", "player"}) || auth {
-		t.Errorf("anonymous index: %v, authenticated %v", anon, auth)
-	}
-	bot, auth := stations(keyHeader(scopeBotSecret))
-	if !slices.Equal(bot, []string{"status", "player", "bans"}) || !auth {
-		t.Errorf("bot's index: %v, authenticated %v", bot, auth)
-	}
-	web, _ := stations(keyHeader(scopeWebSecret))
-	if !slices.Equal(web, []string{"status", "player", "performance"}) {
-		t.Errorf("web's index: %v", web)
-	}
-	staff, _ := stations(keyHeader(scopeStaffSecret))
-	if len(staff) <= len(bot) || !slices.Contains(staff, "server") {
-		t.Errorf("staff's index: %v", staff)
 	}
 }
 
