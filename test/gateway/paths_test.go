@@ -52,11 +52,14 @@ var serverSpellings = []string{
 	"/api/v1/worlds/..",
 	"/api/v1/worlds/.",
 	"/api/v1/worlds/..%2Fserver",
+	"/api/v1/player/..%2Fserver",
+	"/api/v1/v1/server",
 	"/api/v1/worlds/%2e%2e%2fserver",
 	"/api/v1/worlds/%2e%2e/server",
 	"/api/v1/punishments/..%2F..%2Fserver",
 	// ';', trailing dots, case, suffixes
 	"/api/v1/server;x",
+	"/api/v1/server;x=1",
 	"/api/v1/server;",
 	"/api/v1;x/server",
 	"/api/v1/server%3Bx",
@@ -158,6 +161,7 @@ func TestRawSpellingWithUnescapedBytes(t *testing.T) {
 	StartDefault(t, be)
 	for _, target := range []string{
 		"/api/v1/%77orlds/world",
+		"/api/v1/%73erver{",
 		"/api/v1/%77orlds/x{",
 		"/api/%761/worlds/x{",
 		"/api/v1%2Fworlds/x{",
