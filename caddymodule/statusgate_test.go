@@ -329,69 +329,6 @@ func TestKeyedPassthroughFailures(t *testing.T) {
 	}
 }
 
-func TestIndex(t *testing.T) {
-	names := func(r reply) []string {
-		var idx struct {
-			Data struct {
-				AuthEnabled bool `json:"authEnabled"`
-				Stations    []struct {
-					Name        string `json:"name"`
-					Path        string `json:"path"`
-					RequiresKey bool   `json:"requiresKey"`
-				} `json:"stations"`
-			} `json:"data"`
-			Meta struct {
-				Authenticated bool `json:"authenticated"`
-			} `json:"meta"`
-		}
-		if err := json.Unmarshal(r.Body.Bytes(), &idx); err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, s := range idx.Data.Stations {
-			n := s.Path
-			if s.RequiresKey {
-				n += "*"
-			}
-			out = append(out, n)
-		}
-		if idx.Meta.Authenticated {
-			out = append(out, "authenticated")
-		}
-		return out
-	}
-	all := "/api/v1/status /api/v1/player/{uuid} /api/v1/server* /api/v1/performance* /api/v1/worlds* /api/v1/gamerules* /api/v1/entities* /api/v1/spawnlimits* /api/v1/punishments* /api/v1/bans* /api/v1/operators* /api/v1/plugins* /api/v1/placeholders* /api/v1/constants*"
-	tests := []struct {
-		block, path string
-		header      http.Header
-		want        string
-	}{
-		{"", "/api/v1", nil, "/api/v1/status /api/v1/player/{uuid}"},
-		{"", "/api", nil, "/api/v1/status /api/v1/player/{uuid}"},
-		{"", "/api/v1/", keyHeader(testKey), all + " authenticated"},
-		{"hide_protected off", "/api/", nil, all},
-		{"auth off\nenable custom/votes", "/api/v1", nil, strings.ReplaceAll(all, "*", "") + " /api/v1/custom/votes authenticated"},
-		{"enable custom/votes whitelist\ndisable bans", "/api/v1", keyHeader(testKey),
-			strings.Replace(strings.Replace(all, " /api/v1/bans*", "", 1), "/api/v1/operators*", "/api/v1/operators* /api/v1/whitelist*", 1) + " /api/v1/custom/votes* authenticated"},
-	}
-	for _, tc := range tests {
-		h, _ := newTestHandler(t, "key "+testKey+"\n"+tc.block)
-		be := &backend{}
-		got := serve(t, h, be, "GET", tc.path, tc.header)
-		if got.Code != 200 || len(be.calls) != 0 {
-			t.Fatalf("%q %s: %d, backend calls %d", tc.block, tc.path, got.Code, len(be.calls))
-		}
-		if s := strings.Join(names(got), " "); s != tc.want {
-			t.Errorf("%q %s:\n got %s\nwant %s", tc.block, tc.path, s, tc.want)
-		}
-	}
-	h, _ := newTestHandler(t, "key "+testKey+"\nprotected_fields index description")
-	got := serve(t, h, &backend{}, "GET", "/api/v1", nil)
-	if strings.Contains(got.Body.String(), `"description":`) || !strings.Contains(got.Body.String(), `"hiddenFields":["description"]`) {
-		t.Fatalf("index field layer: %s", got.Body)
-	}
-}
-
 func TestStripQueryKey(t *testing.T) {
 	tests := map[string]string{
 		"":                        "",

@@ -233,5 +233,8 @@ func TestIndex(t *testing.T) {
 		}
 		check(t, false, true, nil, open...)
 		check(t, false, true, []string{WithKey(KeyA)}, open...)
+		// A custom station is as open as the rest.
+		StartDefault(t, be, "auth off", "enable custom/votes")
+		check(t, false, true, nil, append(open, station{"custom/votes", "/api/v1/custom/votes", false})...)
 	})
 }
