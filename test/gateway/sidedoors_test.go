@@ -69,6 +69,10 @@ func TestQueryKeyNeverLogged(t *testing.T) {
 		"/api/v1/bans?x=%zz&key=" + KeyA,
 		"/api/v1/bans?key=" + KeyA + "&x=%",
 		"/api/v1/nothing?x=#&key=" + KeyA,
+		"/api/v1/worlds/a#b?key=" + KeyA,
+		"/api/v1/bans?x=%2&key=" + KeyA,
+		"/api/v1/bans?k%6=1&key=" + KeyA,
+		"/api/v1/status?x=%G1",
 	}
 	// A custom station's query reaches the backend but for the key (a
 	// built-in endpoint's, only what it reads).
@@ -129,6 +133,11 @@ func TestQueryKeyNeverLogged(t *testing.T) {
 						t.Errorf("the access log holds the key: %d %s", e.Status, e.Request.URI)
 					}
 				}
+			}
+			// The preflight is the same for every target, '#' or not (after
+			// the log's count: it is logged).
+			if r := Send(t, "OPTIONS", "/api/v1/bans?x=#"); r.Status != http.StatusNoContent {
+				t.Errorf("a preflight with '#': %d %s, want 204", r.Status, r.Body)
 			}
 		})
 	}
