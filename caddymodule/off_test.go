@@ -263,4 +263,3 @@ func TestQueueOff(t *testing.T) {
 		t.Errorf("placeholders %d, status %d; want both 200", a.Code, b.Code)
 	}
 }
-
