@@ -4,15 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/cors"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
-	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/apijson"
 )
 
@@ -120,30 +117,4 @@ func (c *indexCache) serve(w http.ResponseWriter, who caller, ep *endpoint, hide
 	cors.Set(w.Header())
 	apijson.Write(w, http.StatusOK, b)
 	return guard.Verdict{Outcome: metrics.Index}
-}
-
-// ownAnswer is the body of an answer the gateway makes itself (the index, a
-// network's document) for who, to ep: data in the backend's success
-// envelope, meta's members that start every envelope, then extra (members
-// of meta of the answer's own, each after a comma), then authenticated;
-// through the field layer when who gets it, as a backend's answer would go.
-func ownAnswer(data, extra []byte, who guard.Caller, ep *endpoint) ([]byte, error) {
-	b := make([]byte, 0, len(data)+len(extra)+96)
-	b = append(b, apijson.DataHead...)
-	b = append(b, data...)
-	b = apijson.AppendMeta(b, "", time.Now().UnixMilli())
-	b = append(b, extra...)
-	b = append(b, `,"authenticated":`...)
-	b = strconv.AppendBool(b, who.Authenticated)
-	b = append(b, "}}"...)
-	if !who.Filtered() || ep.Fields == nil {
-		return b, nil
-	}
-	out, hidden, err := jsonfilter.Apply(make([]byte, 0, len(b)+64), b, ep.Fields, jsonfilter.Options{})
-	if err != nil {
-		return nil, err
-	}
-	ep.Metrics.FilterBytes(int64(len(b)), int64(len(out)))
-	ep.Metrics.FieldsRemoved(hidden)
-	return out, nil
 }
