@@ -34,8 +34,8 @@ func init() {
 }
 
 // App is the state of one config load that its statusgate handlers share:
-// the load's number, the limits each guard was first given in it (handlers
-// that share a guard must agree on them), the handlers themselves, which
+// the load's number, the server limits each guard was first given in it
+// (serverLimits: handlers that share a guard must agree on them), the handlers themselves, which
 // register with it (register) and which it retires when the load stops, the
 // load's metrics collectors, its part in the process's heartbeat and
 // go-redis's log, and the check of the routes around its handlers. It needs no config:

@@ -137,7 +137,8 @@ type BackendConfig struct {
 	// Guard names the backend guard: the admission limits, the per-client
 	// and per-key counts, the held bytes, coalescing and the micro-cache.
 	// Handlers that name the same guard (in front of the same backend) share
-	// one, with the same limits. A reload keeps a guard, with every count,
+	// one, with the same server limits; the front door's choices stay each
+	// handler's. A reload keeps a guard, with every count,
 	// and puts changed limits in force on it in place. Default: the guard
 	// of the declared backend, named by what of the declaration picks the
 	// server (its upstreams, Host, rewrite and TLS server name), shared by

@@ -18,8 +18,9 @@ import (
 
 func init() {
 	httpcaddyfile.RegisterDirective("statusgate", parseDirective)
-	// Just before reverse_proxy: the gateway decides and rewrites the request
-	// that reverse_proxy then sends, and it has to see the response first.
+	// Just before reverse_proxy: in the form of 1.0 the gateway decides and
+	// rewrites the request that reverse_proxy then sends, and it has to see
+	// the response first (a declared backend's statusgate sends it itself).
 	httpcaddyfile.RegisterDirectiveOrder("statusgate", httpcaddyfile.Before, "reverse_proxy")
 }
 
@@ -160,8 +161,8 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // subdirectives (header_up, transport, lb_policy, to, ...) but
 // handle_response, replace_status and response matchers, which would answer
 // in the backend's place. Both go to the JSON's "proxy", the reverse_proxy
-// handler's config. Without upstreams or proxy, statusgate is in the form of
-// 1.0 and relies on a reverse_proxy after it.
+// handler's config. Without upstreams, proxy or server, statusgate is in the
+// form of 1.0 and relies on a reverse_proxy after it.
 //
 // A key with two arguments is a name and a secret, with one a secret alone
 // (named key-<n> by its position); either secret may be its SHA-256 digest
@@ -240,7 +241,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 	if global != nil && global.Defaults != nil {
 		globalAuth = &global.Defaults.Auth
 	}
-	var serverAt caddyfile.Dispenser // the server line's, for globalAfter
+	var serverAt caddyfile.Dispenser // the server line's, for cacheOverNoCacheCaddyfile's error
 	for d.NextBlock(0) {
 		opt := d.Val()
 		if !repeatable[opt] {

@@ -14,7 +14,7 @@ import (
 )
 
 // UnmarshalJSON reads the handler's config; see the file's comment.
-// AuthConfig's is beside the Handler type. The module's name, "handler":
+// AuthConfig's is beside the AuthConfig type. The module's name, "handler":
 // "statusgate", is Caddy's to read (it takes it out before the module
 // decodes its config), and passes where a whole route's handler is decoded.
 func (h *Handler) UnmarshalJSON(b []byte) error {

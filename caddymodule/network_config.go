@@ -61,7 +61,7 @@ type NetworkServer struct {
 	ProxyRaw json.RawMessage `json:"proxy,omitempty"`
 
 	// declared is the server the statusgate app declares under ID, when
-	// Proxy was left out for it (Handler.adopt): the member is counted with
+	// ProxyRaw (JSON "proxy") was left out for it (Handler.adopt): the member is counted with
 	// the server's own limits.
 	declared *Server
 }

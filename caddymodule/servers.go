@@ -1,10 +1,11 @@
 package caddymodule
 
-// This file is a network of game servers written once: the servers the
-// config's handlers and networks front, each declared once by name with its
-// limits, and the keys, policy and front-door choices every handler takes
-// unless it says otherwise (docs/network.md). They are the statusgate app's
-// config (App): the Caddyfile's global statusgate option writes them.
+// This file is the servers written once: the game servers the config's
+// handlers and networks front, each declared once by name with its limits
+// (Server), and how a handler takes a declaration's options (setOption,
+// takeOptions, withServer). They are the statusgate app's config, beside
+// its Defaults (docs/network.md): the Caddyfile's global statusgate option
+// writes them.
 
 import (
 	"encoding/json"

@@ -24,10 +24,10 @@ import (
 // so a scrape never counts a guard twice, and a reload that keeps a guard
 // carries its counts on rather than restarting them.
 type Guard struct {
-	// Name is the guard's name (backend.guard), the guard label's value.
-	// Handlers with a guard of their own have the empty name: their guards
-	// sum into one set of series, which is what a config with one backend
-	// shows.
+	// Name is the guard label's value: backend.guard, else the declared
+	// server's name or the network member's id. A guard named by neither
+	// has the empty name: such guards sum into one set of series, which is
+	// what a config with one backend shows.
 	Name string
 
 	// All is the admission limiter in front of the whole backend, Main the
@@ -43,8 +43,9 @@ type Guard struct {
 	Trips Trips
 }
 
-// guardCollector exports the guards of one config load. The first handler
-// of the load registers it; the others add their guards to it.
+// guardCollector exports the guards of one config load: Register
+// registers it once per load, with the other families, and each handler
+// adds its guards to it (Metrics.ExportGuard).
 type guardCollector struct {
 	mu     sync.Mutex
 	guards []Guard

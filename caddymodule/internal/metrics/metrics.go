@@ -28,6 +28,8 @@
 //	caddy_http_statusgate_backend_requests_in_flight{guard}       gauge: requests holding a backend slot
 //	caddy_http_statusgate_backend_requests_queued{guard,class}    gauge: requests waiting for one, anonymous or keyed
 //	caddy_http_statusgate_held_bytes{guard}                       gauge: answer bytes held for clients
+//	caddy_http_statusgate_held_anonymous_bytes{guard}             gauge: those charged for anonymous callers
+//	caddy_http_statusgate_topic_bytes{guard}                      gauge: bytes the live streams' topics keep
 //	caddy_http_statusgate_cache_lookups_total{guard,result}       micro-cache lookups: hit, stale, miss
 //	caddy_http_statusgate_cache_evictions_total{guard}            micro-cache entries evicted for room
 //	caddy_http_statusgate_cache_entries{guard}                    gauge: micro-cache entries
