@@ -189,5 +189,6 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 		return l, lv, err
 	}
 	l.Streams, l.Topics = lv.maxStreams, lv.maxTopics
+	lv.writeTimeout = c.writeTimeout()
 	return l, lv, nil
 }

@@ -70,6 +70,7 @@ const (
 type liveLimits struct {
 	maxStreams, perClient, maxTopics int
 	lifetime, heartbeat              time.Duration
+	writeTimeout                     time.Duration // the handler's (BackendConfig.writeTimeout)
 }
 
 // resolveLive checks c and applies the defaults.

@@ -177,7 +177,7 @@ func TestInstancesAdmission(t *testing.T) {
 		}
 	}
 	// The third waits in the queue of 1; the fourth finds it full.
-	fixture.WaitFor(t, "the third caller to be queued", func() bool { return h.guard.Stats().All.QueuedAnonymous == 1 })
+	fixture.WaitFor(t, "the third caller to be queued", func() bool { return units(h).All.Stats().QueuedAnonymous == 1 })
 	if code := serve(t, h, g, "GET", queryTarget+"?n=3", nil).Code; code != 503 {
 		t.Errorf("fourth caller: %d, want 503 (2 slots and a queue of 1)", code)
 	}
@@ -298,7 +298,7 @@ func TestAdmission(t *testing.T) {
 	}
 	// Two fill the backend; two anonymous callers queue, then a keyed one,
 	// each once the one before is in the queue.
-	stats := func() admission.Stats { return h.guard.Stats().All }
+	stats := func() admission.Stats { return units(h).All.Stats() }
 	for _, who := range []string{"first0", "first1"} {
 		go call(who, nil)
 		<-g.entered
@@ -413,26 +413,11 @@ func TestTimeoutBudget(t *testing.T) {
 	}
 }
 
-// cacheClock gives h's guard a micro-cache on a clock of the test's own, so
-// that an entry's time to live passes when the test says and never while a
-// busy machine stalls it.
-func cacheClock(h *Handler) *fixture.Clock {
-	clk := fixture.NewClock()
-	h.guard.SetClock(clk.Now)
-	return clk
-}
-
-// refreshing reports whether a background refresh of h's guard is under way.
-func refreshing(h *Handler) bool {
-	return h.guard.Stats().Refreshing > 0
-}
-
 // TestMicroCache checks that a cached endpoint reaches the backend once per
 // time to live and class, that anonymous and keyed callers never share an
 // entry, and that clients are still told not to store the answer.
 func TestMicroCache(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\ncache status 300ms\ncache player off")
-	clk := cacheClock(h)
+	h, _ := newTestHandler(t, "key "+testKey+"\ncache status 1m\ncache player off")
 	be := &counter{body: `{"ok":true,"data":{"online":[],"op":true},"meta":{"authenticated":true}}`}
 	var anon []string
 	for range 3 {
@@ -457,37 +442,11 @@ func TestMicroCache(t *testing.T) {
 	if be.n() != 3 || head.Body.Len() != 0 || head.Header().Get("Content-Length") != strconv.Itoa(len(anon[0])) {
 		t.Errorf("HEAD: backend %d calls, body %q, Content-Length %q", be.n(), head.Body, head.Header().Get("Content-Length"))
 	}
-	// Past its time to live the entry is still served, at once, while one
-	// request refreshes it in the background; then the new one is served.
-	clk.Advance(350 * time.Millisecond)
-	old := be.body
-	be.body = `{"ok":true,"data":{"online":["new"]},"meta":{"authenticated":true}}`
-	var stale []string
-	for range 3 {
-		r := serve(t, h, be, "GET", "/api/v1/status", nil)
-		stale = append(stale, r.Body.String())
-	}
-	// The first gets the stale entry; the others may already get the new.
-	if !strings.Contains(stale[0], `"online":[]`) {
-		t.Errorf("past the time to live a caller waited for the backend instead of getting the stale entry: %s", stale[0])
-	}
-	fixture.WaitFor(t, "the background refresh to store what it got", func() bool { return be.n() >= 4 && !refreshing(h) })
-	if fresh := serve(t, h, be, "GET", "/api/v1/status", nil).Body.String(); !strings.Contains(fresh, `"new"`) || be.n() != 4 {
-		t.Errorf("after the refresh: backend %d calls (want 4: one refresh), body %s", be.n(), fresh)
-	}
-	be.body = old
 	for range 2 {
 		serve(t, h, be, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil)
 	}
-	if be.n() != 6 {
-		t.Errorf("player is not cached, yet the backend saw %d calls, want 6", be.n())
-	}
-	be.status = http.StatusNotFound
-	for range 2 {
-		serve(t, h, be, "GET", "/api/v1/worlds/nope", keyHeader(testKey))
-	}
-	if be.n() != 8 {
-		t.Errorf("a 404 was cached: backend saw %d calls, want 8", be.n())
+	if be.n() != 5 {
+		t.Errorf("player is not cached, yet the backend saw %d calls, want 5", be.n())
 	}
 }
 
@@ -497,7 +456,7 @@ func TestMicroCache(t *testing.T) {
 func TestCacheOffAfterReload(t *testing.T) {
 	before, _ := newTestHandler(t, "guard cached\ncache status 1m")
 	after, _ := newTestHandler(t, "guard cached\ncache status off")
-	if !before.guard.Shares(after.guard) {
+	if !sameGuard(before.guard, after.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	be := &counter{body: `{"ok":true,"data":{"online":[]},"meta":{"authenticated":false}}`}
@@ -527,7 +486,7 @@ func TestCoalescing(t *testing.T) {
 		}
 		// Every caller is at the backend or waiting for a trip it joined.
 		fixture.WaitFor(t, "the callers to reach the backend or join a trip", func() bool {
-			return be.n()+h.guard.Stats().Flights.Waiting == len(callers)
+			return be.n()+units(h).Flights.Stats().Waiting == len(callers)
 		})
 		go func() {
 			for range be.release {
@@ -634,45 +593,6 @@ func TestMaxPerClient(t *testing.T) {
 	}
 	if r := serve(t, h, &backend{body: `{"ok":true,"meta":{}}`}, "GET", "/api/v1/server", nil); r.Code != 200 {
 		t.Errorf("after the others ended: %d", r.Code)
-	}
-}
-
-// TestSnapshotAwareCache checks that a snapshot station's response is kept
-// until the backend's next snapshot is due (meta.cachedAt plus the interval),
-// longer than its time to live, and no longer than the time to live when the
-// next snapshot is due sooner.
-func TestSnapshotAwareCache(t *testing.T) {
-	h, _ := newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
-	clk := cacheClock(h)
-	body := func(at time.Time) string {
-		return fmt.Sprintf(`{"ok":true,"data":{"online":[]},"meta":{"authenticated":true,"cachedAt":%d}}`, at.UnixMilli())
-	}
-	be := &counter{body: body(clk.Now().Add(-time.Second))} // next snapshot in 4 s
-	serve(t, h, be, "GET", "/api/v1/status", nil)
-	clk.Advance(300 * time.Millisecond)
-	serve(t, h, be, "GET", "/api/v1/status", nil) // a stale entry would start a refresh
-	fixture.WaitFor(t, "no refresh under way", func() bool { return !refreshing(h) })
-	if be.n() != 1 {
-		t.Errorf("the snapshot is current for 4 more seconds, yet the backend was asked %d times", be.n())
-	}
-
-	h.Cleanup() // the same config again would share its guard and cache
-	h, _ = newTestHandler(t, "cache status 100ms\nsnapshot status 5s")
-	clk = cacheClock(h)
-	be = &counter{body: body(clk.Now().Add(-4990 * time.Millisecond))} // next snapshot due in 10 ms
-	serve(t, h, be, "GET", "/api/v1/status", nil)
-	clk.Advance(300 * time.Millisecond)
-	serve(t, h, be, "GET", "/api/v1/status", nil) // stale: refreshed in the background
-	fixture.WaitFor(t, "the background refresh", func() bool { return be.n() >= 2 })
-	if be.n() != 2 {
-		t.Errorf("past the time to live and the snapshot, the backend was asked %d times, want 2", be.n())
-	}
-
-	if _, ok := guard.SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
-		t.Error("a body without cachedAt has a snapshot time")
-	}
-	if at, ok := guard.SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
-		t.Errorf("snapshotTime = %v %v", at, ok)
 	}
 }
 
@@ -794,7 +714,7 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 			t.Error("a protected member was sent")
 		}
 	}
-	if logs.FilterField(zap.Error(guard.ErrTooLargeToHold)).Len() != 1 {
+	if loggedErrors(logs, "backend response too large to hold whole for an HTTP/1.0 client") != 1 {
 		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
 	}
 	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
@@ -845,8 +765,8 @@ func TestGuardSharing(t *testing.T) {
 	load1 := newLoad()
 	g1, _ := join(load1, BackendConfig{}, survival)
 	g2, err := join(load1, BackendConfig{}, "{\n  \"upstreams\": [ { \"dial\": \"10.0.0.2:8080\" } ]\n}")
-	if err != nil || !g2.Shares(g1) || g2.Scope() != g1.Scope() {
-		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && g2.Shares(g1))
+	if err != nil || !sameGuard(g2, g1) || !sameAnswers(g2, g1) {
+		t.Errorf("one declaration in two spellings: %v, shared %v", err, g2 != nil && sameGuard(g2, g1))
 	}
 	for name, other := range map[string]string{
 		"another upstream":      `{"upstreams":[{"dial":"10.0.0.3:8080"}]}`,
@@ -855,7 +775,7 @@ func TestGuardSharing(t *testing.T) {
 		"the upstreams swapped": `{"upstreams":[{"dial":"10.0.0.3:8080"},{"dial":"10.0.0.2:8080"}]}`,
 	} {
 		g, err := join(load1, BackendConfig{}, other)
-		if err != nil || g.Shares(g1) || g.Scope() == g1.Scope() {
+		if err != nil || sameGuard(g, g1) || sameAnswers(g, g1) {
 			t.Errorf("%s shares the guard or its answers (%v)", name, err)
 		}
 	}
@@ -867,7 +787,7 @@ func TestGuardSharing(t *testing.T) {
 	// A reload keeps the declared backend's guard, and puts its limits in force.
 	load2 := newLoad()
 	g3, err := join(load2, BackendConfig{MaxInFlight: 4}, survival)
-	if err != nil || !g3.Shares(g1) || g3.Scope() != g1.Scope() || g3.Limits().InFlight != 4 {
+	if err != nil || !sameGuard(g3, g1) || !sameAnswers(g3, g1) || g3.Limits().InFlight != 4 {
 		t.Errorf("a reload that keeps the declaration: %v", err)
 	}
 
@@ -875,14 +795,14 @@ func TestGuardSharing(t *testing.T) {
 	// answers of two declarations.
 	n1, _ := join(load1, BackendConfig{Guard: "survival"}, survival)
 	n2, _ := join(load2, BackendConfig{Guard: "survival"}, `{"upstreams":[{"dial":"10.0.0.9:8080"}]}`)
-	if !n1.Shares(n2) || n1.Shares(g1) || n1.Scope() == n2.Scope() {
+	if !sameGuard(n1, n2) || sameGuard(n1, g1) || sameAnswers(n1, n2) {
 		t.Error("a named guard is not shared by name alone")
 	}
 	// A name in the 1.0 form says the handlers are one game server: the
 	// counts and the answers are the name's.
 	o1, _ := join(load1, BackendConfig{Guard: "old"}, "")
 	o2, _ := join(load2, BackendConfig{Guard: "old"}, "")
-	if !o1.Shares(o2) || o1.Scope() != o2.Scope() {
+	if !sameGuard(o1, o2) || !sameAnswers(o1, o2) {
 		t.Error("two 1.0 handlers naming one guard do not share it")
 	}
 	if _, err := join(load1, BackendConfig{Guard: "survival", MaxInFlight: 6}, ""); err == nil || !strings.Contains(err.Error(), "(both name it guard survival) but not its limits") {
@@ -892,14 +812,14 @@ func TestGuardSharing(t *testing.T) {
 	// The 1.0 form: one guard in the process, answers each handler's own.
 	u1, _ := join(load1, BackendConfig{}, "")
 	u2, err := join(load1, BackendConfig{}, "")
-	if err != nil || !u1.Shares(u2) || u1.Scope() == u2.Scope() || u1.Shares(g1) {
+	if err != nil || !sameGuard(u1, u2) || sameAnswers(u1, u2) || sameGuard(u1, g1) {
 		t.Errorf("two handlers without upstreams: %v", err)
 	}
 	if _, err := join(load1, BackendConfig{MaxInFlight: 5}, ""); err == nil || !strings.Contains(err.Error(), "neither declares its upstreams") {
 		t.Errorf("handlers without upstreams with two sets of limits in one load: %v", err)
 	}
 	u3, err := join(load2, BackendConfig{MaxInFlight: 5}, "")
-	if err != nil || !u3.Shares(u1) || u3.Limits().InFlight != 5 {
+	if err != nil || !sameGuard(u3, u1) || u3.Limits().InFlight != 5 {
 		t.Errorf("a later load of the 1.0 form: %v", err)
 	}
 	// The Caddyfile finds it with its lines (TestHeldFitsCaddyfile); the
@@ -949,8 +869,9 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
 		}
 	}
-	if n := h.guard.Stats().BigAnswers; n != 0 {
-		t.Errorf("%d stream places left taken", n)
+	// The streams' places are given back: another anonymous one streams.
+	if r := serve(t, h, be, "GET", "/api/v1/server?n=4", nil); r.Code != 200 {
+		t.Errorf("an anonymous stream after the others ended: %d", r.Code)
 	}
 }
 
@@ -1008,7 +929,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server+"?n=1", keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return h.guard.Stats().All.QueuedKeyed == 1 }, nil)
+		leave(t, h, g, server+"?n=2", keyHeader(testKey), func() bool { return units(h).All.Stats().QueuedKeyed == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the caller at the backend got %d", r.Code)
@@ -1021,7 +942,7 @@ func TestClientGone(t *testing.T) {
 		first := make(chan reply, 1)
 		go func() { first <- serve(t, h, g, "GET", server, keyHeader(testKey)) }()
 		<-g.entered
-		leave(t, h, g, server, keyHeader(testKey), func() bool { return h.guard.Stats().Flights.Waiting == 1 }, nil)
+		leave(t, h, g, server, keyHeader(testKey), func() bool { return units(h).Flights.Stats().Waiting == 1 }, nil)
 		g.release <- struct{}{}
 		if r := <-first; r.Code != 200 {
 			t.Errorf("the leader got %d", r.Code)
@@ -1049,35 +970,12 @@ func TestClientGone(t *testing.T) {
 			}, func() {
 				// Still at the backend, which has not answered: the slot
 				// stays taken until it does.
-				if n := h.guard.Stats().All.InFlight; n != 1 {
+				if n := units(h).All.Stats().InFlight; n != 1 {
 					t.Errorf("%d requests hold a slot after the client left, want the one still at the backend", n)
 				}
 				g.release <- struct{}{}
 			})
 			noFailures(t, logs)
 		})
-	}
-}
-
-// TestGatewayCallerTakesNoPlace: the gateway's own caller (a network's
-// member trips) takes no per-client place, whatever the handler's bound:
-// two at once under max_per_client 1 both go on, where an address's second
-// is refused.
-func TestGatewayCallerTakesNoPlace(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nmax_per_client 1")
-	network := guard.Caller{Gateway: true, Holder: "network main"}
-	address := guard.Caller{Holder: "192.0.2.1"}
-	for _, c := range []struct {
-		who     guard.Caller
-		refused bool
-	}{{network, false}, {address, true}} {
-		v1, v2 := h.guard.Place(c.who), h.guard.Place(c.who)
-		if v1.Status != 0 || (v2.Status != 0) != c.refused {
-			t.Errorf("%s: %d then %d, want the second refused: %v", c.who.Holder, v1.Status, v2.Status, c.refused)
-		}
-		h.guard.Unplace(c.who)
-		if v2.Status == 0 {
-			h.guard.Unplace(c.who)
-		}
 	}
 }

@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
@@ -590,12 +589,12 @@ func TestFilteredWrites(t *testing.T) {
 		// output is gathered, not written a kept run at a time.
 		small := 0
 		for _, w := range rec.writes[:last] {
-			if w < guard.OutChunk*15/16 {
+			if w < outChunk*15/16 {
 				small++
 			}
 		}
 		if small > 0 {
-			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), guard.OutChunk*15/16, rec.writes)
+			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), outChunk*15/16, rec.writes)
 		}
 	}
 }

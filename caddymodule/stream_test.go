@@ -266,7 +266,7 @@ func TestStalledViewerIsCut(t *testing.T) {
 	fixture.WaitFor(t, "the stream", func() bool { return h.live.seats.Open() == 1 })
 	// It reads nothing: each new answer is a megabyte, and the writes block.
 	fixture.WaitFor(t, "the stalled viewer's cut", func() bool {
-		return h.live.seats.Open() == 0 && h.guard.Stats().Held == 0
+		return h.live.seats.Open() == 0 && units(h).Held.Held() == 0
 	})
 	// The others go on: a reader gets its events.
 	s := openStream(t, srv.URL+"/api/v1/status", nil)

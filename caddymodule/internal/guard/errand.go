@@ -177,7 +177,7 @@ func (e *errand) run() {
 	}
 	g.store(t.Share, t.Station, e.res) // a copy: the answer's buffer stays the spool's
 	e.permits.Release()
-	g.Unplace(t.Caller)
+	g.unplace(t.Caller)
 	e.cancel()
 	if !sp.end() {
 		close(e.done)

@@ -50,9 +50,9 @@ func keptTrip(t *testing.T, f form) (*Guard, *gameServer, caddyhttp.Handler) {
 	if v, _ := fetch(g, status(0), anonymous, next); v.Status != http.StatusGatewayTimeout {
 		t.Fatalf("a request at a game server that does not answer: %+v, want 504", v)
 	}
-	if st := g.TripStats(); st.Kept != 1 || g.Stats().All.InFlight != 1 || s.hits.Load() != 1 {
+	if st := g.TripStats(); st.Kept != 1 || g.counts().All.InFlight != 1 || s.hits.Load() != 1 {
 		t.Fatalf("after the budget's end: %+v kept, %d in flight, %d at the game server; want the trip kept with its slot",
-			st, g.Stats().All.InFlight, s.hits.Load())
+			st, g.counts().All.InFlight, s.hits.Load())
 	}
 	return g, s, next
 }
@@ -71,7 +71,7 @@ func TestPatienceGivesUpAHungTrip(t *testing.T) {
 			}
 			fixture.WaitFor(t, "the patience to end the trip", func() bool {
 				st := g.TripStats()
-				return st.Kept == 0 && st.GivenUp == 1 && g.Stats().All.InFlight == 0
+				return st.Kept == 0 && st.GivenUp == 1 && g.counts().All.InFlight == 0
 			})
 		})
 	}

@@ -215,17 +215,16 @@ type Guard struct {
 	// handlers after it send requests).
 	scope string
 	// The front door's choices (Limits.Server): this handler's.
-	timeout      time.Duration // each request's budget at the backend; 0: none
-	perClient    int           // an anonymous client's places; 0: no bound
-	coalesce     bool          // identical requests share a trip
-	writeTimeout time.Duration // progress deadline of client writes; 0: none
-	prefix6      int           // bits of an IPv6 address that name a client
+	timeout   time.Duration // each request's budget at the backend; 0: none
+	perClient int           // an anonymous client's places; 0: no bound
+	coalesce  bool          // identical requests share a trip
 	// policy names what a shared answer's bytes depend on beyond the class
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
 	policy string
 	carry  []string // Config.Carry
 	logger *zap.Logger
+	own    ownAnswers // the answers the handler's gateway makes on its own (Own)
 }
 
 // Name names a guard in the pool by what the handler declares: the
@@ -269,10 +268,6 @@ type Config struct {
 	// declared backend's answers, the guard the operator named, or this
 	// handler alone (Join makes it so when it is "").
 	Scope string
-	// WriteTimeout is the progress deadline of client writes; 0: none.
-	WriteTimeout time.Duration
-	// Prefix6 is how many bits of an IPv6 address name a client.
-	Prefix6 int
 	// Policy names what a shared answer's bytes depend on beyond the class
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
@@ -301,19 +296,18 @@ func Join(c Config) (*Guard, error) {
 	s.use(c.Load, c.Limits)
 	s.fronts(c.Backend)
 	g := &Guard{
-		guardState:   s,
-		name:         c.Name,
-		load:         c.Load,
-		backend:      c.Backend,
-		scope:        cmp.Or(c.Scope, "handler "+rand.Text()),
-		timeout:      c.Limits.Timeout,
-		perClient:    c.Limits.PerClient,
-		coalesce:     c.Limits.Coalesce,
-		writeTimeout: c.WriteTimeout,
-		prefix6:      c.Prefix6,
-		policy:       c.Policy,
-		carry:        c.Carry,
-		logger:       c.Logger,
+		guardState: s,
+		name:       c.Name,
+		load:       c.Load,
+		backend:    c.Backend,
+		scope:      cmp.Or(c.Scope, "handler "+rand.Text()),
+		timeout:    c.Limits.Timeout,
+		perClient:  c.Limits.PerClient,
+		coalesce:   c.Limits.Coalesce,
+		policy:     c.Policy,
+		carry:      c.Carry,
+		logger:     c.Logger,
+		own:        ownAnswers{makings: coalesce.New(coalesce.Config{MaxBody: int(c.Limits.MaxResponse)})},
 	}
 	return g, nil
 }
@@ -339,6 +333,7 @@ func (g *Guard) Leave() {
 	if g == nil || g.name == "" {
 		return
 	}
+	g.leaveOwn()
 	g.guardState.leave(g.load)
 	_, _ = guards.Delete(g.name)
 	g.name = "" // once: the pool counts each handler once

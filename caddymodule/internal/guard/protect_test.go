@@ -1,0 +1,302 @@
+package guard
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
+	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"github.com/statusgate/statusgate/internal/fixture"
+)
+
+// TestMicroCacheStaleThenNew: past its time to live a cache entry is still
+// served, at once, while one request refreshes it in the background; then
+// the new answer is served, without another trip. An answer that is not a
+// whole 200 is never kept.
+func TestMicroCacheStaleThenNew(t *testing.T) {
+	s := newGameServer(t, false)
+	g, next := join(t, forms[0], s, Limits{CacheSize: 1 << 20})
+	clk := fixture.NewClock()
+	g.setClock(clk.Now)
+	st := status(300 * time.Millisecond)
+	for range 3 {
+		fetch(g, st, keyed, next)
+	}
+	if n := s.hits.Load(); n != 1 {
+		t.Fatalf("three callers within the time to live: %d trips, want 1", n)
+	}
+	clk.Advance(350 * time.Millisecond)
+	newer := strings.Replace(statusBody, `"online":1`, `"online":2`, 1)
+	s.body.Store(&newer)
+	if v, rec := fetch(g, st, keyed, next); v.Outcome != metrics.Cached || rec.Body.String() != statusBody {
+		t.Errorf("past the time to live: %+v %s, want the stale entry at once", v, rec.Body)
+	}
+	fixture.WaitFor(t, "the background refresh to store what it got", func() bool { return s.hits.Load() == 2 && g.counts().Refreshing == 0 })
+	if v, rec := fetch(g, st, keyed, next); v.Outcome != metrics.Cached || rec.Body.String() != newer || s.hits.Load() != 2 {
+		t.Errorf("after the refresh: %+v %s after %d trips, want the new answer from the cache", v, rec.Body, s.hits.Load())
+	}
+
+	missing := newGameServer(t, false)
+	missing.code.Store(http.StatusNotFound)
+	g, next = join(t, form{"404", true}, missing, Limits{CacheSize: 1 << 20})
+	for range 2 {
+		fetch(g, st, keyed, next)
+	}
+	if n := missing.hits.Load(); n != 2 {
+		t.Errorf("a 404 was kept: %d trips, want 2", n)
+	}
+}
+
+// TestSnapshotAwareCache: a snapshot station's answer is kept until the
+// backend's next snapshot is due (meta.cachedAt plus the interval), longer
+// than its time to live, and no longer than the time to live when the next
+// snapshot is due sooner.
+func TestSnapshotAwareCache(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		age   time.Duration // of the snapshot when it is read
+		trips int32         // after a second caller 300 ms later
+	}{
+		{"next snapshot in 4 s", time.Second, 1},
+		{"next snapshot in 10 ms", 4990 * time.Millisecond, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newGameServer(t, false)
+			g, next := join(t, forms[0], s, Limits{CacheSize: 1 << 20})
+			clk := fixture.NewClock()
+			g.setClock(clk.Now)
+			st := status(100 * time.Millisecond)
+			st.Snapshot = 5 * time.Second
+			body := fmt.Sprintf(`{"ok":true,"data":{"online":[]},"meta":{"version":"v1","cachedAt":%d}}`, clk.Now().Add(-c.age).UnixMilli())
+			s.body.Store(&body)
+			fetch(g, st, keyed, next)
+			clk.Advance(300 * time.Millisecond)
+			fetch(g, st, keyed, next) // a stale entry starts a refresh
+			fixture.WaitFor(t, "no refresh under way", func() bool { return g.counts().Refreshing == 0 && s.hits.Load() >= c.trips })
+			if n := s.hits.Load(); n != c.trips {
+				t.Errorf("%d trips, want %d", n, c.trips)
+			}
+		})
+	}
+	if _, ok := SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
+		t.Error("a body without cachedAt has a snapshot time")
+	}
+	if at, ok := SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
+		t.Errorf("SnapshotTime = %v %v", at, ok)
+	}
+}
+
+// TestHeldByProgress: an answer held for a keyed caller counts against its
+// share while its client takes nothing for the share's patience, and no
+// longer once the client takes a piece: a slow reader is judged by its
+// progress, on a clock of the test's own, so that a busy machine can
+// neither stretch a check past the patience nor make a sleep stand for it.
+func TestHeldByProgress(t *testing.T) {
+	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 3<<20) + `"},"meta":{"version":"v1","updatedAt":1}}`
+	s := newGameServer(t, false)
+	s.body.Store(&big)
+	g, next := join(t, forms[0], s, Limits{MaxResponse: 4 << 20})
+	clk := fixture.NewClock()
+	g.setClock(clk.Now)
+	bot := Caller{Keyed: true, Authenticated: true, Holder: "bot", Held: hold.Share{Bytes: 4 << 20, Patience: time.Second, Keyed: true}}
+	spent := func(what string, want bool) {
+		t.Helper()
+		if err := g.check(bot); (err != nil) != want {
+			t.Fatalf("%s: %v, want spent %v", what, err, want)
+		}
+	}
+	gw := &gatedWriter{header: http.Header{}, writing: make(chan struct{}), grants: make(chan struct{})}
+	done := make(chan Verdict, 1)
+	go func() { done <- fetchTo(gw, g, status(0), bot, next) }()
+	<-gw.writing // the answer is held, its first piece under way
+	spent("an answer just held, not yet taken", false)
+	clk.Advance(1100 * time.Millisecond)
+	spent("the client took nothing for over 1 s", true)
+	gw.grants <- struct{}{}
+	<-gw.writing // it took a piece; the next is under way
+	spent("the client just took a piece", false)
+	clk.Advance(1100 * time.Millisecond)
+	spent("the client took nothing since, for over 1 s", true)
+	close(gw.grants)
+	go func() {
+		for range gw.writing {
+		}
+	}()
+	if v := fixture.Recv(t, done, "the answer"); v.Status != 0 || !bytes.Equal(gw.body.Bytes(), []byte(big)) {
+		t.Fatalf("the client that took its answer: %+v, %d of %d bytes", v, gw.body.Len(), len(big))
+	}
+	close(gw.writing)
+	if n := g.counts().Held; n != 0 {
+		t.Fatalf("held %d bytes after the answer was taken", n)
+	}
+	spent("after the answer was taken", false)
+}
+
+// gatedWriter is a client that takes each piece of its answer only when
+// granted one (each Write says so on writing first), and everything once
+// grants is closed.
+type gatedWriter struct {
+	header  http.Header
+	writing chan struct{}
+	grants  chan struct{}
+	body    bytes.Buffer
+}
+
+func (w *gatedWriter) Header() http.Header { return w.header }
+func (w *gatedWriter) WriteHeader(int)     {}
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	w.writing <- struct{}{}
+	<-w.grants
+	return w.body.Write(p)
+}
+
+// TestGatewayCallerTakesNoPlace: the gateway's own caller (a network's
+// member trips) takes no per-client place, whatever the handler's bound:
+// two at once under max_per_client 1 both go on, where an address's second
+// is refused.
+func TestGatewayCallerTakesNoPlace(t *testing.T) {
+	g, _ := join(t, forms[0], newGameServer(t, false), Limits{PerClient: 1})
+	for _, c := range []struct {
+		who     Caller
+		refused bool
+	}{{Caller{Gateway: true, Holder: "network main"}, false}, {anonymous, true}} {
+		err1, err2 := g.place(c.who), g.place(c.who)
+		if err1 != nil || (err2 != nil) != c.refused {
+			t.Errorf("%s: %v then %v, want the second refused: %v", c.who.Holder, err1, err2, c.refused)
+		}
+		g.unplace(c.who)
+		if err2 == nil {
+			g.unplace(c.who)
+		}
+	}
+}
+
+// TestLimitsPutUnitsInForce: the limits a guard is joined with say which
+// of its units act: off (0) is no admission control, no main-thread lane,
+// no coalescing and no micro-cache; on, each has its bound.
+func TestLimitsPutUnitsInForce(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		l    Limits
+		on   bool
+	}{
+		{"off", Limits{MaxHeld: 16 << 20, MaxResponse: 1 << 20}, false},
+		{"on", Limits{MaxHeld: 16 << 20, MaxResponse: 1 << 20, InFlight: 4, MainThread: 1, Coalesce: true, CacheSize: 1 << 20}, true},
+	} {
+		g, err := Join(Config{Name: "test/" + t.Name() + "/" + c.name, Load: 1, Limits: c.l, Logger: zap.NewNop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Leave)
+		n := g.counts()
+		if (n.All.Limit == 4) != c.on || (n.Main.Limit == 1) != c.on || (g.coalescing() != nil) != c.on || (g.caching() != nil) != c.on ||
+			!c.on && (n.All.Limit != 0 || n.Main.Limit != 0) {
+			t.Errorf("%s: limits %d %d, coalescing %v, caching %v", c.name, n.All.Limit, n.Main.Limit, g.coalescing() != nil, g.caching() != nil)
+		}
+	}
+}
+
+// own asks g for the answer of the gateway's own shared as share, made by
+// makeIt, for an anonymous caller; it returns the verdict and what the
+// client got.
+func own(g *Guard, share string, makeIt func(context.Context) (*coalesce.Result, time.Duration)) (Verdict, string) {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/network", nil)
+	v := g.Own(progress.New(rec, 0), r, &Ticket{Station: status(0), Caller: anonymous, Share: share}, makeIt)
+	return v, rec.Body.String()
+}
+
+// making makes answers numbered by their making ({"making":n}), kept for
+// ttl; the first waits until first is closed.
+func making(n *atomic.Int32, first chan struct{}, ttl time.Duration) func(context.Context) (*coalesce.Result, time.Duration) {
+	return func(context.Context) (*coalesce.Result, time.Duration) {
+		i := n.Add(1)
+		if i == 1 && first != nil {
+			<-first
+		}
+		return &coalesce.Result{Status: http.StatusOK, Header: http.Header{}, Body: fmt.Appendf(nil, `{"making":%d}`, i)}, ttl
+	}
+}
+
+// TestOwnMadeOnceAndKept: an answer the gateway makes on its own (a
+// network's document) is made once for the callers that ask at once, kept
+// for its time, charged to the held bytes while kept, served while made
+// anew past it within the stale grace, made again past the grace, and given
+// back when the handler leaves; a guard without a micro-cache keeps none.
+func TestOwnMadeOnceAndKept(t *testing.T) {
+	g, _ := join(t, forms[0], newGameServer(t, false), Limits{CacheSize: 1 << 20})
+	clk := fixture.NewClock()
+	g.setClock(clk.Now)
+	const share = "network main class 1"
+	var makings atomic.Int32
+	first := make(chan struct{})
+	makeIt := making(&makings, first, time.Second)
+
+	const callers = 4
+	verdicts := make(chan Verdict, callers)
+	for range callers {
+		go func() { v, _ := own(g, share, makeIt); verdicts <- v }()
+	}
+	fixture.WaitFor(t, "three callers to follow the first one's making", func() bool { return g.own.makings.Stats().Waiting == callers-1 })
+	close(first)
+	coalesced := 0
+	for range callers {
+		v := fixture.Recv(t, verdicts, "a caller's answer")
+		if v.Status != 0 {
+			t.Errorf("a caller: %+v", v)
+		}
+		if v.Outcome == metrics.Coalesced {
+			coalesced++
+		}
+	}
+	if n := makings.Load(); n != 1 || coalesced != callers-1 {
+		t.Errorf("%d callers at once: %d makings, %d coalesced", callers, n, coalesced)
+	}
+	if held := g.counts().Held; held != int64(len(`{"making":1}`)) {
+		t.Errorf("%d bytes held with the answer kept, want its length", held)
+	}
+	if v, body := own(g, share, makeIt); v.Outcome != metrics.Cached || body != `{"making":1}` || makings.Load() != 1 {
+		t.Errorf("within its time: %+v %s after %d makings, want the kept answer", v, body, makings.Load())
+	}
+
+	clk.Advance(1500 * time.Millisecond) // past its time, within the grace
+	if v, body := own(g, share, makeIt); v.Outcome != metrics.Cached || body != `{"making":1}` {
+		t.Errorf("past its time: %+v %s, want the kept answer at once", v, body)
+	}
+	slot, _ := g.own.kept.Load(share)
+	fixture.WaitFor(t, "the answer made anew in the background", func() bool {
+		a := slot.(*ownSlot).answer.Load()
+		return a != nil && string(a.res.Body) == `{"making":2}` && !slot.(*ownSlot).remaking.Load()
+	})
+	if v, body := own(g, share, makeIt); v.Outcome != metrics.Cached || body != `{"making":2}` {
+		t.Errorf("once made anew: %+v %s", v, body)
+	}
+	clk.Advance(time.Second + StaleGrace) // past the grace
+	if v, body := own(g, share, makeIt); v.Outcome == metrics.Cached || body != `{"making":3}` {
+		t.Errorf("past the grace: %+v %s, want it made for the caller", v, body)
+	}
+	g.Leave()
+	if held := g.counts().Held; held != 0 {
+		t.Errorf("%d bytes held after the handler left", held)
+	}
+
+	uncached, _ := join(t, form{"no micro-cache", true}, newGameServer(t, false), Limits{})
+	var n atomic.Int32
+	for range 2 {
+		own(uncached, share, making(&n, nil, time.Minute))
+	}
+	if n.Load() != 2 || uncached.counts().Held != 0 {
+		t.Errorf("without a micro-cache: %d makings, %d bytes held; want 2 and none kept", n.Load(), uncached.counts().Held)
+	}
+}
