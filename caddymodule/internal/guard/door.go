@@ -1,9 +1,8 @@
 package guard
 
-// This file is what the handler, its live streams and its network ask of
-// a guard besides Fetch: what it decided for itself, and the held bytes
-// that answers the gateway keeps for a caller (a stream's events, a
-// network's documents) are charged to.
+// This file is what the handler and its live streams ask of a guard
+// besides its doors (Fetch, Own): the limits in force, and the held bytes
+// that a stream's head and events are charged to.
 
 import (
 	"fmt"
@@ -42,9 +41,11 @@ func (g *Guard) check(who Caller) error { return g.held.Check(who.Holder, who.He
 func (g *Guard) Pin(who Caller, n int64) error { return g.held.Pin(who.Holder, who.Held, n) }
 func (g *Guard) Unpin(who Caller, n int64)     { g.held.Unpin(who.Holder, who.Held, n) }
 
-// HandEvent is Hand for ev, a live stream's event, whose bytes its topic
-// keeps: lent (hold.Budget.LendEvent), and judged small or not on its
-// answer, not its framing.
+// HandEvent writes ev, a live stream's event, with write, held against
+// who's share of the held bytes while its client takes it, as an answer is
+// delivered; the bytes are its topic's, so they are lent
+// (hold.Budget.LendEvent), and judged small or not on its answer, not its
+// framing.
 func (g *Guard) HandEvent(pw *progress.Writer, who Caller, ev live.Event, write func() error) (held bool, err error) {
 	claim, err := g.held.LendEvent(who.Holder, who.Held, ev.Wire, ev.Size)
 	return hand(pw, claim, err, write)

@@ -79,12 +79,12 @@ type trips struct {
 }
 
 // TripStats implements metrics.Trips.
-func (s *guardState) TripStats() metrics.TripStats {
+func (t *trips) TripStats() metrics.TripStats {
 	return metrics.TripStats{
-		Kept:     int(s.trips.kept.Load()),
-		Answered: s.trips.answered.Load(),
-		GivenUp:  s.trips.givenUp.Load(),
-		Unsent:   s.trips.unsent.Load(),
+		Kept:     int(t.kept.Load()),
+		Answered: t.answered.Load(),
+		GivenUp:  t.givenUp.Load(),
+		Unsent:   t.unsent.Load(),
 	}
 }
 

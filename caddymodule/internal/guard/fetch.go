@@ -1,6 +1,6 @@
 package guard
 
-// This file is the guard's one entry, Fetch: the answer to one request that
+// This file is the guard's first door, Fetch: the answer to one request that
 // the gateway let through, for ServeHTTP, for the micro-cache's refresh and
 // for a live stream's poll alike. The backend's time and the client's are
 // kept apart: within the request's budget the answer comes from the
@@ -27,8 +27,8 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
-// Fetch answers the request r that t describes, to pw: the guard's one
-// entry. It returns how the request ended; a refusal is the caller's to
+// Fetch answers the request r that t describes, to pw, with the backend's
+// answer. It returns how the request ended; a refusal is the caller's to
 // write (the handler's conclude, or a stream's poll).
 func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	if err := g.check(t.Caller); err != nil {

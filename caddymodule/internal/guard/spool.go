@@ -220,7 +220,7 @@ func (s *spool) spill() error {
 }
 
 // done gives back the held bytes the buffer took, when the backend is done:
-// from then on whoever writes the answer holds it (Deliver).
+// from then on whoever writes the answer holds it (deliver).
 func (s *spool) done() {
 	s.held.Give(s.share, s.charged)
 	s.charged = 0
