@@ -307,7 +307,8 @@ func TestFetchOneTripForEveryone(t *testing.T) {
 
 // TestFetchPlaceHeldAtTheBackend: an anonymous client's second request
 // while its first is at the backend is its own 429 (max_per_client 1),
-// and a keyed caller still goes on; in both forms.
+// and a keyed caller still goes on; once the first is answered, its place
+// is the client's again; in both forms.
 func TestFetchPlaceHeldAtTheBackend(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
@@ -328,6 +329,9 @@ func TestFetchPlaceHeldAtTheBackend(t *testing.T) {
 				if v := <-done; v.Status != 0 {
 					t.Errorf("a request that had its place: %+v", v)
 				}
+			}
+			if v, _ := fetch(g, st, anonymous, next); v.Status != 0 {
+				t.Errorf("the client's next request, its first answered: %+v", v)
 			}
 		})
 	}

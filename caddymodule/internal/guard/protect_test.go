@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
@@ -299,4 +301,76 @@ func TestOwnMadeOnceAndKept(t *testing.T) {
 	if n.Load() != 2 || uncached.counts().Held != 0 {
 		t.Errorf("without a micro-cache: %d makings, %d bytes held; want 2 and none kept", n.Load(), uncached.counts().Held)
 	}
+}
+
+// TestCoalescing: identical requests at once share one trip and the same
+// bytes within a class (the callers whose answer goes through the field
+// layer, the keyed callers), never across classes, in both forms; a failure
+// and an answer too large to hold whole are not shared, each caller making a
+// trip of its own; with coalescing off nothing is shared.
+func TestCoalescing(t *testing.T) {
+	// ask has callers ask at once, the first at the game server and the
+	// others joined to its trip or at the game server too, then lets
+	// every answer go; it returns what each client got.
+	ask := func(t *testing.T, g *Guard, s *gameServer, next caddyhttp.Handler, callers ...Caller) []string {
+		t.Helper()
+		out := make([]string, len(callers))
+		var wg sync.WaitGroup
+		for i, who := range callers {
+			wg.Go(func() { _, rec := fetch(g, status(0), who, next); out[i] = rec.Body.String() })
+		}
+		fixture.WaitFor(t, "the callers to reach the game server or join a trip", func() bool {
+			return int(s.hits.Load())+g.counts().Flights.Waiting == len(callers)
+		})
+		s.let()
+		wg.Wait()
+		return out
+	}
+	for _, f := range forms {
+		t.Run("one trip per class, "+f.name, func(t *testing.T) {
+			s := newGameServer(t, true)
+			g, next := join(t, f, s, Limits{Coalesce: true})
+			out := ask(t, g, s, next, anonymous, anonymous, anonymous, keyed, keyed)
+			if n := s.hits.Load(); n != 2 {
+				t.Fatalf("%d trips, want 2: one filtered, one keyed", n)
+			}
+			for i, body := range out {
+				isKeyed := i >= 3
+				if strings.Contains(body, "069a79f4") != isKeyed || body != out[map[bool]int{false: 0, true: 3}[isKeyed]] {
+					t.Errorf("caller %d (keyed %v) got %s", i, isKeyed, body)
+				}
+			}
+		})
+	}
+	t.Run("failures are not shared", func(t *testing.T) {
+		s := newGameServer(t, true)
+		s.code.Store(http.StatusInternalServerError)
+		g, next := join(t, forms[0], s, Limits{Coalesce: true})
+		ask(t, g, s, next, keyed, keyed, keyed)
+		if n := s.hits.Load(); n != 3 {
+			t.Errorf("%d trips for three callers of a failing game server, want 3", n)
+		}
+	})
+	t.Run("answers too large to hold are not shared", func(t *testing.T) {
+		s := newGameServer(t, true)
+		big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 128<<10) + `"},"meta":{}}`
+		s.body.Store(&big)
+		g, next := join(t, forms[0], s, Limits{Coalesce: true, MaxResponse: 64 << 10})
+		for i, body := range ask(t, g, s, next, keyed, keyed) {
+			if body != big {
+				t.Errorf("caller %d got %d bytes, want the whole %d", i, len(body), len(big))
+			}
+		}
+		if n := s.hits.Load(); n != 2 {
+			t.Errorf("%d trips, want 2", n)
+		}
+	})
+	t.Run("off", func(t *testing.T) {
+		s := newGameServer(t, true)
+		g, next := join(t, forms[0], s, Limits{})
+		ask(t, g, s, next, anonymous, anonymous)
+		if n := s.hits.Load(); n != 2 {
+			t.Errorf("coalescing off: %d trips, want 2", n)
+		}
+	})
 }
