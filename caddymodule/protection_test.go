@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -724,53 +723,6 @@ func TestGuardSharing(t *testing.T) {
 	// JSON when provisioned, with the option's path.
 	wantProvisionError(t, `{"backend":{"max_response":2097152,"max_held":1048576}}`,
 		"backend.max_response: 2097152 (2MiB) is more than max_held, 1048576 (1MiB): no answer that large could be held; write max_held 2097152 or more, or a smaller max_response")
-}
-
-// bigStall is a next handler that writes a large answer's first 100 KiB,
-// says so, and finishes it only when released.
-type bigStall struct {
-	started chan struct{}
-	release chan struct{}
-}
-
-func (b *bigStall) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	if _, err := io.WriteString(w, `{"ok":true,"data":{"pad":"`+strings.Repeat("x", 100<<10)); err != nil {
-		return err // as reverse_proxy gives up when its client's writer fails
-	}
-	b.started <- struct{}{}
-	<-b.release
-	_, err := io.WriteString(w, `"},"meta":{}}`)
-	return err
-}
-
-// TestAnonymousStreamsCapped checks that anonymous answers too large to hold,
-// which stream with their backend slot, take at most half of max_in_flight:
-// past that an anonymous caller gets 503 Backend busy, while a keyed caller's
-// large answer still streams.
-func TestAnonymousStreamsCapped(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nrequire_key server off\nmax_in_flight 2\nmax_response 64KiB\ncoalesce off\nmax_per_client off")
-	be := &bigStall{started: make(chan struct{}, 3), release: make(chan struct{})}
-	codes := make(chan int, 3)
-	go func() { codes <- serve(t, h, be, "GET", "/api/v1/server?n=1", nil).Code }()
-	<-be.started // the first anonymous stream holds half of the two slots
-	r := serve(t, h, be, "GET", "/api/v1/server?n=2", nil)
-	if o, _ := r.repl.GetString(placeholderOutcome); r.Code != 503 || r.Header().Get("Retry-After") != "1" || o != "busy" {
-		t.Errorf("a second anonymous stream: %d Retry-After %q outcome %q, want 503 busy", r.Code, r.Header().Get("Retry-After"), o)
-	}
-	go func() { codes <- serve(t, h, be, "GET", "/api/v1/server?n=3", keyHeader(testKey)).Code }()
-	<-be.started // the keyed stream is not capped
-	close(be.release)
-	for range 2 {
-		if c := <-codes; c != 200 {
-			t.Errorf("status %d, want the first anonymous and the keyed stream", c)
-		}
-	}
-	// The streams' places are given back: another anonymous one streams.
-	if r := serve(t, h, be, "GET", "/api/v1/server?n=4", nil); r.Code != 200 {
-		t.Errorf("an anonymous stream after the others ended: %d", r.Code)
-	}
 }
 
 // TestClientGone: a client that leaves while its request waits, wherever it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -373,4 +374,60 @@ func TestCoalescing(t *testing.T) {
 			t.Errorf("coalescing off: %d trips, want 2", n)
 		}
 	})
+}
+
+// bigStall is what follows statusgate in the form of 1.0, answering a large
+// answer's first 100 KiB, saying so, and finishing it only when released.
+type bigStall struct {
+	started chan struct{}
+	release chan struct{}
+}
+
+func (b *bigStall) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := io.WriteString(w, `{"ok":true,"data":{"pad":"`+strings.Repeat("x", 100<<10)); err != nil {
+		return err // as reverse_proxy gives up when its client's writer fails
+	}
+	b.started <- struct{}{}
+	<-b.release
+	_, err := io.WriteString(w, `"},"meta":{}}`)
+	return err
+}
+
+// TestAnonymousStreamsCapped: anonymous answers too large to hold, which
+// stream with their backend slot, take at most half of max_in_flight: past
+// that an anonymous caller is refused as busy (503), while a keyed caller's
+// large answer still streams; once they end, their places are free again.
+func TestAnonymousStreamsCapped(t *testing.T) {
+	g, _ := join(t, forms[1], newGameServer(t, false), Limits{InFlight: 2, MaxResponse: 64 << 10})
+	be := &bigStall{started: make(chan struct{}, 4), release: make(chan struct{})}
+	var released sync.Once
+	release := func() { released.Do(func() { close(be.release) }) }
+	t.Cleanup(release)
+	st := &Station{Name: "server"}
+	done := make(chan Verdict, 2)
+	go func() { v, _ := fetch(g, st, anonymous, be); done <- v }()
+	<-be.started // the first anonymous stream holds half of the two slots
+	second := make(chan Verdict, 1)
+	go func() { v, _ := fetch(g, st, anonymous, be); second <- v }()
+	select {
+	case v := <-second:
+		if v.Status != http.StatusServiceUnavailable || v.RetryAfter != "1" || v.Outcome != metrics.Busy {
+			t.Errorf("a second anonymous stream: %+v, want busy", v)
+		}
+	case <-be.started:
+		t.Fatal("a second anonymous stream streams beside the first")
+	}
+	go func() { v, _ := fetch(g, st, keyed, be); done <- v }()
+	<-be.started // the keyed stream is not capped
+	release()
+	for range 2 {
+		if v := fixture.Recv(t, done, "a stream's end"); v.Status != 0 || v.Cut {
+			t.Errorf("the first anonymous or the keyed stream: %+v", v)
+		}
+	}
+	if v, _ := fetch(g, st, anonymous, be); v.Status != 0 || g.counts().BigAnswers != 0 {
+		t.Errorf("an anonymous stream after the others ended: %+v, %d places taken", v, g.counts().BigAnswers)
+	}
 }
