@@ -202,24 +202,25 @@ func (e *errand) run() {
 	close(e.done)
 }
 
-// covers refuses a request that should not be sent: its caller has left,
-// or its budget ends before the quickest answer the backend gave the
-// station lately could come (answerTimes), when the caller would get its
-// 504 and the backend work for nobody, with a slot taken meanwhile.
-func (g *Guard) covers(ctx context.Context, st *Station) Verdict {
+// uncovered is why a request should not be sent (its 504, ContextRefusal):
+// its caller has left, or its budget ends before the quickest answer the
+// backend gave the station lately could come (answerTimes), when the
+// caller would get its 504 and the backend work for nobody, with a slot
+// taken meanwhile; nil: it may go.
+func (g *Guard) uncovered(ctx context.Context, st *Station) error {
 	if err := ctx.Err(); err != nil {
-		return ContextRefusal(err)
+		return err
 	}
 	d, ok := ctx.Deadline()
 	if !ok {
-		return Verdict{}
+		return nil
 	}
 	now := time.Now()
 	if d.Sub(now) < g.answerTime(st.Name).floor(now) {
 		g.trips.unsent.Add(1)
-		return ContextRefusal(errBudgetShort)
+		return errBudgetShort
 	}
-	return Verdict{}
+	return nil
 }
 
 // answerTime is the record of how long the backend took to answer the

@@ -170,8 +170,8 @@ func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error)
 func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket, waits context.Context) (*coalesce.Result, Verdict) {
 	who := t.Caller
 	ctx := r.Context()
-	if v := g.covers(ctx, t.Station); v.Status != 0 {
-		return nil, v
+	if err := g.uncovered(ctx, t.Station); err != nil {
+		return nil, ContextRefusal(err)
 	}
 	if err := g.place(who); err != nil {
 		return nil, TooMany(err)
@@ -187,10 +187,10 @@ func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket, waits context.Contex
 	}
 	// Admitted, perhaps after a wait that left too little of the budget:
 	// such a request is not sent.
-	if v := g.covers(ctx, t.Station); v.Status != 0 {
+	if err := g.uncovered(ctx, t.Station); err != nil {
 		permits.Release()
 		g.unplace(who)
-		return nil, v
+		return nil, ContextRefusal(err)
 	}
 	// From here the request is the backend's, which works it off whether or
 	// not anyone still waits: the plugin's server never learns that a client
