@@ -55,9 +55,9 @@ type networkState struct {
 // joinNetwork sets up the network c, whose members' backends
 // NetworkConfig.parse read (backends, by server): each member joins the guard its backend names with
 // the limits l (the usual agreement rule applies), but self, whose guard is
-// own, the handler's, in front of backend (nil: none declared). bc is the handler's backend options, t its endpoint
-// table, policy its field lists' fingerprint; each member's guard is
-// exported in m. On an error, the network returned holds the guards joined
+// own, the handler's, in front of backend (nil: none declared). bc is the
+// handler's backend options, t its endpoint table, policy its field lists'
+// fingerprint; each member's guard is exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
 func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard, backend *upstream.Backend,
 	bc BackendConfig, l guard.Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
@@ -129,10 +129,11 @@ func (n *networkState) answers(ep *endpoint) bool {
 	return n != nil && ep.Name == "network"
 }
 
-// A document class is what a document's bytes and its making depend on
-// besides the members' answers: whether it goes through the field layer
-// (bit 0), and whether its callers' key counts (bit 1), which is the
-// admission class of its member trips. The field lists are the handler's.
+// docClass is the class of the documents who gets: what a document's bytes
+// and its making depend on besides the members' answers, whether it goes
+// through the field layer (bit 0), and whether its callers' key counts
+// (bit 1), which is the admission class of its member trips. The field
+// lists are the handler's.
 func docClass(who guard.Caller) int {
 	c := 0
 	if who.Filtered() {
@@ -158,7 +159,7 @@ func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *guard.Tick
 		return guard.Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
 	dt := *t
-	dt.Share = n.shareKey(t.Caller)
+	dt.Share = n.shareKey(t.Caller) // the class's document, whoever made the ticket
 	return n.guard.Own(pw, r, &dt, func(ctx context.Context) (*coalesce.Result, time.Duration) {
 		return n.build(ctx, r, t)
 	})

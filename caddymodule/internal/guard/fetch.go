@@ -270,7 +270,7 @@ func (g *Guard) place(who Caller) error {
 	return nil
 }
 
-// unplace gives back the place place took for who.
+// unplace gives back the place that place took for who.
 func (g *Guard) unplace(who Caller) {
 	switch {
 	case who.Gateway:
