@@ -579,50 +579,6 @@ func TestMaxPerClientIPv6Prefix(t *testing.T) {
 	}
 }
 
-// TestHTTP10HeldOrRefused checks that an HTTP/1.0 client, which cannot
-// tell a cut stream from a whole body, gets a filtered answer held whole with
-// its length, and a 502 for one too large to hold, never a stream.
-func TestHTTP10HeldOrRefused(t *testing.T) {
-	h, logs := newTestHandler(t, "key "+testKey+"\nmax_response 64KiB")
-	small := `{"ok":true,"data":{"op":true,"a":1},"meta":{}}`
-	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 100<<10) + `","op":true},"meta":{}}`
-	for _, tc := range []struct {
-		body   string
-		status int
-	}{{small, 200}, {big, 502}} {
-		r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
-		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.0", 1, 0
-		rec := httptest.NewRecorder()
-		func() {
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%d bytes: the connection was cut (%v); want it held or refused", len(tc.body), p)
-				}
-			}()
-			_ = h.ServeHTTP(rec, r, &chunkedBackend{body: tc.body, chunk: 4096})
-		}()
-		if rec.Code != tc.status {
-			t.Errorf("HTTP/1.0, %d bytes: %d, want %d", len(tc.body), rec.Code, tc.status)
-		}
-		if tc.status == 200 && rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) {
-			t.Errorf("HTTP/1.0 held answer without its exact length: %v", rec.Header())
-		}
-		if strings.Contains(rec.Body.String(), `"op":`) {
-			t.Error("a protected member was sent")
-		}
-	}
-	if loggedErrors(logs, "backend response too large to hold whole for an HTTP/1.0 client") != 1 {
-		t.Errorf("the 502 is not logged with its cause: %v", logs.All())
-	}
-	// HTTP/1.1 gets the same large answer, past max_response, as it comes.
-	r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
-	rec := httptest.NewRecorder()
-	_ = h.ServeHTTP(rec, r, &chunkedBackend{body: big, chunk: 4096})
-	if rec.Code != 200 || rec.Body.Len() < 100<<10 || strings.Contains(rec.Body.String(), `"op":`) {
-		t.Errorf("HTTP/1.1, large: %d, %d bytes, want the filtered answer", rec.Code, rec.Body.Len())
-	}
-}
-
 // TestGuardSharing checks what names a guard, outside an HTTP server (test/
 // checks it through a real Caddy): a declared backend, in any spelling of
 // the same declaration, and nothing else; a name; and, for the handlers of

@@ -3,16 +3,19 @@ package guard
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -20,6 +23,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
+	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 	"github.com/statusgate/statusgate/internal/fixture"
 )
 
@@ -429,5 +433,54 @@ func TestAnonymousStreamsCapped(t *testing.T) {
 	}
 	if v, _ := fetch(g, st, anonymous, be); v.Status != 0 || g.counts().BigAnswers != 0 {
 		t.Errorf("an anonymous stream after the others ended: %+v, %d places taken", v, g.counts().BigAnswers)
+	}
+}
+
+// chunked is what follows statusgate in the form of 1.0, answering body in
+// pieces of 4 KiB, as a backend streams a large answer.
+type chunked string
+
+func (b chunked) ServeHTTP(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for s := string(b); s != ""; {
+		n := min(4096, len(s))
+		if _, err := io.WriteString(w, s[:n]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
+
+// TestHTTP10HeldOrRefused: an HTTP/1.0 client, which cannot tell a cut
+// stream from a whole body, gets a filtered answer held whole with its
+// length, and a 502 for one too large to hold (max_response), never a
+// stream; an HTTP/1.1 client gets the same large answer filtered as it
+// comes.
+func TestHTTP10HeldOrRefused(t *testing.T) {
+	g, _ := join(t, forms[1], newGameServer(t, false), Limits{MaxResponse: 64 << 10})
+	st := &Station{Name: "player", Fields: jsonfilter.NewNames([]string{"op"})}
+	small := `{"ok":true,"data":{"op":true,"a":1},"meta":{}}`
+	big := `{"ok":true,"data":{"pad":"` + strings.Repeat("x", 100<<10) + `","op":true},"meta":{}}`
+	ask := func(body string, major, minor int) (Verdict, *httptest.ResponseRecorder) {
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/player/u", nil)
+		r.ProtoMajor, r.ProtoMinor = major, minor
+		r.Proto = fmt.Sprintf("HTTP/%d.%d", major, minor)
+		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+		rec := httptest.NewRecorder()
+		return g.Fetch(progress.New(rec, 0), r, g.Ticket(r, st, anonymous, r.URL.Path, nil, chunked(body))), rec
+	}
+	v, rec := ask(small, 1, 0)
+	if v.Status != 0 || rec.Header().Get("Content-Length") != strconv.Itoa(rec.Body.Len()) || strings.Contains(rec.Body.String(), `"op":`) {
+		t.Errorf("HTTP/1.0, small: %+v, Content-Length %q of %d bytes: %s", v, rec.Header().Get("Content-Length"), rec.Body.Len(), rec.Body)
+	}
+	v, rec = ask(big, 1, 0)
+	if v.Status != http.StatusBadGateway || !errors.Is(v.Cause, errTooLargeToHold) || rec.Body.Len() != 0 {
+		t.Errorf("HTTP/1.0, past max_response: %+v, %d bytes written; want its 502 and nothing sent", v, rec.Body.Len())
+	}
+	v, rec = ask(big, 1, 1)
+	if v.Status != 0 || rec.Body.Len() < 100<<10 || strings.Contains(rec.Body.String(), `"op":`) {
+		t.Errorf("HTTP/1.1, past max_response: %+v, %d bytes, want the filtered answer", v, rec.Body.Len())
 	}
 }
