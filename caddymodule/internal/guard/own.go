@@ -67,7 +67,10 @@ func (g *Guard) Own(pw *progress.Writer, r *http.Request, t *Ticket, maker func(
 	if err := g.check(who); err != nil {
 		return HeldRefusal(err)
 	}
-	v, _ := g.own.kept.LoadOrStore(t.Share, new(ownSlot))
+	v, ok := g.own.kept.Load(t.Share)
+	if !ok {
+		v, _ = g.own.kept.LoadOrStore(t.Share, new(ownSlot))
+	}
 	slot := v.(*ownSlot)
 	if a := slot.answer.Load(); a != nil {
 		if now := g.cache.Now(); now.Before(a.gone) {
