@@ -42,8 +42,3 @@ func loggedErrors(logs *observer.ObservedLogs, text string) int {
 	}
 	return n
 }
-
-// outChunk is what the guard gathers of the field layer's output before it
-// writes it to the client (32 KiB): a streamed body is written in pieces
-// about that size.
-const outChunk = 32 << 10

@@ -387,3 +387,67 @@ func TestHTTP10HeldOrRefused(t *testing.T) {
 		t.Errorf("HTTP/1.1, past max_response: %+v, %d bytes, want the filtered answer", v, rec.Body.Len())
 	}
 }
+
+// countingRecorder counts the writes that reach the client.
+type countingRecorder struct {
+	*httptest.ResponseRecorder
+	writes []int
+}
+
+func (c *countingRecorder) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, len(p))
+	return c.ResponseRecorder.Write(p)
+}
+
+// TestFilteredWrites: a filtered answer within max_response is held whole
+// and written with its exact length in pieces of 32 KiB (the progress
+// deadline's unit, progress.Writer's piece); a larger one as a stream of
+// writes of about the output buffer (outChunk), gathered rather than
+// written a kept run at a time; both byte for byte what jsonfilter makes.
+func TestFilteredWrites(t *testing.T) {
+	const progressPiece = 32 << 10
+	g, _ := join(t, forms[1], newGameServer(t, false), Limits{MaxResponse: 256 << 10})
+	st := &Station{Name: "player", Fields: jsonfilter.NewNames([]string{"op"})}
+	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
+	for _, n := range []int{2000, 12000} { // about 100 KiB and 600 KiB of input
+		body := `{"ok":true,"data":{"list":[` + strings.Repeat(member, n) + `{}]},"meta":{"authenticated":true}}`
+		want, _, err := jsonfilter.Apply(nil, []byte(body), st.Fields, jsonfilter.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/player/u", nil)
+		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+		if v := g.Fetch(progress.New(rec, 0), r, g.Ticket(r, st, anonymous, r.URL.Path, nil, chunked(body))); v.Status != 0 {
+			t.Fatalf("%d members: %+v", n, v)
+		}
+		if !bytes.Equal(rec.Body.Bytes(), want) {
+			t.Fatalf("%d members: body differs from jsonfilter.Apply", n)
+		}
+		cl := rec.Header().Get("Content-Length")
+		last := len(rec.writes) - 1
+		if len(want) <= 256<<10 {
+			if cl != strconv.Itoa(len(want)) {
+				t.Errorf("%d bytes held: Content-Length %q, want the exact length", len(want), cl)
+			}
+			for i, w := range rec.writes[:last] {
+				if w != progressPiece {
+					t.Errorf("held body: write %d of %d is %d bytes; want %d", i, len(rec.writes), w, progressPiece)
+				}
+			}
+			continue
+		}
+		if cl != "" {
+			t.Errorf("streamed body has Content-Length %q", cl)
+		}
+		small := 0
+		for _, w := range rec.writes[:last] {
+			if w < outChunk*15/16 {
+				small++
+			}
+		}
+		if small > 0 {
+			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), outChunk*15/16, rec.writes)
+		}
+	}
+}
