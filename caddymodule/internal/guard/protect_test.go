@@ -93,12 +93,6 @@ func TestSnapshotAwareCache(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := SnapshotTime([]byte(`{"ok":true,"meta":{}}`)); ok {
-		t.Error("a body without cachedAt has a snapshot time")
-	}
-	if at, ok := SnapshotTime([]byte(`{"meta":{"cachedAt":1784300000000}}`)); !ok || at.UnixMilli() != 1784300000000 {
-		t.Errorf("SnapshotTime = %v %v", at, ok)
-	}
 }
 
 // TestHeldByProgress: an answer held for a keyed caller counts against its
