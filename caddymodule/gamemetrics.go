@@ -63,7 +63,7 @@ func (h *Handler) exportGame(ctx caddy.Context, backend *upstream.Backend) error
 		return nil
 	}
 	for _, m := range h.network.members {
-		if m.guard.Backend() == nil {
+		if m.own && backend == nil {
 			continue // the handler's own, in the form of 1.0
 		}
 		s := gamemetrics.Server{Name: m.id, Key: guardKey(m.guard), Explicit: true, Trip: h.gameTrip(m.guard, srv),
@@ -95,7 +95,7 @@ func (h *Handler) gameTrip(g *guard.Guard, srv *caddyhttp.Server) gamemetrics.Tr
 		who := guard.Caller{Keyed: true, Authenticated: true, Gateway: true, Holder: gameHolder, Held: hold.Share{Keyed: true}}
 		bg, t, stop := gatewayRequest(ctx, g, srv, e, path, who, passOn)
 		defer stop()
-		rec := guard.NewCapture(g.MaxResponse())
+		rec := guard.NewCapture(int(g.Limits().MaxResponse))
 		v := guard.Background(h.logger, "fetching a game server's figures", &e.Station, func() guard.Verdict {
 			return g.Fetch(progress.New(rec, 0), bg, t)
 		})

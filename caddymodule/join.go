@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -58,11 +59,9 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guard.Limits, b *
 	}
 	gc := guard.Config{
 		Name: name, Load: app.seq, Limits: l, Backend: b,
-		WriteTimeout: durationOr(c.WriteTimeout, defaultWriteTimeout),
-		Prefix6:      cmp.Or(c.ClientPrefix6, defaultClientPrefix6),
-		Policy:       policy,
-		Carry:        []string{placeholderEndpoint, placeholderKey, placeholderClient},
-		Logger:       logger,
+		Policy: policy,
+		Carry:  []string{placeholderEndpoint, placeholderKey, placeholderClient},
+		Logger: logger,
 	}
 	switch {
 	case b != nil:
@@ -74,3 +73,13 @@ func joinGuard(app *App, ctx caddy.Context, c BackendConfig, l guard.Limits, b *
 	}
 	return guard.Join(gc)
 }
+
+// writeTimeout is the progress deadline of the handler's client writes
+// (write_timeout); 0: none.
+func (c BackendConfig) writeTimeout() time.Duration {
+	return durationOr(c.WriteTimeout, defaultWriteTimeout)
+}
+
+// prefix6 is how many leading bits of an IPv6 address name one client
+// (client_prefix_v6).
+func (c BackendConfig) prefix6() int { return cmp.Or(c.ClientPrefix6, defaultClientPrefix6) }

@@ -142,5 +142,6 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	if err != nil {
 		return l, lv, err
 	}
+	lv.writeTimeout = c.writeTimeout()
 	return l, lv, nil
 }

@@ -71,6 +71,7 @@ const (
 type liveLimits struct {
 	perClient           int
 	lifetime, heartbeat time.Duration
+	writeTimeout        time.Duration // the handler's (BackendConfig.writeTimeout)
 }
 
 // resolveLive checks what of c the backend options' checks (checkNumbers)

@@ -19,7 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -29,7 +28,6 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/cors"
 	"github.com/statusgate/statusgate/caddymodule/internal/guard"
-	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/network"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
@@ -49,42 +47,32 @@ type networkState struct {
 	// ep is the network endpoint, whose field lists the documents go
 	// through.
 	ep *endpoint
-	// builds coalesces the making of the documents, by class: the gateway's
-	// own work, like a cache refresh, which however many callers ask does
-	// once; always on, whatever the guard's coalesce says of backend trips.
-	builds *coalesce.Group
-	// docs are the documents made, by class (docClass), until their time.
-	docs [docClasses]atomic.Pointer[networkDoc]
-	// rebuilding says a document's background rebuild is under way, by class.
-	rebuilding [docClasses]atomic.Bool
-	// gone says the handler is cleaned up: no document is kept any more.
-	gone atomic.Bool
-	// name names this handler's network for the builds: the builds of one
-	// handler never meet another's.
+	// name names this handler's network for the documents its guard
+	// keeps: the documents of one network never meet another's.
 	name string
 }
 
 // joinNetwork sets up the network c, whose members' backends
 // NetworkConfig.parse read (backends, by server): each member joins the guard its backend names with
 // the limits l (the usual agreement rule applies), but self, whose guard is
-// own, the handler's. bc is the handler's backend options, t its endpoint
-// table, policy its field lists' fingerprint; each member's guard is
-// exported in m. On an error, the network returned holds the guards joined
+// own, the handler's, in front of backend (nil: none declared). bc is the
+// handler's backend options, t its endpoint table, policy its field lists'
+// fingerprint; each member's guard is exported in m. On an error, the network returned holds the guards joined
 // so far, for leaveGuards.
-func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard,
+func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upstream.Backend, own *guard.Guard, backend *upstream.Backend,
 	bc BackendConfig, l guard.Limits, t *endpointTable, policy string, m *metrics.Metrics, logger *zap.Logger) (*networkState, error) {
 	n := &networkState{
 		memberTrips: memberTrips{
-			cluster: c.Cluster,
-			status:  t.byName["status"],
-			guard:   own,
-			bound:   int(l.MaxResponse),
-			logger:  logger,
+			cluster:  c.Cluster,
+			status:   t.byName["status"],
+			guard:    own,
+			declared: backend != nil,
+			bound:    int(l.MaxResponse),
+			logger:   logger,
 		},
-		self:   c.Self,
-		ep:     t.byName["network"],
-		builds: coalesce.New(coalesce.Config{MaxBody: int(l.MaxResponse)}),
-		name:   "network " + c.Cluster + " " + rand.Text(),
+		self: c.Self,
+		ep:   t.byName["network"],
+		name: "network " + c.Cluster + " " + rand.Text(),
 	}
 	// A member's guard is named by its backend alone: a guard <name> of
 	// this handler's names this handler's backend, not the members'.
@@ -98,13 +86,13 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 		if err := backends[i].Provision(ctx); err != nil {
 			return n, err
 		}
-		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
+		where := fmt.Sprintf("server %s (%s) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, backend))
 		ml, sc := l, mc
 		if s.declared != nil {
 			// A server declared once is counted with its own limits, and
 			// at its own guard (its guard <name> too), whichever handler's
 			// network lists it: the guard its handlers join.
-			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, own.Backend()))
+			where = fmt.Sprintf("server %s (%s, declared once) of network %s in %s", s.ID, backends[i], c.Cluster, handlerAt(ctx, backend))
 			sc = withServer(mc, s.declared)
 			var err error
 			if ml, _, err = resolveGuard(sc); err != nil {
@@ -121,15 +109,12 @@ func joinNetwork(app *App, ctx caddy.Context, c *NetworkConfig, backends []*upst
 	return n, nil
 }
 
-// leaveGuards gives the members' guards back to the pool, and the
-// documents' held bytes back to the handler's guard (nil: no network).
+// leaveGuards gives the members' guards back to the pool (nil: no
+// network); the handler's guard gives the documents' held bytes back when
+// it leaves.
 func (n *networkState) leaveGuards() {
 	if n == nil {
 		return
-	}
-	n.gone.Store(true)
-	for i := range n.docs {
-		n.keep(i, nil)
 	}
 	for _, m := range n.members {
 		if !m.own {
@@ -144,13 +129,11 @@ func (n *networkState) answers(ep *endpoint) bool {
 	return n != nil && ep.Name == "network"
 }
 
-// A document class is what a document's bytes and its making depend on
-// besides the members' answers: whether it goes through the field layer
-// (bit 0), and whether its callers' key counts (bit 1), which is the
-// admission class of its member trips. The field lists are the handler's.
-const docClasses = 4
-
-// docClass is the class of the documents who gets.
+// docClass is the class of the documents who gets: what a document's bytes
+// and its making depend on besides the members' answers, whether it goes
+// through the field layer (bit 0), and whether its callers' key counts
+// (bit 1), which is the admission class of its member trips. The field
+// lists are the handler's.
 func docClass(who guard.Caller) int {
 	c := 0
 	if who.Filtered() {
@@ -162,111 +145,40 @@ func docClass(who guard.Caller) int {
 	return c
 }
 
-// networkDoc is a document kept for its class's callers until expires, and
-// served while rebuilt until gone; charged is what it takes of the
-// handler's held bytes, in share's pool, while it is kept.
-type networkDoc struct {
-	res           *coalesce.Result
-	expires, gone time.Time
-	charged       int64
-	share         hold.Share
-}
-
 // fetch answers the request r that t describes with the network document
-// of the caller's class: the one kept, or the one being made for the class
-// (coalesced: one build however many callers ask), or one the caller's
-// request makes, leading the build. Every caller of the class gets the same
-// bytes, lent to its share of the held bytes like a cached answer. A build
-// asks every member for its /status at once, on the network's own behalf,
-// not the caller's; a member that fails, hangs past its budget or is over a
-// limit is left out and named in meta.unreachable, never the caller's
-// refusal. The caller's own limits are its share of the held bytes and, if
-// it leads a build, its per-client place or key cap for that time: its 429.
+// of the caller's class, an answer of the gateway's own that the handler's
+// guard keeps for the status's times and coalesces (guard.Guard.Own): every
+// caller of the class gets the same bytes. A build asks every member for
+// its /status at once, on the network's own behalf, not the caller's; a
+// member that fails, hangs past its budget or is over a limit is left out
+// and named in meta.unreachable, never the caller's refusal.
 func (n *networkState) fetch(pw *progress.Writer, r *http.Request, t *guard.Ticket) guard.Verdict {
-	who := t.Caller
 	if r.Header.Get(networkHeader) != "" {
 		// Refused before anything is asked: 508, which the network that
 		// sent it reads as its member's failure.
 		return guard.Verdict{Outcome: metrics.BadRequest, Status: http.StatusLoopDetected, Cause: errNetworkLoop}
 	}
-	if refused := n.guard.Check(who); refused.Status != 0 {
-		return refused
-	}
-	class := docClass(who)
-	if d := n.docs[class].Load(); d != nil {
-		if now := time.Now(); now.Before(d.gone) {
-			if !now.Before(d.expires) {
-				n.rebuild(r, t, class)
-			}
-			return n.guard.Deliver(pw, who, d.res, true, true, metrics.Cached)
-		}
-	}
-	var v guard.Verdict // of the caller's own lead
-	res, how := n.builds.Do(r.Context(), n.shareKey(who)+" answer", func(ctx context.Context) *coalesce.Result {
-		// The caller leads: its request counts among its open requests
-		// while the document is made. A refusal is its own (a follower
-		// then leads in its place, each joining the one build).
-		if refused := n.guard.Place(who); refused.Status != 0 {
-			v = refused
-			return nil
-		}
-		defer n.guard.Unplace(who)
-		res, _ := n.builds.Do(ctx, n.shareKey(who)+" build", func(ctx context.Context) *coalesce.Result {
-			return n.build(ctx, r, t, class)
-		})
-		switch {
-		case res != nil:
-		case ctx.Err() != nil:
-			v = guard.ContextRefusal(ctx.Err())
-		default:
-			v = guard.Verdict{Outcome: metrics.BackendError, Status: http.StatusInternalServerError}
-		}
-		return res
+	dt := *t
+	dt.Share = n.shareKey(t.Caller) // the class's document, whoever made the ticket
+	return n.guard.Own(pw, r, &dt, func(ctx context.Context) (*coalesce.Result, time.Duration) {
+		return n.build(ctx, r, t)
 	})
-	switch {
-	case how == coalesce.Abandoned:
-		return guard.ContextRefusal(r.Context().Err())
-	case res == nil:
-		return v
-	}
-	outcome := metrics.Coalesced
-	if how != coalesce.Shared {
-		outcome = metrics.Served
-		if who.Filtered() {
-			outcome = metrics.Filtered
-		}
-	}
-	return n.guard.Deliver(pw, who, res, true, true, outcome)
 }
 
-// shareKey names the answers of the network to who for the live streams'
-// topics: the class's document, the same on every site and whatever the
-// client's Host.
+// shareKey names the answers of the network to who, for the documents its
+// guard keeps and the live streams' topics: the class's document, the same
+// on every site and whatever the client's Host.
 func (n *networkState) shareKey(who guard.Caller) string {
 	return n.name + " class " + strconv.Itoa(docClass(who))
 }
 
-// rebuild makes the document of the class anew in the background, unless
-// that is under way: its callers meanwhile get the one kept, as a stale
-// cache entry is served while it is refreshed.
-func (n *networkState) rebuild(r *http.Request, t *guard.Ticket, class int) {
-	if !n.rebuilding[class].CompareAndSwap(false, true) {
-		return
-	}
-	go func() {
-		defer n.rebuilding[class].Store(false)
-		n.builds.Do(context.WithoutCancel(r.Context()), n.shareKey(t.Caller)+" build", func(ctx context.Context) *coalesce.Result {
-			return n.build(ctx, r, t, class)
-		})
-	}()
-}
-
-// build makes the document of the class for the request r that t
-// describes (its caller is of the class), and keeps it for the status's
+// build makes the document of the class of the request r that t
+// describes, and says how long it may be kept: the status's times, as its
+// answer would be (guard.CacheTime), or 0 under a status without a cache
 // time; nil only on the gateway's own error. The members are asked on the
 // network's own behalf (memberRequest), within each one's budget; a member
 // whose failure is still shared is not asked again.
-func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Ticket, class int) *coalesce.Result {
+func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Ticket) (*coalesce.Result, time.Duration) {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	answers := make([]memberAnswer, len(n.members))
 	var wg sync.WaitGroup
@@ -281,7 +193,7 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Tick
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return nil // every caller left: what the members said is nobody's
+		return nil, 0 // every caller left: what the members said is nobody's
 	}
 
 	doc := network.Document{Cluster: n.cluster, ThisServer: n.self}
@@ -310,14 +222,16 @@ func (n *networkState) build(ctx context.Context, r *http.Request, t *guard.Tick
 	if err != nil {
 		// The gateway rendered this body itself; failing here is a bug.
 		n.logger.Error("filtering the network document", zap.Error(err))
-		return nil
+		return nil, 0
 	}
 	hdr := http.Header{}
 	apijson.SetHeaders(hdr)
 	cors.Set(hdr)
 	res := &coalesce.Result{Status: http.StatusOK, Header: hdr, Body: body}
-	n.store(class, t.Caller, res)
-	return res
+	if n.status.CacheTTL <= 0 {
+		return res, 0
+	}
+	return res, guard.CacheTime(&n.status.Station, body, time.Now())
 }
 
 // render is the document's answer for who, within the bound: while it is
@@ -346,42 +260,4 @@ func (n *networkState) render(doc *network.Document, who guard.Caller, order map
 // grace (the default budget), so that a member that is back is back soon.
 func (n *networkState) failureTime() time.Duration {
 	return min(max(n.status.CacheTTL, time.Second), guard.StaleGrace)
-}
-
-// store keeps res, the document of the class, for its callers: for the
-// status's times, as its answer would be (cacheTime), charged to the
-// handler's held bytes in the pool of the class while it is kept; a
-// document that finds no room is not kept. Under a status without a cache
-// time, or a guard without a micro-cache (cache_size off), nothing is
-// kept, and each build is shared only by the callers that came while it
-// ran. It is kept apart from the micro-cache, whose entries are at most an
-// eighth of cache_size: a network's document is one per class, bounded by
-// max_response, and a large one must not cost its members a trip per caller.
-func (n *networkState) store(class int, who guard.Caller, res *coalesce.Result) {
-	now := time.Now()
-	ttl := guard.CacheTime(&n.status.Station, res.Body, now)
-	if n.status.CacheTTL <= 0 || n.guard.Caching() == nil || ttl <= 0 {
-		n.keep(class, nil)
-		return
-	}
-	d := &networkDoc{res: res, expires: now.Add(ttl), gone: now.Add(ttl + guard.StaleGrace), share: hold.Share{Keyed: who.Keyed}}
-	d.charged = int64(len(res.Body))
-	if err := n.guard.Keep(d.share, d.charged); err != nil {
-		n.keep(class, nil)
-		return
-	}
-	n.keep(class, d)
-}
-
-// keep puts d (nil: none) in the class's place, giving back the held bytes
-// of the document it replaces. Once the handler is gone (leaveGuards), a
-// build that ends after it keeps nothing: the guard, and its held bytes,
-// outlive the handler.
-func (n *networkState) keep(class int, d *networkDoc) {
-	if old := n.docs[class].Swap(d); old != nil && old.charged > 0 {
-		n.guard.Drop(old.share, old.charged)
-	}
-	if d != nil && n.gone.Load() {
-		n.keep(class, nil)
-	}
 }

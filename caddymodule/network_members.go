@@ -37,6 +37,9 @@ type memberTrips struct {
 	// for their callers against their shares of its held bytes, and kept
 	// against its held bytes while they last.
 	guard *guard.Guard
+	// declared says the handler declares its backend; else it is of the
+	// form of 1.0, and what follows statusgate is the way to its backend.
+	declared bool
 	// bound is the largest document a caller gets (max_response, which an
 	// answer a caller is sent whole never exceeds): past it, the largest
 	// members are left out and named in meta.unreachable.
@@ -63,7 +66,7 @@ const statusPath = "/api/v1/status"
 func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
 	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
-	if !m.own && n.guard.Backend() == nil {
+	if !m.own && !n.declared {
 		// The form of 1.0: what follows statusgate is the way to the
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP

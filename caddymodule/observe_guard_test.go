@@ -65,7 +65,7 @@ func TestGuardMetrics(t *testing.T) {
 		series("cache_lookups_total", `,result="miss"`):                                     1,
 		series("cache_evictions_total", ""):                                                 0,
 		series("cache_entries", ""):                                                         1,
-		series("cache_bytes", ""):                                                           float64(h.guard.Stats().Cache.Bytes),
+		series("cache_bytes", ""):                                                           float64(units(h).Cache.Stats().Bytes),
 		series("coalesce_requests_total", `,role="led"`):                                    2,
 		series("coalesce_requests_total", `,role="shared"`):                                 2,
 		series("coalesce_requests_total", `,role="alone"`):                                  0,
@@ -100,7 +100,7 @@ func TestGuardMetrics(t *testing.T) {
 	ctx2, cancel2 := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel2()
 	h2 := provisionIn(t, ctx2, block)
-	if !h2.guard.Shares(h.guard) {
+	if !sameGuard(h2.guard, h.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	serve(t, h2, be, "GET", "/api/v1/status", nil)

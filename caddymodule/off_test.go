@@ -19,13 +19,13 @@ func TestBackendOffForms(t *testing.T) {
 		check      func(t *testing.T, l guard.Limits, h *Handler)
 	}{
 		{"max_in_flight off", `{"max_in_flight":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
-			if l.InFlight != 0 || h.guard.Limits().InFlight != 0 || h.guard.Stats().All.Limit != 0 {
-				t.Errorf("in flight %d, limiter's limit %d; want 0 and none", l.InFlight, h.guard.Stats().All.Limit)
+			if l.InFlight != 0 || h.guard.Limits().InFlight != 0 {
+				t.Errorf("in flight %d, guard's %d; want 0 and none", l.InFlight, h.guard.Limits().InFlight)
 			}
 		}},
 		{"max_main_thread off", `{"max_main_thread":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
-			if l.MainThread != 0 || h.guard.Stats().Main.Limit != 0 {
-				t.Errorf("main thread %d, limiter's limit %d; want 0 and none", l.MainThread, h.guard.Stats().Main.Limit)
+			if l.MainThread != 0 || h.guard.Limits().MainThread != 0 {
+				t.Errorf("main thread %d, guard's %d; want 0 and none", l.MainThread, h.guard.Limits().MainThread)
 			}
 		}},
 		{"max_per_client off", `{"max_per_client":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
@@ -39,8 +39,8 @@ func TestBackendOffForms(t *testing.T) {
 			}
 		}},
 		{"queue off", `{"queue_length":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
-			if l.Queue != 0 || l.Wait != 0 || h.guard.Stats().All.Limit == 0 || h.guard.Stats().Main.Limit == 0 {
-				t.Errorf("queue %d, wait %v, limits %d %d; want no queue, no wait, both limiters", l.Queue, l.Wait, h.guard.Stats().All.Limit, h.guard.Stats().Main.Limit)
+			if g := h.guard.Limits(); l.Queue != 0 || l.Wait != 0 || g.Queue != 0 || g.InFlight == 0 || g.MainThread == 0 {
+				t.Errorf("queue %d, wait %v, guard's limits %+v; want no queue, no wait, both limiters", l.Queue, l.Wait, g)
 			}
 		}},
 		{"timeout off", `{"timeout":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
@@ -49,12 +49,12 @@ func TestBackendOffForms(t *testing.T) {
 			}
 		}},
 		{"write_timeout off", `{"write_timeout":-1}`, func(t *testing.T, _ guard.Limits, h *Handler) {
-			if h.guard.WriteTimeout() != 0 {
-				t.Errorf("write timeout %v, want none", h.guard.WriteTimeout())
+			if h.Backend.writeTimeout() != 0 || h.live.limits.writeTimeout != 0 {
+				t.Errorf("write timeout %v, streams' %v; want none", h.Backend.writeTimeout(), h.live.limits.writeTimeout)
 			}
 		}},
 		{"coalesce off", `{"coalesce":false}`, func(t *testing.T, l guard.Limits, h *Handler) {
-			if l.Coalesce || h.guard.Coalescing() != nil {
+			if l.Coalesce || h.guard.Limits().Coalesce {
 				t.Errorf("coalesce %v; want off", l.Coalesce)
 			}
 		}},
@@ -72,7 +72,7 @@ func TestBackendOffForms(t *testing.T) {
 			}
 		}},
 		{"cache_size off", `{"cache_size":-1}`, func(t *testing.T, l guard.Limits, h *Handler) {
-			if l.CacheSize != 0 || h.guard.Caching() != nil {
+			if l.CacheSize != 0 || h.guard.Limits().CacheSize != 0 {
 				t.Errorf("cache size %d; want no micro-cache", l.CacheSize)
 			}
 			for _, ep := range h.table.ordered {
@@ -235,7 +235,7 @@ func TestQueueOff(t *testing.T) {
 	<-g.entered
 	// waited is how many callers have waited in a queue of the guard: a
 	// refusal at once leaves it as it was.
-	waited := func() uint64 { return h.guard.Stats().All.Waited + h.guard.Stats().Main.Waited }
+	waited := func() uint64 { u := units(h); return u.All.Stats().Waited + u.Main.Stats().Waited }
 	r := serve(t, h, g, "GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df", nil) // another trip, not the first one's
 	if r.Code != 503 || r.envelope.Error.Message != "Backend busy" || r.Header().Get("Retry-After") != "1" {
 		t.Errorf("second caller: %d %q Retry-After %q, want 503 Backend busy, 1", r.Code, r.envelope.Error.Message, r.Header().Get("Retry-After"))

@@ -9,9 +9,6 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
-
-	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // rateLimit stands in for caddy-ratelimit's handler, which the check knows
@@ -140,7 +137,7 @@ func TestNothingAfterBackstop(t *testing.T) {
 	if r.Code != http.StatusBadGateway || r.envelope.Error.Message != "Bad gateway" {
 		t.Errorf("nothing after statusgate: %d %q, want 502 Bad gateway", r.Code, r.envelope.Error.Message)
 	}
-	if logs.FilterMessageSnippet("").FilterField(zap.Error(guard.ErrNothingAfter)).Len() == 0 {
+	if loggedErrors(logs, "statusgate declares no upstreams and no handler after it answered") == 0 {
 		t.Errorf("the cause is not logged: %v", logs.All())
 	}
 }

@@ -178,7 +178,7 @@ func TestKeyShare(t *testing.T) {
 		if c.Held != got {
 			t.Errorf("%s: the caller's share %+v, the key's %+v", tc.name, c.Held, got)
 		}
-		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.guard.Prefix6()); anon.Held != (hold.Share{}) {
+		if anon := h.callerFor(noKey, h.table.lookup("server")).withAddress(httptest.NewRequest("GET", "/", nil), h.Backend.prefix6()); anon.Held != (hold.Share{}) {
 			t.Errorf("%s: a caller without a key has a share %+v, want the guard's (zero)", tc.name, anon.Held)
 		}
 	}
@@ -297,7 +297,7 @@ func TestKeyCapAcrossReload(t *testing.T) {
 	const block = "guard cap\nkey bot " + scopeBotSecret + " {\n\tmax_in_flight 1\n}\ncoalesce off"
 	before, _ := newTestHandler(t, block)
 	after, _ := newTestHandler(t, block+"\nkey web "+scopeWebSecret)
-	if !before.guard.Shares(after.guard) {
+	if !sameGuard(before.guard, after.guard) {
 		t.Fatal("the reload did not keep the guard")
 	}
 	g := newGate()

@@ -185,7 +185,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	if err := keyShares(h.keyInfo, auth.Keys, limits, durationOr(h.Backend.WriteTimeout, defaultWriteTimeout)); err != nil {
+	if err := keyShares(h.keyInfo, auth.Keys, limits, h.Backend.writeTimeout()); err != nil {
 		return err
 	}
 	var backend *upstream.Backend
@@ -254,7 +254,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	// name it is declared under ("" for neither).
 	h.metrics.ExportGuard(h.guard.Units(cmp.Or(h.Backend.Guard, h.Server), limits))
 	if networkOn {
-		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
+		if h.network, err = joinNetwork(h.app, ctx, h.Network, members, h.guard, backend, h.Backend, limits, h.table, policy, h.metrics, logger); err != nil {
 			return err
 		}
 	}
@@ -401,7 +401,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	secrets := h.presented(r, key != noKey) // what no request made for the caller may carry
 	prepareUpstream(r, rt, x.who.Filtered() || h.guard.Shareable(&rt.ep.Station))
 	sealDecided(r, x.repl, secrets)
-	x.who = x.who.withAddress(r, h.guard.Prefix6())
+	x.who = x.who.withAddress(r, h.Backend.prefix6())
 
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
@@ -414,7 +414,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// site or the client's Host: so is a stream's topic.
 		answer, t.Share = h.network.fetch, h.network.shareKey(x.who.Caller)
 	}
-	pw := progress.New(w, h.guard.WriteTimeout())
+	pw := progress.New(w, h.Backend.writeTimeout())
 	defer pw.Done()
 	x.w, x.forwarded = pw, true
 	var v guard.Verdict

@@ -18,8 +18,6 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/statusgate/statusgate/caddymodule/apikey"
-	"github.com/statusgate/statusgate/caddymodule/internal/guard"
-	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
 func TestDecisions(t *testing.T) {
@@ -375,72 +373,6 @@ func TestStartupWarnings(t *testing.T) {
 			if f.String == "short" {
 				t.Fatal("the key was logged")
 			}
-		}
-	}
-}
-
-// countingRecorder counts the writes that reach the client.
-type countingRecorder struct {
-	*httptest.ResponseRecorder
-	writes []int
-}
-
-func (c *countingRecorder) Write(p []byte) (int, error) {
-	c.writes = append(c.writes, len(p))
-	return c.ResponseRecorder.Write(p)
-}
-
-// TestFilteredWrites checks how filtered output reaches the client: a body
-// within max_response held whole and written with its exact length in pieces
-// of 32 KiB (progress.Writer's piece, the progress deadline's unit), a larger one as a stream of
-// writes of at least the output buffer, both byte for byte what jsonfilter
-// makes.
-// progressPiece is the most progress.Writer writes under one deadline.
-const progressPiece = 32 << 10
-
-func TestFilteredWrites(t *testing.T) {
-	h, _ := newTestHandler(t, "key "+testKey+"\nmax_response 256KiB")
-	member := `{"name":"stone","op":true,"count":1834,"tps":20.0},`
-	for _, n := range []int{2000, 12000} { // about 100 KiB and 600 KiB of input
-		body := `{"ok":true,"data":{"list":[` + strings.Repeat(member, n) + `{}]},"meta":{"authenticated":true}}`
-		want, _, err := jsonfilter.Apply(nil, []byte(body), h.table.byName["player"].Fields, jsonfilter.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &countingRecorder{ResponseRecorder: httptest.NewRecorder()}
-		r, _ := newRequest("GET", "/api/v1/player/40094f2f-ca8f-4826-8b31-11e0f4c449df")
-		if err := h.ServeHTTP(rec, r, &chunkedBackend{body: body, chunk: 4096}); err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(rec.Body.Bytes(), want) {
-			t.Fatalf("%d members: body differs from jsonfilter.Apply", n)
-		}
-		cl := rec.Header().Get("Content-Length")
-		last := len(rec.writes) - 1
-		if len(want) <= 256<<10 {
-			if cl != strconv.Itoa(len(want)) {
-				t.Errorf("%d bytes held: Content-Length %q, want the exact length", len(want), cl)
-			}
-			for i, w := range rec.writes[:last] {
-				if w != progressPiece {
-					t.Errorf("held body: write %d of %d is %d bytes; want %d", i, len(rec.writes), w, progressPiece)
-				}
-			}
-			continue
-		}
-		if cl != "" {
-			t.Errorf("streamed body has Content-Length %q", cl)
-		}
-		// Every write but the last is about a full buffer: the filter's
-		// output is gathered, not written a kept run at a time.
-		small := 0
-		for _, w := range rec.writes[:last] {
-			if w < guard.OutChunk*15/16 {
-				small++
-			}
-		}
-		if small > 0 {
-			t.Errorf("streamed body: %d of %d writes below %d bytes: %v", small, len(rec.writes), guard.OutChunk*15/16, rec.writes)
 		}
 	}
 }

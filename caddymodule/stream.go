@@ -273,7 +273,7 @@ func (lv *liveState) send(pw *progress.Writer, p []byte) error {
 		pw.Disarm()
 		return nil
 	}
-	if lv.guard.WriteTimeout() > 0 && time.Since(start) >= lv.guard.WriteTimeout() {
+	if lv.limits.writeTimeout > 0 && time.Since(start) >= lv.limits.writeTimeout {
 		return errStalled
 	}
 	return err

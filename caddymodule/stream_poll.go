@@ -99,7 +99,7 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 // there). The verdict says how it ended, and status is the answer's (the
 // backend's, when the verdict is not a refusal).
 func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (v guard.Verdict, body []byte, status int) {
-	rec := guard.NewCapture(lv.guard.MaxResponse())
+	rec := guard.NewCapture(int(lv.guard.Limits().MaxResponse))
 	v = guard.Background(lv.logger, "live stream poll", t.Station, func() guard.Verdict {
 		return answer(progress.New(rec, 0), r, t)
 	})

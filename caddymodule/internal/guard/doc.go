@@ -1,9 +1,10 @@
 // Package guard is what stands between the gateway's callers and one
-// backend, and its one door: Fetch, the answer to one request the handler
-// let through, from the micro-cache, from an identical request's trip, or
-// from a trip of the caller's own through admission, read through the
-// field layer into a spool, and written to the client at the client's
-// pace within the held bytes.
+// backend, and its doors: Fetch, the answer to one request the handler let
+// through, from the micro-cache, from an identical request's trip, or from
+// a trip of the caller's own through admission, read through the field
+// layer into a spool, and written to the client at the client's pace within
+// the held bytes; and Own, an answer the gateway makes on its own (a
+// network's document), kept, coalesced and handed over the same way.
 //
 // The handler tells the guard what it decided of a request as a Ticket of
 // plain facts (the endpoint's Station, the Caller, what the answer is

@@ -79,12 +79,12 @@ type trips struct {
 }
 
 // TripStats implements metrics.Trips.
-func (s *guardState) TripStats() metrics.TripStats {
+func (t *trips) TripStats() metrics.TripStats {
 	return metrics.TripStats{
-		Kept:     int(s.trips.kept.Load()),
-		Answered: s.trips.answered.Load(),
-		GivenUp:  s.trips.givenUp.Load(),
-		Unsent:   s.trips.unsent.Load(),
+		Kept:     int(t.kept.Load()),
+		Answered: t.answered.Load(),
+		GivenUp:  t.givenUp.Load(),
+		Unsent:   t.unsent.Load(),
 	}
 }
 
@@ -177,7 +177,7 @@ func (e *errand) run() {
 	}
 	g.store(t.Share, t.Station, e.res) // a copy: the answer's buffer stays the spool's
 	e.permits.Release()
-	g.Unplace(t.Caller)
+	g.unplace(t.Caller)
 	e.cancel()
 	if !sp.end() {
 		close(e.done)
@@ -202,24 +202,25 @@ func (e *errand) run() {
 	close(e.done)
 }
 
-// covers refuses a request that should not be sent: its caller has left,
-// or its budget ends before the quickest answer the backend gave the
-// station lately could come (answerTimes), when the caller would get its
-// 504 and the backend work for nobody, with a slot taken meanwhile.
-func (g *Guard) covers(ctx context.Context, st *Station) Verdict {
+// uncovered is why a request should not be sent (its 504, ContextRefusal):
+// its caller has left, or its budget ends before the quickest answer the
+// backend gave the station lately could come (answerTimes), when the
+// caller would get its 504 and the backend work for nobody, with a slot
+// taken meanwhile; nil: it may go.
+func (g *Guard) uncovered(ctx context.Context, st *Station) error {
 	if err := ctx.Err(); err != nil {
-		return ContextRefusal(err)
+		return err
 	}
 	d, ok := ctx.Deadline()
 	if !ok {
-		return Verdict{}
+		return nil
 	}
 	now := time.Now()
 	if d.Sub(now) < g.answerTime(st.Name).floor(now) {
 		g.trips.unsent.Add(1)
-		return ContextRefusal(errBudgetShort)
+		return errBudgetShort
 	}
-	return Verdict{}
+	return nil
 }
 
 // answerTime is the record of how long the backend took to answer the

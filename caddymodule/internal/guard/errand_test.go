@@ -50,9 +50,9 @@ func keptTrip(t *testing.T, f form) (*Guard, *gameServer, caddyhttp.Handler) {
 	if v, _ := fetch(g, status(0), anonymous, next); v.Status != http.StatusGatewayTimeout {
 		t.Fatalf("a request at a game server that does not answer: %+v, want 504", v)
 	}
-	if st := g.TripStats(); st.Kept != 1 || g.Stats().All.InFlight != 1 || s.hits.Load() != 1 {
+	if st := g.trips.TripStats(); st.Kept != 1 || g.counts().All.InFlight != 1 || s.hits.Load() != 1 {
 		t.Fatalf("after the budget's end: %+v kept, %d in flight, %d at the game server; want the trip kept with its slot",
-			st, g.Stats().All.InFlight, s.hits.Load())
+			st, g.counts().All.InFlight, s.hits.Load())
 	}
 	return g, s, next
 }
@@ -70,8 +70,8 @@ func TestPatienceGivesUpAHungTrip(t *testing.T) {
 				t.Errorf("beside the kept trip: %+v, %d at the game server; want 504 and 1", v, s.hits.Load())
 			}
 			fixture.WaitFor(t, "the patience to end the trip", func() bool {
-				st := g.TripStats()
-				return st.Kept == 0 && st.GivenUp == 1 && g.Stats().All.InFlight == 0
+				st := g.trips.TripStats()
+				return st.Kept == 0 && st.GivenUp == 1 && g.counts().All.InFlight == 0
 			})
 		})
 	}
@@ -86,7 +86,7 @@ func TestStopEndsKeptTrips(t *testing.T) {
 			state := g.guardState
 			g.Leave()
 			fixture.WaitFor(t, "the stop to end the trip", func() bool {
-				st := state.TripStats()
+				st := state.trips.TripStats()
 				return st.Kept == 0 && st.Answered == 1 && st.GivenUp == 0 && state.all.Stats().InFlight == 0
 			})
 		})
@@ -99,11 +99,11 @@ func TestStopEndsKeptTrips(t *testing.T) {
 func TestDestructKeepsAGuardInUse(t *testing.T) {
 	s := newGuardState(Limits{MaxHeld: 1 << 20, MaxResponse: 1 << 16})
 	s.use(1, Limits{MaxHeld: 1 << 20, MaxResponse: 1 << 16})
-	if err := s.Destruct(); err != nil || s.stopping.Err() != nil {
+	if err := (pooled{s}).Destruct(); err != nil || s.stopping.Err() != nil {
 		t.Fatalf("Destruct of a guard in use: %v, stopping %v; want it going on", err, s.stopping.Err())
 	}
 	s.leave(1)
-	if err := s.Destruct(); err != nil || s.stopping.Err() == nil {
+	if err := (pooled{s}).Destruct(); err != nil || s.stopping.Err() == nil {
 		t.Errorf("Destruct of a guard nobody uses: %v, stopping %v; want its trips ended", err, s.stopping.Err())
 	}
 }

@@ -1,6 +1,6 @@
 package guard
 
-// This file is the guard's one entry, Fetch: the answer to one request that
+// This file is the guard's first door, Fetch: the answer to one request that
 // the gateway let through, for ServeHTTP, for the micro-cache's refresh and
 // for a live stream's poll alike. The backend's time and the client's are
 // kept apart: within the request's budget the answer comes from the
@@ -27,23 +27,23 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 )
 
-// Fetch answers the request r that t describes, to pw: the guard's one
-// entry. It returns how the request ended; a refusal is the caller's to
+// Fetch answers the request r that t describes, to pw, with the backend's
+// answer. It returns how the request ended; a refusal is the caller's to
 // write (the handler's conclude, or a stream's poll).
 func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
-	if refused := g.Check(t.Caller); refused.Status != 0 {
-		return refused
+	if err := g.check(t.Caller); err != nil {
+		return HeldRefusal(err)
 	}
 	// Only an endpoint with a time to live looks: a guard outlives a reload
 	// that turns an endpoint's cache off, and what the old config stored
 	// must not be served under the new one. A stale entry is refreshed
 	// before it is written, at whatever pace its client reads.
 	if t.Share != "" && t.Station.CacheTTL > 0 {
-		if e, fresh, ok := g.Caching().GetStale(t.Share); ok {
+		if e, fresh, ok := g.caching().GetStale(t.Share); ok {
 			if !fresh {
 				g.refresh(r, t)
 			}
-			return g.Deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
+			return g.deliver(pw, t.Caller, &coalesce.Result{Status: e.Status, Header: e.Header, Body: e.Body}, true, true, metrics.Cached)
 		}
 	}
 	if g.timeout > 0 {
@@ -54,7 +54,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	// The answer's buffer, from the pool: taken by the spool as the answer
 	// comes, and given back here once it is written, unless the followers
 	// of a shared trip have it (the cache keeps a copy).
-	sp := newSpool(pw, g.MaxResponse(), g.held)
+	sp := newSpool(pw, g.maxResponse(), g.held)
 	defer sp.recycle()
 	if t.Share == "" {
 		res, v := g.trip(sp, r, t, r.Context())
@@ -64,10 +64,10 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 		if left(r) {
 			return ContextRefusal(r.Context().Err())
 		}
-		return g.Deliver(pw, t.Caller, res, false, false, v.Outcome)
+		return g.deliver(pw, t.Caller, res, false, false, v.Outcome)
 	}
 	var v Verdict // of the caller's own trip
-	res, how := g.Coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
+	res, how := g.coalescing().Do(r.Context(), t.Share, func(ctx context.Context) *coalesce.Result {
 		var res *coalesce.Result
 		// The leader waits while its own budget and client last; its trip
 		// may outlive it for the followers (coalesce.Hand).
@@ -76,7 +76,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	})
 	switch how {
 	case coalesce.Shared:
-		return g.Deliver(pw, t.Caller, res, true, false, metrics.Coalesced)
+		return g.deliver(pw, t.Caller, res, true, false, metrics.Coalesced)
 	case coalesce.Abandoned:
 		return ContextRefusal(r.Context().Err())
 	}
@@ -89,7 +89,7 @@ func (g *Guard) Fetch(pw *progress.Writer, r *http.Request, t *Ticket) Verdict {
 	if left(r) {
 		return ContextRefusal(r.Context().Err())
 	}
-	return g.Deliver(pw, t.Caller, res, true, false, v.Outcome)
+	return g.deliver(pw, t.Caller, res, true, false, v.Outcome)
 }
 
 // left reports whether r's client left while its trip ran on without it
@@ -99,61 +99,54 @@ func left(r *http.Request) bool {
 	return errors.Is(r.Context().Err(), context.Canceled)
 }
 
-// Caching is the guard's micro-cache while the limits in force have one, or
+// caching is the guard's micro-cache while the limits in force have one, or
 // nil, which holds nothing.
-func (g *Guard) Caching() *microcache.Cache {
+func (g *Guard) caching() *microcache.Cache {
 	if g.lim.Load().CacheSize > 0 {
 		return g.cache
 	}
 	return nil
 }
 
-// Coalescing is the guard's coalescing group while the handler has
+// coalescing is the guard's coalescing group while the handler has
 // coalescing on, or nil, which just runs each call.
-func (g *Guard) Coalescing() *coalesce.Group {
+func (g *Guard) coalescing() *coalesce.Group {
 	if g.coalesce {
 		return g.flights
 	}
 	return nil
 }
 
-// Deliver writes a held answer to the client, pw, within the share of the
-// held bytes of the caller who, which it holds until the client has taken the
-// answer or the progress deadline cut it off. shareable says other callers
-// may get the same bytes: the client is then told not to store it. cached
-// says the bytes are the micro-cache's, which keeps them as well: they are
-// lent (hold.Budget.Lend), counted once however many clients hold them, and
-// within the held bytes, since the cache may let them go while a client
-// still holds them.
-func (g *Guard) Deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
-	held, err := g.Hand(pw, who, res.Body, cached, func() error {
+// deliver writes a held answer to the client, pw, within the share of the
+// held bytes of the caller who, which it holds until the client has taken
+// the answer or the progress deadline cut it off, with each piece the client
+// takes counted as progress. shareable says other callers may get the same
+// bytes: the client is then told not to store it. cached says the bytes are
+// kept as well (the micro-cache's, or an answer of the gateway's own): they
+// are lent (hold.Budget.Lend), counted once however many clients hold them,
+// and within the held bytes, since the cache may let them go while a client
+// still holds them. An answer that does not fit is the caller's refusal,
+// and nothing is written.
+func (g *Guard) deliver(pw *progress.Writer, who Caller, res *coalesce.Result, shareable, cached bool, outcome metrics.Outcome) Verdict {
+	hold := g.held.Hold
+	if cached {
+		hold = g.held.Lend
+	}
+	claim, err := hold(who.Holder, who.Held, res.Body)
+	if held, err := hand(pw, claim, err, func() error {
 		writeHeld(pw, res.Status, res.Header, res.Body, shareable)
 		return pw.Done()
-	})
-	if !held {
+	}); !held {
 		return HeldRefusal(err)
 	}
 	return Verdict{Outcome: outcome}
 }
 
-// Hand holds p, an answer (or a stream's event) for who, against who's
-// share of the held bytes while write sends it to pw: until the client has
-// taken it, or the progress deadline cut it off, with each piece the client
-// takes counted as progress. lend says the bytes are kept as well (the
-// micro-cache's): they are lent (hold.Budget.Lend), counted once however
-// many clients hold them. held says whether p fit: if not,
-// nothing was written, and err is the budget's reason; if so, err is
-// write's.
-func (g *Guard) Hand(pw *progress.Writer, who Caller, p []byte, lend bool, write func() error) (held bool, err error) {
-	hold := g.held.Hold
-	if lend {
-		hold = g.held.Lend
-	}
-	claim, err := hold(who.Holder, who.Held, p)
-	return hand(pw, claim, err, write)
-}
-
-// hand is Hand once the answer's claim is taken, or refused with err.
+// hand writes an answer (or a stream's event) with write, once its claim
+// on the held bytes is taken (or refused with err: then nothing is written,
+// and err is the budget's reason), holding it until the client has taken it,
+// with each piece the client takes counted as progress. held says whether
+// the answer fit; if so, err is write's.
 func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error) (held bool, _ error) {
 	if err != nil {
 		return false, err
@@ -177,15 +170,15 @@ func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error)
 func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket, waits context.Context) (*coalesce.Result, Verdict) {
 	who := t.Caller
 	ctx := r.Context()
-	if v := g.covers(ctx, t.Station); v.Status != 0 {
-		return nil, v
+	if err := g.uncovered(ctx, t.Station); err != nil {
+		return nil, ContextRefusal(err)
 	}
-	if v := g.Place(who); v.Status != 0 {
-		return nil, v
+	if err := g.place(who); err != nil {
+		return nil, TooMany(err)
 	}
 	permits, err := g.admit(ctx, t.Station, who.Keyed)
 	if err != nil {
-		g.Unplace(who)
+		g.unplace(who)
 		var be *admission.BusyError
 		if errors.As(err, &be) {
 			return nil, Busy(err, strconv.Itoa(int(be.RetryAfter/time.Second)))
@@ -194,10 +187,10 @@ func (g *Guard) trip(sp *spool, r *http.Request, t *Ticket, waits context.Contex
 	}
 	// Admitted, perhaps after a wait that left too little of the budget:
 	// such a request is not sent.
-	if v := g.covers(ctx, t.Station); v.Status != 0 {
+	if err := g.uncovered(ctx, t.Station); err != nil {
 		permits.Release()
-		g.Unplace(who)
-		return nil, v
+		g.unplace(who)
+		return nil, ContextRefusal(err)
 	}
 	// From here the request is the backend's, which works it off whether or
 	// not anyone still waits: the plugin's server never learns that a client
@@ -256,29 +249,29 @@ func (g *Guard) answer(sp *spool, r *http.Request, t *Ticket) (*coalesce.Result,
 	return res, v
 }
 
-// Place takes who's place among the requests open at the backend: an
+// place takes who's place among the requests open at the backend: an
 // anonymous caller's per-client place (max_per_client), or a key's under its
 // own cap, before the queue: past it only this caller is turned away, and
 // nobody waits for it. Counted whether or not a bound is in force, so that a
 // reload that sets one finds what is open. The gateway's own caller (a
-// network's member trips) takes none. It returns the caller's 429, or
-// nothing: then Unplace gives the place back.
-func (g *Guard) Place(who Caller) Verdict {
+// network's member trips) takes none. An error is why the caller is refused
+// (its 429, TooMany); with none, unplace gives the place back.
+func (g *Guard) place(who Caller) error {
 	switch {
 	case who.Gateway:
 	case !who.Keyed:
 		if !g.quota.TakeUpTo(who.Holder, g.perClient) {
-			return TooMany(errQuota)
+			return errQuota
 		}
 	case !g.keys.TakeUpTo(who.Holder, who.KeyCap):
 		// Counted by the key's name, under its cap in this config.
-		return TooMany(errKeyQuota)
+		return errKeyQuota
 	}
-	return Verdict{}
+	return nil
 }
 
-// Unplace gives back the place Place took for who.
-func (g *Guard) Unplace(who Caller) {
+// unplace gives back the place that place took for who.
+func (g *Guard) unplace(who Caller) {
 	switch {
 	case who.Gateway:
 	case !who.Keyed:
@@ -310,7 +303,7 @@ func (g *Guard) store(key string, ep *Station, res *coalesce.Result) {
 	if res == nil || ep.CacheTTL <= 0 || res.Status != http.StatusOK {
 		return // only a whole answer: never a part (206) or a "not modified" (304)
 	}
-	cache := g.Caching()
+	cache := g.caching()
 	if cache == nil {
 		return
 	}
@@ -361,7 +354,7 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 	if _, busy := g.refreshing.LoadOrStore(t.Share, struct{}{}); busy {
 		return
 	}
-	if g.Caching().Fresh(t.Share) {
+	if g.caching().Fresh(t.Share) {
 		// Refreshed since this caller found it stale, by a refresh that
 		// has ended since.
 		g.refreshing.Delete(t.Share)
@@ -379,7 +372,7 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 			// Its client takes nothing: an answer too large to hold,
 			// which the cache could not keep, ends the trip where it
 			// would spill, rather than stream to nobody with its slot.
-			sp := newSpool(progress.New(NewCapture(0), 0), g.MaxResponse(), g.held)
+			sp := newSpool(progress.New(NewCapture(0), 0), g.maxResponse(), g.held)
 			defer sp.recycle()
 			_, v := g.trip(sp, bg, t, bg.Context())
 			return v

@@ -37,6 +37,10 @@ type gameServer struct {
 	paths   []string
 	release chan struct{}
 	once    sync.Once
+	// body and code, when set, are what it answers instead of statusBody
+	// and 200.
+	body atomic.Pointer[string]
+	code atomic.Int32
 }
 
 func newGameServer(t *testing.T, holds bool) *gameServer {
@@ -54,7 +58,14 @@ func newGameServer(t *testing.T, holds bool) *gameServer {
 			<-s.release
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		_, _ = io.WriteString(w, statusBody)
+		body := statusBody
+		if b := s.body.Load(); b != nil {
+			body = *b
+		}
+		if code := s.code.Load(); code != 0 {
+			w.WriteHeader(int(code))
+		}
+		_, _ = io.WriteString(w, body)
 	}))
 	t.Cleanup(s.Close)
 	t.Cleanup(s.let)
@@ -94,7 +105,7 @@ func join(t *testing.T, f form, s *gameServer, l Limits) (*Guard, caddyhttp.Hand
 	if l.MaxHeld == 0 {
 		l.MaxHeld = 16 << 20
 	}
-	c := Config{Name: "test/" + t.Name() + "/" + f.name, Load: 1, Limits: l, Policy: "p", Logger: zap.NewNop(), Prefix6: 64}
+	c := Config{Name: "test/" + t.Name() + "/" + f.name, Load: 1, Limits: l, Policy: "p", Logger: zap.NewNop()}
 	var next caddyhttp.Handler
 	if f.declare {
 		b, err := upstream.Parse("proxy", json.RawMessage(`{"upstreams":[{"dial":"`+strings.TrimPrefix(s.URL, "http://")+`"}]}`))
@@ -202,7 +213,7 @@ func TestStaleEntryRefreshedWhileItsClientReads(t *testing.T) {
 	s := newGameServer(t, false)
 	g, next := join(t, forms[0], s, Limits{CacheSize: 1 << 20})
 	clk := fixture.NewClock()
-	g.SetClock(clk.Now)
+	g.setClock(clk.Now)
 	st := status(time.Second)
 	if v, _ := fetch(g, st, keyed, next); v.Status != 0 || s.hits.Load() != 1 {
 		t.Fatalf("the first trip: %+v, %d at the game server", v, s.hits.Load())
@@ -270,7 +281,7 @@ func TestFetchOneTripForEveryone(t *testing.T) {
 			for i := range callers {
 				wg.Go(func() { verdicts[i], _ = fetch(g, st, anonymous, next) })
 			}
-			fixture.WaitFor(t, "four callers to follow the first one's trip", func() bool { return g.Stats().Flights.Waiting == callers-1 })
+			fixture.WaitFor(t, "four callers to follow the first one's trip", func() bool { return g.counts().Flights.Waiting == callers-1 })
 			s.let()
 			wg.Wait()
 			if n := s.hits.Load(); n != 1 {
@@ -296,7 +307,8 @@ func TestFetchOneTripForEveryone(t *testing.T) {
 
 // TestFetchPlaceHeldAtTheBackend: an anonymous client's second request
 // while its first is at the backend is its own 429 (max_per_client 1),
-// and a keyed caller still goes on; in both forms.
+// and a keyed caller still goes on; once the first is answered, its place
+// is the client's again; in both forms.
 func TestFetchPlaceHeldAtTheBackend(t *testing.T) {
 	for _, f := range forms {
 		t.Run(f.name, func(t *testing.T) {
@@ -317,6 +329,9 @@ func TestFetchPlaceHeldAtTheBackend(t *testing.T) {
 				if v := <-done; v.Status != 0 {
 					t.Errorf("a request that had its place: %+v", v)
 				}
+			}
+			if v, _ := fetch(g, st, anonymous, next); v.Status != 0 {
+				t.Errorf("the client's next request, its first answered: %+v", v)
 			}
 		})
 	}

@@ -60,7 +60,7 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
-		return ErrNothingAfter
+		return errNothingAfter
 	}
 	// What the handlers after statusgate set on the answer (a rate
 	// limiter's headers) is this caller's alone: it goes on the caller's
@@ -99,9 +99,9 @@ func (t *Ticket) sealed(r *http.Request) error {
 	return nil
 }
 
-// ErrNothingAfter is why a request is refused when statusgate declares no
+// errNothingAfter is why a request is refused when statusgate declares no
 // backend and nothing after it answered.
-var ErrNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
+var errNothingAfter = errors.New("statusgate declares no upstreams and no handler after it answered: name the game server in statusgate itself, as in statusgate 127.0.0.1:8080")
 
 // gate runs the handlers after statusgate on a copy of the decided request
 // r: they may refuse it (a rate_limit, which then counts only the trips

@@ -28,7 +28,7 @@ import (
 // bytes, coalescing, the micro-cache and the stream seats), how it is named,
 // and how a handler joins it. A guard is named by what the handler declares
 // and by nothing else (Name); the handler's own use of it, with the
-// backend it sends requests to, is a Guard (fetch.go has its one entry).
+// backend it sends requests to, is a Guard.
 
 // guardState is what a guard keeps across requests, handlers and reloads: it
 // lives in the guards pool under its name (Name), and goes when the last
@@ -182,13 +182,17 @@ func (s *guardState) apply(l Limits) {
 	s.lim.Store(&l)
 }
 
+// pooled is a guard's state as the guards pool holds it, which ends it
+// (Destruct).
+type pooled struct{ *guardState }
+
 // Destruct implements caddy.Destructor: the last handler using the guard
 // under one name is gone. When no handler uses the guard under any name (a
 // stop, or a reload that drops the backend), the trips that nobody waits
 // for any more end with it, so that a stop does not wait for them; a guard
 // another name still uses (a reload that renames it and takes it over)
 // keeps them counted.
-func (s *guardState) Destruct() error {
+func (s pooled) Destruct() error {
 	s.usersMu.Lock()
 	unused := len(s.users) == 0
 	s.usersMu.Unlock()
@@ -203,7 +207,8 @@ var guards = caddy.NewUsagePool()
 
 // Guard is one handler's use of a guard: the shared state, the backend the
 // handler sends requests to, and what the handler decides for itself. Its
-// one entry is Fetch (fetch.go).
+// doors are Fetch, for the backend's answers, and Own, for the answers the
+// gateway makes on its own.
 type Guard struct {
 	*guardState
 	name    string            // in guards
@@ -215,17 +220,16 @@ type Guard struct {
 	// handlers after it send requests).
 	scope string
 	// The front door's choices (options declared statusgate:"door"): this handler's.
-	timeout      time.Duration // each request's budget at the backend; 0: none
-	perClient    int           // an anonymous client's places; 0: no bound
-	coalesce     bool          // identical requests share a trip
-	writeTimeout time.Duration // progress deadline of client writes; 0: none
-	prefix6      int           // bits of an IPv6 address that name a client
+	timeout   time.Duration // each request's budget at the backend; 0: none
+	perClient int           // an anonymous client's places; 0: no bound
+	coalesce  bool          // identical requests share a trip
 	// policy names what a shared answer's bytes depend on beyond the class
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
 	policy string
 	carry  []string // Config.Carry
 	logger *zap.Logger
+	own    ownAnswers // the answers the handler's gateway makes on its own (Own)
 }
 
 // Name names a guard in the pool by what the handler declares: the
@@ -269,10 +273,6 @@ type Config struct {
 	// declared backend's answers, the guard the operator named, or this
 	// handler alone (Join makes it so when it is "").
 	Scope string
-	// WriteTimeout is the progress deadline of client writes; 0: none.
-	WriteTimeout time.Duration
-	// Prefix6 is how many bits of an IPv6 address name a client.
-	Prefix6 int
 	// Policy names what a shared answer's bytes depend on beyond the class
 	// and the request: the field lists. A reload that changes them never
 	// serves what the old ones produced.
@@ -290,30 +290,29 @@ func Join(c Config) (*Guard, error) {
 	taken := heir(c) // heir.go: before LoadOrNew, which holds the new name's entry
 	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) {
 		if taken != nil {
-			return taken, nil
+			return pooled{taken}, nil
 		}
-		return newGuardState(c.Limits), nil
+		return pooled{newGuardState(c.Limits)}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s := v.(*guardState)
+	s := v.(pooled).guardState
 	s.use(c.Load, c.Limits)
 	s.fronts(c.Backend)
 	g := &Guard{
-		guardState:   s,
-		name:         c.Name,
-		load:         c.Load,
-		backend:      c.Backend,
-		scope:        cmp.Or(c.Scope, "handler "+rand.Text()),
-		timeout:      c.Limits.Timeout,
-		perClient:    c.Limits.PerClient,
-		coalesce:     c.Limits.Coalesce,
-		writeTimeout: c.WriteTimeout,
-		prefix6:      c.Prefix6,
-		policy:       c.Policy,
-		carry:        c.Carry,
-		logger:       c.Logger,
+		guardState: s,
+		name:       c.Name,
+		load:       c.Load,
+		backend:    c.Backend,
+		scope:      cmp.Or(c.Scope, "handler "+rand.Text()),
+		timeout:    c.Limits.Timeout,
+		perClient:  c.Limits.PerClient,
+		coalesce:   c.Limits.Coalesce,
+		policy:     c.Policy,
+		carry:      c.Carry,
+		logger:     c.Logger,
+		own:        ownAnswers{makings: coalesce.New(coalesce.Config{MaxBody: int(c.Limits.MaxResponse)})},
 	}
 	return g, nil
 }
@@ -339,6 +338,7 @@ func (g *Guard) Leave() {
 	if g == nil || g.name == "" {
 		return
 	}
+	g.leaveOwn()
 	g.guardState.leave(g.load)
 	_, _ = guards.Delete(g.name)
 	g.name = "" // once: the pool counts each handler once
@@ -358,7 +358,7 @@ func ShareReason(name string) string {
 // Units is what the guard has on under the limits l, for its metrics:
 // name is the guard's name as the config gives it ("" unless guard <name>).
 func (g *Guard) Units(name string, l Limits) metrics.Guard {
-	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics, Trips: g.guardState}
+	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics, Trips: &g.trips}
 	if l.InFlight > 0 {
 		m.All = g.all
 	}

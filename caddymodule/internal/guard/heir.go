@@ -29,7 +29,8 @@ func heir(c Config) *guardState {
 	var found *guardState
 	var foundName string
 	guards.Range(func(key, v any) bool {
-		s, ok := v.(*guardState)
+		p, ok := v.(pooled)
+		s := p.guardState
 		name := fmt.Sprint(key)
 		if !ok || name == c.Name || !s.onlyBefore(c.Load, server) {
 			return true

@@ -41,7 +41,7 @@ func TestLimitsChangeUnderLoad(t *testing.T) {
 	base := Limits{Queue: 64, Wait: time.Minute, MaxResponse: 1 << 20, MaxHeld: 16 << 20}
 	join := func(load uint64, l Limits) *Guard {
 		t.Helper()
-		g, err := Join(Config{Name: "test/" + t.Name(), Load: load, Limits: l, Policy: "p", Logger: zap.NewNop(), Prefix6: 64})
+		g, err := Join(Config{Name: "test/" + t.Name(), Load: load, Limits: l, Policy: "p", Logger: zap.NewNop()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +74,7 @@ func TestLimitsChangeUnderLoad(t *testing.T) {
 		l := base
 		l.InFlight, l.Coalesce, l.CacheSize = 2+i%3, i%2 == 0, []int64{0, 1 << 20}[i%2]
 		g := join(uint64(2+i), l)
-		if !g.Shares(g0) {
+		if g.guardState != g0.guardState {
 			t.Fatal("a newer load of the named guard got another guard")
 		}
 		if v := get(g, fmt.Sprintf("/api/v1/status?reload=%d", i)); v.Status != 0 {

@@ -17,12 +17,12 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/jsonfilter"
 )
 
-// OutChunk is the size of the filter's output buffer: output is gathered into
+// outChunk is the size of the filter's output buffer: output is gathered into
 // writes of this size, because the filter hands over a piece per kept run,
 // and every write costs the spool an append, and a streaming response's client
 // connection a chunk header and a syscall or two. Holding answers whole is the
 // spool's work (max_response).
-const OutChunk = 32 << 10
+const outChunk = 32 << 10
 
 // Reasons a filtered response is refused before any of it is sent.
 var (
@@ -109,13 +109,13 @@ func (pw *proxyWriter) run(send func() error) (err error) {
 // proxyWriter is the ResponseWriter next writes the backend's response to. In
 // pass-through mode it only notes whether anything was written. In filter mode
 // it checks the response head, feeds the body through a jsonfilter.Filter and
-// gathers the output into writes of OutChunk bytes to the spool.
+// gathers the output into writes of outChunk bytes to the spool.
 type proxyWriter struct {
 	w        *spool
 	filtered bool
 	filter   *jsonfilter.Filter
 	out      clientSink // the filter's destination
-	buf      []byte     // output not yet written, gathered; cap OutChunk
+	buf      []byte     // output not yet written, gathered; cap outChunk
 
 	status    int   // status next asked for
 	headerIn  bool  // next called WriteHeader or Write
@@ -140,7 +140,7 @@ var writers filterPool
 func (fp *filterPool) get(w *spool, filtered bool, fields *jsonfilter.Names) *proxyWriter {
 	pw, _ := fp.p.Get().(*proxyWriter)
 	if pw == nil {
-		pw = &proxyWriter{buf: make([]byte, 0, OutChunk)}
+		pw = &proxyWriter{buf: make([]byte, 0, outChunk)}
 		pw.out.pw = pw
 	}
 	pw.w, pw.filtered = w, filtered

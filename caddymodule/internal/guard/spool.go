@@ -35,8 +35,8 @@ func writeHeld(w http.ResponseWriter, status int, header http.Header, body []byt
 	_, _ = w.Write(body)
 }
 
-// ErrTooLargeToHold refuses an answer that must be held whole and does not fit.
-var ErrTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
+// errTooLargeToHold refuses an answer that must be held whole and does not fit.
+var errTooLargeToHold = errors.New("backend response too large to hold whole for an HTTP/1.0 client")
 
 // spoolStart is a spool's first buffer when the backend did not say how long
 // its answer is.
@@ -134,7 +134,7 @@ func (s *spool) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 		if s.mustHold {
-			s.err = ErrTooLargeToHold
+			s.err = errTooLargeToHold
 			return 0, s.err
 		}
 		if err := s.onSpill(); err != nil {
@@ -220,7 +220,7 @@ func (s *spool) spill() error {
 }
 
 // done gives back the held bytes the buffer took, when the backend is done:
-// from then on whoever writes the answer holds it (Deliver).
+// from then on whoever writes the answer holds it (deliver).
 func (s *spool) done() {
 	s.held.Give(s.share, s.charged)
 	s.charged = 0

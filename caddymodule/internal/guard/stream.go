@@ -121,9 +121,9 @@ type Viewer struct {
 // refused. The stream is the caller's to Close.
 func (s *Streams) Open(r *http.Request, t *Ticket, v Viewer, first func() (answer []byte, next time.Duration, refused Verdict), poll func() live.Fetch) (*Stream, Verdict) {
 	g, who := s.g, t.Caller
-	if refused := g.Check(who); refused.Status != 0 {
+	if err := g.check(who); err != nil {
 		s.metrics.StreamRefused(metrics.StreamRefusedHeld)
-		return nil, refused
+		return nil, HeldRefusal(err)
 	}
 	seat, err := g.seats.TakeUpTo(who.Holder, who.Keyed, s.perClient)
 	if err != nil {

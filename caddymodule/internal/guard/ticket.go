@@ -64,7 +64,7 @@ func (g *Guard) Resolve(repl *caddy.Replacer) upstream.Values {
 // Shareable reports whether the endpoint's answers may go to more than one
 // caller (coalesced or cached): then the backend is asked for an unencoded
 // body, the same for every caller of the class, and each caller is told not
-// to store it (Deliver).
+// to store it (deliver).
 func (g *Guard) Shareable(ep *Station) bool {
 	return g.coalesce || ep.CacheTTL > 0
 }

@@ -1,4 +1,4 @@
-package caddymodule
+package guard
 
 import (
 	"encoding/json"
@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/statusgate/statusgate/caddymodule/internal/guard"
 )
 
 // snapshotTimeDecode is snapshotTime as it was before it read the one member
@@ -79,7 +77,7 @@ func TestSnapshotTime(t *testing.T) {
 		{"broken after meta", `{"meta":{"cachedAt":1784300000000},"data":[`, at, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := guard.SnapshotTime([]byte(tc.body))
+			got, ok := SnapshotTime([]byte(tc.body))
 			if tc.want == none {
 				if ok {
 					t.Errorf("snapshot time %d, want none", got.UnixMilli())
@@ -119,7 +117,7 @@ func BenchmarkSnapshotTime(b *testing.B) {
 		for _, impl := range []struct {
 			name string
 			fn   func([]byte) (time.Time, bool)
-		}{{"gjson", guard.SnapshotTime}, {"decode", snapshotTimeDecode}} {
+		}{{"gjson", SnapshotTime}, {"decode", snapshotTimeDecode}} {
 			b.Run(fmt.Sprintf("%s/%dB", impl.name, len(body)), func(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				b.ReportAllocs()
@@ -145,7 +143,7 @@ func TestSnapshotTimeDeep(t *testing.T) {
 		`{"meta":{"cachedAt":` + strings.Repeat("[", size),
 		strings.Repeat(`{"meta":`, size/8),
 	} {
-		if _, ok := guard.SnapshotTime([]byte(body)); ok {
+		if _, ok := SnapshotTime([]byte(body)); ok {
 			t.Errorf("a snapshot time in %.20s…", body)
 		}
 	}
