@@ -98,7 +98,6 @@ func gatewayRequest(ctx context.Context, g *guard.Guard, srv *caddyhttp.Server, 
 	bctx, cancel := context.WithCancel(base)
 	unhook := context.AfterFunc(ctx, cancel)
 	bg := g.BackgroundRequest(bctx, r, t)
-	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
 	return bg, t, func() { unhook(); cancel() }
 }
 

@@ -73,6 +73,14 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// AcceptJSON asks the backend, in h, for what the gateway reads of an
+// answer it keeps (a live stream's event, a network member's status): its
+// JSON, unencoded (a gzip body is neither, whatever a client takes).
+func AcceptJSON(h http.Header) {
+	h.Set("Accept", "application/json")
+	h.Set("Accept-Encoding", "identity")
+}
+
 // BackgroundRequest is a copy of the canonical upstream request r for a trip
 // of its own, under ctx: one nobody waits for (a refresh, a live stream's
 // poll), or one of a network's members', asked at once. Its answer is
@@ -95,7 +103,8 @@ func (g *Guard) BackgroundRequest(ctx context.Context, r *http.Request, t *Ticke
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	bg := r.Clone(ctx)
 	bg.Body = http.NoBody
-	bg.Header = http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"identity"}}
+	bg.Header = http.Header{}
+	AcceptJSON(bg.Header)
 	bg.RemoteAddr = ""
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		bg.RemoteAddr = a.String()
