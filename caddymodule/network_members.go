@@ -142,7 +142,7 @@ func (n *memberTrips) ask(m networkMember, r *http.Request, t *guard.Ticket) (a 
 		// and the proxy gave up.
 		a = memberAnswer{left: errMemberTooLarge, logAs: http.StatusBadGateway, share: true}
 		return a
-	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
+	case v.Refusal():
 		// The member's guard has no room for the network now (its
 		// queue, its per-client place for the network): left out of this
 		// document, not a failure of the member's.

@@ -474,7 +474,7 @@ func (h *Handler) conclude(x *exchange) {
 	case !x.ended:
 		return // the panic goes on
 	case v.Cut:
-		if v.Cause != nil {
+		if v.Failed() {
 			logFailure(h.logger, http.StatusBadGateway, x.ep.Name, v.Cause)
 		}
 		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
@@ -494,10 +494,9 @@ func (h *Handler) conclude(x *exchange) {
 		if v.RetryAfter != "" {
 			hdr.Set("Retry-After", v.RetryAfter)
 		}
-	default:
-		if v.Cause != nil {
-			logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
-		}
+	}
+	if v.Failed() {
+		logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
 	}
 	writeError(x.w, v.Status, x.decodedPath)
 }
