@@ -2,7 +2,7 @@ package caddymodule
 
 // This file is a network's member trips: the request for a member's
 // /status, made on the network's own behalf, and what its answer says
-// (network.go builds the document of them).
+// (networkState.build makes the document of them).
 
 import (
 	"bytes"

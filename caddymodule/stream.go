@@ -229,7 +229,7 @@ func ownRefusal(v guard.Verdict, status int) guard.Verdict {
 // sent them, a Last-Event-ID among them as long as the server's header limit
 // allows (1 MB by default). The server, and Caddy's copy of the request for
 // its logs, keep them until the handler returns, whatever the gateway drops
-// or keeps; so the stream is charged for them (stream). Measured before the
+// or keeps; so the stream is charged for them (guard.Viewer.Head). Measured before the
 // request is rewritten for the backend.
 func requestHead(r *http.Request) int64 {
 	n := len(r.RequestURI)
