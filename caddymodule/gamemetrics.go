@@ -100,7 +100,7 @@ func (h *Handler) gameTrip(g *guard.Guard, srv *caddyhttp.Server) gamemetrics.Tr
 			return g.Fetch(progress.New(rec, 0), bg, t)
 		})
 		switch {
-		case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
+		case v.Refusal():
 			return gamemetrics.Answer{Busy: true}
 		case rec.Over:
 			return gamemetrics.Answer{Err: errMemberTooLarge}

@@ -1,7 +1,7 @@
 package caddymodule
 
-// This file is the Caddyfile's network block (network.go has the network
-// it configures).
+// This file is the Caddyfile's network block: the NetworkConfig of the
+// network it configures (networkState).
 
 import (
 	"slices"

@@ -2,7 +2,7 @@ package caddymodule
 
 // This file is a network's member trips: the request for a member's
 // /status, made on the network's own behalf, and what its answer says
-// (network.go builds the document of them).
+// (networkState.build makes the document of them).
 
 import (
 	"bytes"
@@ -98,7 +98,6 @@ func gatewayRequest(ctx context.Context, g *guard.Guard, srv *caddyhttp.Server, 
 	bctx, cancel := context.WithCancel(base)
 	unhook := context.AfterFunc(ctx, cancel)
 	bg := g.BackgroundRequest(bctx, r, t)
-	setEventAccept(bg.Header) // JSON the gateway can read, unencoded
 	return bg, t, func() { unhook(); cancel() }
 }
 
@@ -143,7 +142,7 @@ func (n *memberTrips) ask(m networkMember, r *http.Request, t *guard.Ticket) (a 
 		// and the proxy gave up.
 		a = memberAnswer{left: errMemberTooLarge, logAs: http.StatusBadGateway, share: true}
 		return a
-	case v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable && !v.Failed():
+	case v.Refusal():
 		// The member's guard has no room for the network now (its
 		// queue, its per-client place for the network): left out of this
 		// document, not a failure of the member's.

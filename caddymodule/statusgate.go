@@ -37,8 +37,10 @@ func init() {
 }
 
 // Handler is the statusgate gateway. It answers what it decides itself (404, 401,
-// 405, CORS preflight, the index) and hands every request it allows to the next
-// handler, normally reverse_proxy, rewritten to the canonical upstream path.
+// 405, CORS preflight, the index) and hands every request it allows, rewritten
+// to the canonical upstream path, to its guard, which sends it to the declared
+// backend, or, in the form of 1.0, which declares none, to the handlers after
+// it (normally reverse_proxy).
 //
 // It sets these placeholders on every request it decides, for log_append,
 // header, rate_limit keys and the like; every value comes from the config or
@@ -90,19 +92,19 @@ type Handler struct {
 	// /api/v1/network goes to the backend like any other endpoint.
 	Network *NetworkConfig `json:"network,omitempty"`
 
-	access  // the key check (auth.go)
+	access  // the key check (access.authenticate)
 	table   *endpointTable
 	guard   *guard.Guard // the backend step (guard.Fetch)
 	hide    bool
 	index   *indexCache
-	live    *liveState    // the live streams (stream.go)
-	network *networkState // the network the gateway answers for (network.go); nil: none
+	live    *liveState    // the live streams (liveState.serve)
+	network *networkState // the network the gateway answers for; nil: none
 	metrics *metrics.Metrics
 	logger  *zap.Logger
-	// app is the config load's statusgate app (app.go).
+	// app is the config load's statusgate app.
 	app *App
 	// superseded is set when a newer config has taken over from this
-	// handler's (succession.go): from then on it refuses. A pointer, made
+	// handler's (retire): from then on it refuses. A pointer, made
 	// in provisionWith: CaddyModule copies the Handler.
 	superseded *atomic.Bool
 }
@@ -295,9 +297,9 @@ func (h *Handler) Cleanup() error {
 // endpoint, key (which counts only within its scope: callerFor), method;
 // then answers the index itself, or hands the canonical request to its
 // guard, which answers it from the backend through the field layer
-// (guard.Fetch), or as a live stream (stream.go). Each step that ends the
-// request says how (exchange.end); conclude, deferred, writes the refusal
-// and counts the outcome, once, for every way a request can end.
+// (guard.Fetch), or as a live stream (liveState.serve). Each step that ends
+// the request says how (exchange.finish); conclude, deferred, writes the
+// refusal and counts the outcome, once, for every way a request can end.
 //
 // It never returns an error, on purpose: Caddy's error log prints the original
 // request, headers and URI included, so any error would write the caller's key
@@ -308,7 +310,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// Read once: a request this config began to judge is this config's.
 	superseded := h.superseded.Load()
 	if superseded && handOver(w, r) {
-		return nil // the config in force answered it (succession.go)
+		return nil // the config in force answered it
 	}
 	if r.Method == http.MethodHead {
 		w = headWriter{w}
@@ -448,7 +450,7 @@ func (x *exchange) finish(v guard.Verdict) { x.verdict, x.ended = v, true }
 
 // conclude ends every request, deferred by ServeHTTP: it answers a refusal in
 // the gateway's envelope, and sets the placeholders and counts the outcome
-// (observe.go), once. A request whose step panicked, as reverse_proxy does
+// (identify, settle), once. A request whose step panicked, as reverse_proxy does
 // when an answer under way breaks off, is counted too, and the panic goes on
 // unrecovered, with its stack.
 //
@@ -474,7 +476,7 @@ func (h *Handler) conclude(x *exchange) {
 	case !x.ended:
 		return // the panic goes on
 	case v.Cut:
-		if v.Cause != nil {
+		if v.Failed() {
 			logFailure(h.logger, http.StatusBadGateway, x.ep.Name, v.Cause)
 		}
 		panic(http.ErrAbortHandler) // net/http cuts the connection and logs nothing
@@ -494,10 +496,9 @@ func (h *Handler) conclude(x *exchange) {
 		if v.RetryAfter != "" {
 			hdr.Set("Retry-After", v.RetryAfter)
 		}
-	default:
-		if v.Cause != nil {
-			logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
-		}
+	}
+	if v.Failed() {
+		logFailure(h.logger, v.Status, x.ep.Name, v.Cause)
 	}
 	writeError(x.w, v.Status, x.decodedPath)
 }

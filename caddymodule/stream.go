@@ -130,7 +130,7 @@ func (lv *liveState) serve(pw *progress.Writer, r *http.Request, t *guard.Ticket
 	// that GET's 429 instead of a stream.
 	first := func() ([]byte, time.Duration, guard.Verdict) {
 		delete(r.Header, "Last-Event-Id") // the stream's, not the backend's
-		setEventAccept(r.Header)
+		guard.AcceptJSON(r.Header)
 		v, body, status := lv.fetch(r, t, answer)
 		if coalesce.CallersOwn(status) {
 			// A refusal made for this viewer's request (its limits, a
@@ -229,7 +229,7 @@ func ownRefusal(v guard.Verdict, status int) guard.Verdict {
 // sent them, a Last-Event-ID among them as long as the server's header limit
 // allows (1 MB by default). The server, and Caddy's copy of the request for
 // its logs, keep them until the handler returns, whatever the gateway drops
-// or keeps; so the stream is charged for them (stream). Measured before the
+// or keeps; so the stream is charged for them (guard.Viewer.Head). Measured before the
 // request is rewritten for the backend.
 func requestHead(r *http.Request) int64 {
 	n := len(r.RequestURI)
@@ -317,11 +317,22 @@ func appendEvent(b []byte, ev live.Event) []byte {
 	return append(b, '\n', '\n')
 }
 
+// liveState is one handler's live streams: the guard's door to them, ended
+// with the handler (a reload), their bounds, and the guard whose answers
+// they carry (topicPolls). Their seats and what their topics keep are the
+// guard's, bounded by the newest load's limits and kept, with the streams
+// they count, across reloads.
+type liveState struct {
+	topicPolls
+	limits  liveLimits
+	streams *guard.Streams
+}
+
 // newLive sets up the live streams of a handler whose guard is g, bounded
 // by l.
 func newLive(l liveLimits, g *guard.Guard, m *metrics.Metrics, logger *zap.Logger) *liveState {
 	streams := g.Streams(guard.StreamsConfig{
 		PerClient: l.perClient, Lifetime: cmp.Or(l.lifetime, defaultStreamLifetime), Encode: encodeEvent, Metrics: m,
 	})
-	return &liveState{limits: l, streams: streams, guard: g, logger: logger}
+	return &liveState{topicPolls: topicPolls{guard: g, logger: logger}, limits: l, streams: streams}
 }

@@ -1,8 +1,7 @@
 package caddymodule
 
-// This file is a handler's live state (what its streams share: the guard's
-// door to them) and a topic's poll: the answer a plain GET would get,
-// fetched for the topic's viewers in turn, and when it is asked again.
+// This file is a topic's polls (topicPolls): the answer a plain GET would
+// get, fetched for the topic's viewers in turn, and when it is asked again.
 
 import (
 	"cmp"
@@ -40,22 +39,15 @@ func placeholderValue(r *http.Request, p string) any {
 	return v
 }
 
-// setEventAccept asks the backend for what an event carries: its JSON,
-// unencoded (a gzip body is no event, whatever the viewer's client takes).
-func setEventAccept(h http.Header) {
-	h.Set("Accept", "application/json")
-	h.Set("Accept-Encoding", "identity")
-}
-
 // poller is the Fetch of a stream's topic: the answer a plain GET of the
-// canonical request r gets, through the ticket's answer (the guard's
-// fetch: the micro-cache, coalescing with plain GETs, admission, the
-// queue), each time on behalf of one of the topic's viewers, charged to
-// that viewer's limits. It is made only if the topic is new, and its
+// canonical request r gets, through answer (the guard's fetch: the
+// micro-cache, coalescing with plain GETs, admission, the queue), each
+// time on behalf of one of the topic's viewers, charged to that viewer's
+// limits. It is made only if the topic is new, and its
 // request, made of r's canonical parts only, outlives r: not the first
 // viewer's headers or context, whose replacer holds the first viewer's
 // whole request, which would stay pinned for the topic's life.
-func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc) live.Fetch {
+func (tp topicPolls) poller(r *http.Request, t *guard.Ticket, answer answerFunc) live.Fetch {
 	srv, _ := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	repl := caddy.NewReplacer()
 	repl.Set(placeholderEndpoint, placeholderValue(r, placeholderEndpoint))
@@ -67,7 +59,6 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 	u := *r.URL
 	base.URL = &u
 	base.Header = http.Header{}
-	setEventAccept(base.Header)
 	base.RemoteAddr = "" // no one client's (guard.BackgroundRequest)
 	base.Body = http.NoBody
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
@@ -78,17 +69,17 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		pr := lv.guard.BackgroundRequest(rctx, base, &pt)
+		pr := tp.guard.BackgroundRequest(rctx, base, &pt)
 		repl := pr.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 		repl.Set(placeholderKey, c.key)
 		repl.Set(placeholderClient, c.client)
-		v, body, _ := lv.fetch(pr, &pt, answer)
+		v, body, _ := tp.fetch(pr, &pt, answer)
 		return body, liveInterval(pt.Station, body), v.Status == http.StatusTooManyRequests
 	}
 }
 
 // fetch is one answer to r for t as a stream's event: the answer a plain
-// GET would get, through t's answer; a refusal or a backend failure is the
+// GET would get, through answer; a refusal or a backend failure is the
 // gateway's envelope (a failure is an event too, the plain GET's 502, 503
 // or 504), and so is an answer that is not the backend's JSON (a proxy's
 // HTML page, a body cut short), which a keyed plain GET gets as it came
@@ -98,9 +89,9 @@ func (lv *liveState) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 // cannot be held (the write past max_response fails, and the trip ends
 // there). The verdict says how it ended, and status is the answer's (the
 // backend's, when the verdict is not a refusal).
-func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (v guard.Verdict, body []byte, status int) {
-	rec := guard.NewCapture(int(lv.guard.Limits().MaxResponse))
-	v = guard.Background(lv.logger, "live stream poll", t.Station, func() guard.Verdict {
+func (tp topicPolls) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) (v guard.Verdict, body []byte, status int) {
+	rec := guard.NewCapture(int(tp.guard.Limits().MaxResponse))
+	v = guard.Background(tp.logger, "live stream poll", t.Station, func() guard.Verdict {
 		return answer(progress.New(rec, 0), r, t)
 	})
 	status = rec.Status
@@ -121,7 +112,7 @@ func (lv *liveState) fetch(r *http.Request, t *guard.Ticket, answer answerFunc) 
 		// Logged as conclude logs a plain GET's: a failure, not a refusal,
 		// nor the end of a wait that nobody waits for any more.
 		if v.Failed() && r.Context().Err() == nil {
-			logFailure(lv.logger, v.Status, t.Station.Name, v.Cause)
+			logFailure(tp.logger, v.Status, t.Station.Name, v.Cause)
 		}
 		rec.Body, rec.Over = nil, false
 		writeError(rec, v.Status, t.Path)
@@ -174,13 +165,9 @@ func liveInterval(ep *guard.Station, answer []byte) time.Duration {
 	return max(overdueStep, ep.Snapshot/5) // each poll is a trip
 }
 
-// liveState is one handler's live streams: the guard's door to them, ended
-// with the handler (a reload), and the guard whose answers they carry. Their
-// seats and what their topics keep are the guard's, bounded by the newest
-// load's limits and kept, with the streams they count, across reloads.
-type liveState struct {
-	limits  liveLimits
-	streams *guard.Streams
-	guard   *guard.Guard
-	logger  *zap.Logger
+// topicPolls is what a stream's fetches need: the handler's guard, whose
+// answers the streams carry, and its logger.
+type topicPolls struct {
+	guard  *guard.Guard
+	logger *zap.Logger
 }

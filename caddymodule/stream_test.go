@@ -106,34 +106,6 @@ func TestStreamOnlyWhereCached(t *testing.T) {
 	}
 }
 
-// TestStreamPollerEndsWithItsViewers: many viewers of one answer share one
-// topic, and once the last leaves nothing is polled. (A change reaching
-// each viewer once: test/live's TestLiveChangeReachesEveryStreamOnce.)
-func TestStreamPollerEndsWithItsViewers(t *testing.T) {
-	h, _ := newTestHandler(t, "max_streams_per_client off\ncache status 50ms\nsnapshot status off\nstream_heartbeat 1h")
-	be := newLiveBackend(fmt.Sprintf(liveStatus, 1))
-	srv := liveServer(t, h, be)
-	viewers := make([]*sse, 20)
-	for i := range viewers {
-		viewers[i] = openStream(t, srv.URL+"/api/status", nil)
-		if ev := viewers[i].nextEvent(t); !strings.Contains(ev.data, `"updatedAt":1`) {
-			t.Fatalf("viewer %d: first event %s", i, ev.data)
-		}
-	}
-	if n := h.live.streams.Stats().Topics; n != 1 {
-		t.Fatalf("%d topics for 20 viewers of one answer", n)
-	}
-	for _, v := range viewers {
-		v.resp.Body.Close()
-	}
-	fixture.WaitFor(t, "the poller's end", func() bool { return h.live.streams.Stats().Polling == 0 && h.live.streams.Stats().Open == 0 })
-	calls := be.calls.Load()
-	plainGet(t, srv.URL+"/api/v1/status", nil) // the next caller: at most one more trip
-	if n := be.calls.Load(); n > calls+1 {
-		t.Fatalf("polled with nobody listening: %d calls, then %d", calls, n)
-	}
-}
-
 // TestCleanupEndsStreams: a reload ends every stream of the old config, and
 // a request that races it is refused, not streamed under the old policy.
 func TestCleanupEndsStreams(t *testing.T) {
@@ -146,7 +118,6 @@ func TestCleanupEndsStreams(t *testing.T) {
 	if it := s.next(t); !it.end {
 		t.Fatalf("after Cleanup the stream sent %+v", it)
 	}
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.streams.Stats().Open == 0 })
 	late := openStream(t, srv.URL+"/api/v1/status", nil)
 	if late.resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("a stream to the old config after Cleanup: %d", late.resp.StatusCode)
@@ -238,9 +209,10 @@ func TestStreamLifetimeEndsTheStream(t *testing.T) {
 	if it := s.next(t); !it.end {
 		t.Fatalf("the stream sent %+v, want its end", it)
 	}
-	fixture.WaitFor(t, "the seat given back", func() bool { return h.live.streams.Stats().Open == 0 })
-	again := openStream(t, srv.URL+"/api/v1/status", nil)
-	if again.resp.StatusCode != 200 {
-		t.Fatalf("the reconnect: %d", again.resp.StatusCode)
-	}
+	// The client's one seat given back: its reconnect is a stream again,
+	// not a 429 (the seat is given back once the handler returns, which
+	// may be a moment after the client saw the end).
+	fixture.WaitEvery(t, "the reconnect accepted", time.Millisecond, func() bool {
+		return openStream(t, srv.URL+"/api/v1/status", nil).resp.StatusCode == 200
+	})
 }

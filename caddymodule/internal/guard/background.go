@@ -1,10 +1,10 @@
 package guard
 
 // This file is the trips that no client waits for: a stale entry's
-// refresh, a live stream's poll and a network member's status. Each is a
-// request of its own (BackgroundRequest), written to a sink of its own (a
-// Capture), and run by Background, which answers for what
-// net/http would do for a client.
+// refresh, a live stream's poll, a network member's status and the game
+// metrics' figures. Each is a request of its own (BackgroundRequest),
+// written to a sink of its own (a Capture), and run by Background, which
+// answers for what net/http would do for a client.
 
 import (
 	"context"
@@ -39,9 +39,9 @@ func Background(logger *zap.Logger, what string, st *Station, answer func() Verd
 var errOverLimit = errors.New("the answer is larger than max_response")
 
 // Capture is the client of a fetch whose answer the gateway keeps (a
-// network member's status, a live topic's answer): it keeps the status and
-// up to limit bytes of the answer; a write past limit fails, so that the
-// trip ends there.
+// network member's status, a live topic's answer, the game metrics'
+// figures): it keeps the status and up to limit bytes of the answer; a
+// write past limit fails, so that the trip ends there.
 type Capture struct {
 	Status int
 	header http.Header
@@ -73,9 +73,19 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// AcceptJSON asks the backend, in h, for what the gateway reads of an
+// answer it keeps (a live stream's event, a network member's status, the
+// game metrics' figures): its JSON, unencoded (a gzip body is none of
+// them, whatever a client takes).
+func AcceptJSON(h http.Header) {
+	h.Set("Accept", "application/json")
+	h.Set("Accept-Encoding", "identity")
+}
+
 // BackgroundRequest is a copy of the canonical upstream request r for a trip
 // of its own, under ctx: one nobody waits for (a refresh, a live stream's
-// poll), or one of a network's members', asked at once. Its answer is
+// poll, the game metrics' figures), or one of a network's members', asked
+// at once. Its answer is
 // everyone's who shares its key, so it carries what was decided of r and
 // nothing of the one caller whose request r was: its method, target and
 // Host (the Host sent, SentHost), and of its headers only what the gateway
@@ -95,7 +105,8 @@ func (g *Guard) BackgroundRequest(ctx context.Context, r *http.Request, t *Ticke
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	bg := r.Clone(ctx)
 	bg.Body = http.NoBody
-	bg.Header = http.Header{"Accept": {"application/json"}, "Accept-Encoding": {"identity"}}
+	bg.Header = http.Header{}
+	AcceptJSON(bg.Header)
 	bg.RemoteAddr = ""
 	if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		bg.RemoteAddr = a.String()

@@ -30,6 +30,19 @@ func (g *Guard) counts() unitCounts {
 	return s
 }
 
+// streamCounts is what a handler's streams count at one moment: for a
+// test, which waits for a stream's end.
+type streamCounts struct {
+	Open    int // the streams open at the guard, every handler's (seats taken, those taken over not counted)
+	Topics  int // the topics polled at the guard, every handler's
+	Polling int // the handler's topics' pollers running, a poll under way included
+}
+
+// counts is what s counts now.
+func (s *Streams) counts() streamCounts {
+	return streamCounts{Open: s.g.seats.Open(), Topics: s.g.seats.Topics(), Polling: s.hub.Polling()}
+}
+
 // setClock makes the guard's micro-cache and held bytes judge time by now
 // instead of the machine's clock: a test moves its own clock past a time
 // to live or a patience rather than sleeping through it, which a busy

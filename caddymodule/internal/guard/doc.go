@@ -3,8 +3,9 @@
 // through, from the micro-cache, from an identical request's trip, or from
 // a trip of the caller's own through admission, read through the field
 // layer into a spool, and written to the client at the client's pace within
-// the held bytes; and Own, an answer the gateway makes on its own (a
-// network's document), kept, coalesced and handed over the same way.
+// the held bytes; Own, an answer the gateway makes on its own (a
+// network's document), kept, coalesced and handed over the same way; and
+// Streams, a handler's live streams, their seats and topics.
 //
 // The handler tells the guard what it decided of a request as a Ticket of
 // plain facts (the endpoint's Station, the Caller, what the answer is
@@ -14,7 +15,7 @@
 // handler's routes, keys or config: a guard is joined (Join) with its
 // resolved Limits, and shared in the process by its name (Name).
 //
-// Three kinds of trips have no client: a stale cache entry's refresh, a
-// live stream's poll and a network member's status. They are all made the
-// same way (BackgroundRequest, Background).
+// Four kinds of trips have no client: a stale cache entry's refresh, a
+// live stream's poll, a network member's status and the game metrics'
+// figures. They are all made the same way (BackgroundRequest, Background).
 package guard

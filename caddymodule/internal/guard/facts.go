@@ -41,9 +41,10 @@ type Caller struct {
 	// KeyCap is the key's own cap on open requests when the key counts;
 	// 0: none.
 	KeyCap int
-	// Gateway says the caller is the gateway itself, a network asking its
-	// members on its own behalf: it takes no per-client place (its builds
-	// are one per class and snapshot already), only its admission class's.
+	// Gateway says the caller is the gateway itself, asking on its own
+	// behalf (a network its members, the game metrics their figures): it
+	// takes no per-client place (its trips are one per class and snapshot
+	// already), only its admission class's.
 	Gateway bool
 	// Held is the caller's share of the held bytes: the key's own when the
 	// key counts, the guard's share for one address otherwise.

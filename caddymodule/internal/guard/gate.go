@@ -47,11 +47,11 @@ func (c changedAfter) Error() string {
 }
 
 // send hands the request r that t describes to the backend, writing its
-// answer to pw. The handlers after statusgate (t.next) come first: in the
+// answer to pw. The handlers after statusgate (t.Next) come first: in the
 // 1.0 form they reach the backend themselves (a reverse_proxy); with a
 // declared backend they are a gate (gate) and statusgate's own proxy sends
 // the decided request to the backend, with the placeholder values the
-// client's request picked (t.upstream).
+// client's request picked (t.Upstream).
 func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	if err := t.sealed(r); err != nil {
 		return err

@@ -40,7 +40,7 @@ type guardState struct {
 	main    *admission.Limiter // the main-thread stations'; limit 0: they share all
 	quota   *admission.Quota   // per anonymous client, each handler's bound (Guard.perClient)
 	keys    *admission.Quota   // per key, by name, each up to the key's own cap
-	flights *coalesce.Group    // used while lim.Coalesce
+	flights *coalesce.Group    // used by the handlers whose coalesce is on (Guard.coalesce)
 	cache   *microcache.Cache  // used while lim.CacheSize > 0
 	held    *hold.Budget
 	seats   *live.Seats // the live streams open, in all and per client (each handler's bound), and their topics
@@ -55,7 +55,7 @@ type guardState struct {
 	// trips counts the trips kept past their callers; times is how long
 	// the backend took for each station's recent answers (answerTimes), by
 	// station name. stopping ends with the guard: the trips nobody waits
-	// for end then too (errand.go).
+	// for end then too (errand.leave).
 	trips    trips
 	times    sync.Map
 	stopping context.Context
@@ -67,7 +67,7 @@ type guardState struct {
 	users   []guardUser // the handlers using the guard, oldest load first
 	// servers are the declared servers its handlers front
 	// (upstream.Backend.Server), under usersMu: a guard of another name in
-	// front of one of them takes it over in a later load (heir.go).
+	// front of one of them takes it over in a later load (heir).
 	servers map[string]bool
 }
 
@@ -207,8 +207,8 @@ var guards = caddy.NewUsagePool()
 
 // Guard is one handler's use of a guard: the shared state, the backend the
 // handler sends requests to, and what the handler decides for itself. Its
-// doors are Fetch, for the backend's answers, and Own, for the answers the
-// gateway makes on its own.
+// doors are Fetch, for the backend's answers, Own, for the answers the
+// gateway makes on its own, and Streams, for the handler's live streams.
 type Guard struct {
 	*guardState
 	name    string            // in guards
@@ -264,7 +264,8 @@ type Config struct {
 	// force, and a load that stops gives its limits back (Leave).
 	Load uint64
 	// Limits are the handler's limits, resolved; the handlers of one load
-	// that share a guard agree on their Server part.
+	// that share a guard agree on all but the front door's choices (the
+	// options declared statusgate:"door", each handler's own).
 	Limits Limits
 	// Backend is the declared backend; nil: the handlers after statusgate
 	// reach it (the 1.0 form).
@@ -287,7 +288,7 @@ type Config struct {
 // puts c's limits in force on it: the handler's use of the guard, until
 // Leave.
 func Join(c Config) (*Guard, error) {
-	taken := heir(c) // heir.go: before LoadOrNew, which holds the new name's entry
+	taken := heir(c) // before LoadOrNew, which holds the new name's entry
 	v, _, err := guards.LoadOrNew(c.Name, func() (caddy.Destructor, error) {
 		if taken != nil {
 			return pooled{taken}, nil
@@ -356,7 +357,8 @@ func ShareReason(name string) string {
 }
 
 // Units is what the guard has on under the limits l, for its metrics:
-// name is the guard's name as the config gives it ("" unless guard <name>).
+// name is the guard's label (its guard <name>, else the declared server's
+// name or a network member's id; "" for none).
 func (g *Guard) Units(name string, l Limits) metrics.Guard {
 	m := metrics.Guard{Name: name, Held: g.held, Topics: g.topics, Trips: &g.trips}
 	if l.InFlight > 0 {

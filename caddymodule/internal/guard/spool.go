@@ -50,11 +50,11 @@ const spoolStart = 4 << 10
 // followers of a shared trip), what was kept goes to the client, the rest
 // streams through, and nothing is shared.
 //
-// Its life follows a Fetch: made there (newSpool), filled by one trip
-// (begin, then done when the backend is done: the held-bytes charge goes
-// back), and recycled there once the answer is written: the buffer goes back
-// to the pool then, unless keep said that the followers of a shared trip
-// have it.
+// Its life follows a Fetch, or a stale entry's refresh: made there
+// (newSpool), filled by one trip (begin, then done when the backend is
+// done: the held-bytes charge goes back), and recycled there once the
+// answer is written: the buffer goes back to the pool then, unless keep
+// said that the followers of a shared trip have it.
 type spool struct {
 	client  http.ResponseWriter
 	max     int
@@ -76,7 +76,7 @@ type spool struct {
 	spilled bool
 
 	// Who the spool is for, while a trip runs in a goroutine of its own
-	// (errand.go): the caller who waits for it, until the caller abandons
+	// (an errand): the caller who waits for it, until the caller abandons
 	// it (its budget ended, or its client left) or the trip claims the
 	// caller's writer to stream to it; whichever comes first stands.
 	owner    sync.Mutex

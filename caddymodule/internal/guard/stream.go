@@ -71,19 +71,6 @@ func (s *Streams) End() { s.hub.End() }
 // Close is End, and waits for the topics' polls to return.
 func (s *Streams) Close() { s.hub.Close() }
 
-// StreamStats is what a handler's streams count at one moment, for a test
-// that waits for a stream's end, or for a look at a running gateway.
-type StreamStats struct {
-	Open    int // the streams open at the guard, every handler's (seats taken, those taken over not counted)
-	Topics  int // the topics polled at the guard, every handler's
-	Polling int // the handler's topics' pollers running, a poll under way included
-}
-
-// Stats is what s counts now.
-func (s *Streams) Stats() StreamStats {
-	return StreamStats{Open: s.g.seats.Open(), Topics: s.g.seats.Topics(), Polling: s.hub.Polling()}
-}
-
 // Viewer is what a stream's caller brings besides its ticket.
 type Viewer struct {
 	// Head is what the stream's request keeps for as long as the stream

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func TestStreamSeats(t *testing.T) {
 		t.Fatalf("past max_streams: %d, Retry-After %q", v.Status, v.RetryAfter)
 	}
 	a.Close()
-	if n := s.Stats().Open; n != 1 {
+	if n := s.counts().Open; n != 1 {
 		t.Fatalf("%d streams open after one of two closed", n)
 	}
 	if st, v := open(s, viewerAt("198.51.100.1"), "/api/v1/status"); st == nil {
@@ -118,7 +119,7 @@ func TestStreamRefusalGivesBack(t *testing.T) {
 		if st, v := openAs(ctx, s, c.who, "/api/v1/status", c.head, c.first); st != nil || v.Status != c.status {
 			t.Errorf("%s: %d, want %d", c.name, v.Status, c.status)
 		}
-		if st, held := s.Stats(), g.held.Held(); st.Open != 0 || st.Topics != 0 || held != 0 {
+		if st, held := s.counts(), g.held.Held(); st.Open != 0 || st.Topics != 0 || held != 0 {
 			t.Fatalf("%s: %d streams, %d topics, %d bytes held after the refusal", c.name, st.Open, st.Topics, held)
 		}
 	}
@@ -147,7 +148,7 @@ func TestStreamRefusalGivesBack(t *testing.T) {
 	fixture.Recv(t, a.Done(), "the anonymous topic's end: its place taken over")
 	a.Close()
 	keyed.Close()
-	if st, held := s.Stats(), g.held.Held(); st.Open != 0 || st.Topics != 0 || held != 0 {
+	if st, held := s.counts(), g.held.Held(); st.Open != 0 || st.Topics != 0 || held != 0 {
 		t.Fatalf("%d streams, %d topics, %d bytes held after every stream closed", st.Open, st.Topics, held)
 	}
 
@@ -160,7 +161,7 @@ func TestStreamRefusalGivesBack(t *testing.T) {
 		if st, v := open(s, viewerAt("198.51.100.2"), "/api/v1/status?history=true"); st != nil || v.Status != http.StatusServiceUnavailable {
 			t.Errorf("past max_topics: %d, want 503", v.Status)
 		}
-		if st, held := s.Stats(), g.held.Held(); st.Open != 1 || st.Topics != 1 || held != 100 {
+		if st, held := s.counts(), g.held.Held(); st.Open != 1 || st.Topics != 1 || held != 100 {
 			t.Errorf("past max_topics: %d streams, %d topics, %d bytes held, want the first stream's alone", st.Open, st.Topics, held)
 		}
 	})
@@ -192,9 +193,46 @@ func TestStreamTopicJoinedAsItIs(t *testing.T) {
 	if string(got) != "data: "+statusBody {
 		t.Errorf("the joining viewer got %q", got)
 	}
-	if keyed, _ := open(s, staff, "/api/v1/status"); keyed == nil || s.Stats().Topics != 2 {
-		t.Errorf("a key's stream of the same path: %d topics, want a topic of its class", s.Stats().Topics)
+	if keyed, _ := open(s, staff, "/api/v1/status"); keyed == nil || s.counts().Topics != 2 {
+		t.Errorf("a key's stream of the same path: %d topics, want a topic of its class", s.counts().Topics)
 	}
+}
+
+// TestStreamPollerEndsWithItsViewers: many viewers of one answer share one
+// topic, opened by the first viewer's fetch alone and polled for all of
+// them; once the last leaves nothing is polled, and every seat is given
+// back.
+func TestStreamPollerEndsWithItsViewers(t *testing.T) {
+	_, s := streamsOf(t, Limits{}, 0)
+	var firsts, polls atomic.Int32
+	first := func() ([]byte, time.Duration, Verdict) {
+		firsts.Add(1)
+		return []byte(statusBody), time.Millisecond, Verdict{}
+	}
+	poll := func() live.Fetch {
+		return func(context.Context, any) ([]byte, time.Duration, bool) {
+			polls.Add(1)
+			return []byte(statusBody), time.Millisecond, false
+		}
+	}
+	viewers := make([]*Stream, 20)
+	for i := range viewers {
+		who := viewerAt(fmt.Sprintf("198.51.100.%d", i+1))
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/status", nil)
+		st, v := s.Open(r, &Ticket{Station: status(time.Minute), Caller: who, Path: r.URL.Path}, Viewer{Head: 100, By: who}, first, poll)
+		if st == nil {
+			t.Fatalf("viewer %d refused: %+v", i, v)
+		}
+		viewers[i] = st
+	}
+	if c := s.counts(); c.Topics != 1 || c.Open != 20 || firsts.Load() != 1 {
+		t.Fatalf("20 viewers of one answer: %d topics, %d streams, %d opening fetches", c.Topics, c.Open, firsts.Load())
+	}
+	fixture.WaitFor(t, "the topic polled for its viewers", func() bool { return polls.Load() > 0 })
+	for _, st := range viewers {
+		st.Close()
+	}
+	fixture.WaitFor(t, "the poller's end", func() bool { c := s.counts(); return c.Polling == 0 && c.Open == 0 && c.Topics == 0 })
 }
 
 // TestStreamSendWithinShare: an event is handed to its viewer within the

@@ -64,11 +64,16 @@ func HeldRefusal(err error) Verdict {
 	return Busy(err, "1")
 }
 
-// Failed reports whether the verdict is a backend failure to log: a refusal
-// of the gateway's own (429, 503) is not one, nor an answer.
-func (v Verdict) Failed() bool {
-	return v.Cause != nil && v.Status != http.StatusTooManyRequests && v.Status != http.StatusServiceUnavailable
+// Refusal reports whether the verdict is the gateway's own refusal, to ask
+// again later (429, 503), not a backend failure: its cause, if any, says
+// why, and is no failure to log.
+func (v Verdict) Refusal() bool {
+	return v.Status == http.StatusTooManyRequests || v.Status == http.StatusServiceUnavailable
 }
+
+// Failed reports whether the verdict is a backend failure to log: one with
+// a cause that is no Refusal; an answer is not one.
+func (v Verdict) Failed() bool { return v.Cause != nil && !v.Refusal() }
 
 // errStreamsFull is why an anonymous answer too large to hold is refused
 // when half the backend's slots stream such answers already.
