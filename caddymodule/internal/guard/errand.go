@@ -57,7 +57,10 @@ type errand struct {
 	t       *Ticket
 	permits admission.Permits
 	cancel  context.CancelFunc // gives the trip up: the caller's budget (streaming), Patience, a stop
-	done    chan struct{}
+	// done gets one signal when the trip is done (run's last word on the
+	// errand): a channel of one, rather than one closed, so that an errand
+	// whose caller took its answer is used again with it (errands).
+	done chan struct{}
 
 	// Written by run before done is closed.
 	res   *coalesce.Result
@@ -70,6 +73,11 @@ type errand struct {
 	patience *time.Timer
 	stopped  func() bool // the guard's stop no longer ends the trip
 }
+
+// errands recycles the errands whose callers took their answers (an
+// abandoned one is its trip's, and left to the garbage collector): a trip
+// that its caller waits for allocates none.
+var errands = sync.Pool{New: func() any { return &errand{done: make(chan struct{}, 1)} }}
 
 // trips counts a guard's trips kept past their callers, for its metrics
 // (metrics.Trips).
@@ -104,8 +112,9 @@ func (g *Guard) dispatch(sp *spool, r *http.Request, t *Ticket, permits admissio
 		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	e := &errand{g: g, sp: sp, r: r.WithContext(ctx), t: t, permits: permits, cancel: cancel, done: make(chan struct{})}
-	errandWorkers.start(e.run)
+	e := errands.Get().(*errand)
+	e.g, e.sp, e.r, e.t, e.permits, e.cancel = g, sp, r.WithContext(ctx), t, permits, cancel
+	errandWorkers.start(e)
 	return e
 }
 
@@ -122,7 +131,7 @@ func (e *errand) await(waits context.Context) (*coalesce.Result, Verdict) {
 	case <-waits.Done():
 	}
 	if e.sp.abandon(e.leave) {
-		return nil, ContextRefusal(waits.Err())
+		return nil, ContextRefusal(waits.Err()) // the errand is the trip's now
 	}
 	if d, ok := waits.Deadline(); ok {
 		cut := time.AfterFunc(time.Until(d), e.cancel)
@@ -147,14 +156,18 @@ func (e *errand) leave() {
 	e.stopped = context.AfterFunc(g.stopping, e.cancel)
 }
 
-// result is the errand's answer, for the caller who waited for it; a panic
-// of the trip's goes on in the caller's goroutine (an answer that broke off
-// while it streamed to the client is net/http's http.ErrAbortHandler).
+// result is the errand's answer, for the caller who waited for it, which
+// gives the errand back to be used again (errands); a panic of the trip's
+// goes on in the caller's goroutine (an answer that broke off while it
+// streamed to the client is net/http's http.ErrAbortHandler).
 func (e *errand) result() (*coalesce.Result, Verdict) {
-	if e.panic != nil {
-		panic(e.panic)
+	res, v, p := e.res, e.v, e.panic
+	*e = errand{done: e.done}
+	errands.Put(e)
+	if p != nil {
+		panic(p)
 	}
-	return e.res, e.v
+	return res, v
 }
 
 // run is the trip's goroutine: it answers the request into the spool, keeps
@@ -180,7 +193,7 @@ func (e *errand) run() {
 	g.unplace(t.Caller)
 	e.cancel()
 	if !sp.end() {
-		close(e.done)
+		e.done <- struct{}{} // the caller's now, which may use it again at once
 		return
 	}
 	// Nobody waits for this answer: it is the trip's to finish.
@@ -199,7 +212,7 @@ func (e *errand) run() {
 		}
 	}
 	sp.free()
-	close(e.done)
+	e.done <- struct{}{}
 }
 
 // uncovered is why a request should not be sent (its 504, ContextRefusal):

@@ -109,10 +109,14 @@ func siteOf(r *http.Request) string {
 // site survival.test would not match it, and would answer as its
 // catch-all. An IPv6 literal keeps its brackets.
 func SentHost(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-		if strings.Contains(h, ":") {
-			host = "[" + h + "]"
+	// Only a host with a colon may have a port: SplitHostPort's error for
+	// one without (most of them) costs every request an allocation.
+	if strings.Contains(host, ":") {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+			if strings.Contains(h, ":") {
+				host = "[" + h + "]"
+			}
 		}
 	}
 	return strings.ToLower(strings.TrimSuffix(host, "."))
