@@ -1,8 +1,9 @@
 package guard
 
 // This file is the guard's first door, Fetch: the answer to one request that
-// the gateway let through, for ServeHTTP, for the micro-cache's refresh and
-// for a live stream's poll alike. The backend's time and the client's are
+// the gateway let through, for ServeHTTP, a live stream's opening fetch and
+// polls, a network's member trips and the game metrics alike; a stale
+// entry's refresh is a trip of its own (refresh). The backend's time and the client's are
 // kept apart: within the request's budget the answer comes from the
 // micro-cache, from an identical request's trip, or from a trip of the
 // caller's own through admission; then, with every slot given back, it is
@@ -159,7 +160,7 @@ func hand(pw *progress.Writer, claim *hold.Claim, err error, write func() error)
 
 // trip is one request's way to the backend and back, under the caller's
 // per-client place and an admission slot, both given back when the backend
-// is done, whether or not the caller still waits then (errand.go): the
+// is done, whether or not the caller still waits then (an errand): the
 // caller waits while waits lasts (its budget and its client), and its
 // request, r, is the canonical request under the budget. The answer is read
 // into sp: held whole when it fits max_response and the held bytes, and then
