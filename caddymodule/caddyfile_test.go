@@ -296,7 +296,7 @@ func TestCaddyfileKeysSealed(t *testing.T) {
 // again: emptyVariable), and the environment variable
 // STATUSGATE_GOLDEN_EMPTY is set to nothing, for a file's {$VAR} that is
 // empty. The revision of a key from the environment or a file depends on
-// the machine (revision.go): the variables the files name are unset, and
+// the machine (revisionKey): the variables the files name are unset, and
 // the revision key is the test's own. A file whose Caddyfile adapts but
 // whose expected text is an error's is loaded as caddy validate loads it,
 // and the load's error must have the lines: STATUSGATE_GOLDEN_UNSET is
