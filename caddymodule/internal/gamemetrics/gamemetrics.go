@@ -346,9 +346,6 @@ func (c *Collector) current(s *server, ep Endpoint, deadline time.Time) *reading
 	}
 }
 
-// errBusy is the reading of a trip the server's guard had no room for.
-var errBusy = fmt.Errorf("the server's guard has no room for the game metrics' request now")
-
 // trip asks s for ep, within the bound, and keeps what it read.
 func (c *Collector) trip(s *server, ep Endpoint, done chan struct{}) {
 	e := &s.entries[ep]
@@ -358,10 +355,19 @@ func (c *Collector) trip(s *server, ep Endpoint, done chan struct{}) {
 	slow := a.Err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) // it took its whole bound
 	cancel()
 	e.trips.Add(1)
+	if a.Busy {
+		// Nothing learnt of the server: its last reading stands, and the
+		// next scrape asks again.
+		e.mu.Lock()
+		e.flight, e.slow = nil, false
+		e.mu.Unlock()
+		close(done)
+		return
+	}
 	now := c.now()
-	r, until := &reading{err: errBusy}, now // not kept: the next scrape asks again
+	var r *reading
+	var until time.Time
 	switch {
-	case a.Busy:
 	case slow:
 		// A server that hangs: one trip at a time, each its bound.
 		r, until = &reading{err: a.Err}, now.Add(max(failureTime(ep), bound))

@@ -46,6 +46,7 @@ type fake struct {
 	mu    sync.Mutex
 	body  map[Endpoint]string
 	err   error
+	busy  bool // the server's guard has no room: every trip is refused
 	trips [numEndpoints]atomic.Int64
 	hold  chan struct{} // non-nil: every trip waits for it (or its context)
 }
@@ -53,8 +54,11 @@ type fake struct {
 func (f *fake) trip(ctx context.Context, ep Endpoint) Answer {
 	f.trips[ep].Add(1)
 	f.mu.Lock()
-	body, err, hold := f.body[ep], f.err, f.hold
+	body, err, hold, busy := f.body[ep], f.err, f.hold, f.busy
 	f.mu.Unlock()
+	if busy {
+		return Answer{Busy: true}
+	}
 	if hold != nil {
 		select {
 		case <-hold:
@@ -235,6 +239,31 @@ func TestDownMeansDown(t *testing.T) {
 	c.mu.Unlock()
 	if got := gather(t, reg); got[`minecraft_up{server="lobby"}`] != 1 || got[`minecraft_players_online{server="lobby"}`] != 4 {
 		t.Errorf("lobby back: up %v, players %v", got[`minecraft_up{server="lobby"}`], got[`minecraft_players_online{server="lobby"}`])
+	}
+}
+
+// TestBusyIsNotDown: a trip the server's guard has no room for (clients
+// load it) says nothing of the server: it stays up with its last reading,
+// and no trip failure is counted.
+func TestBusyIsNotDown(t *testing.T) {
+	lobby := &fake{body: answers(4)}
+	c, reg, clock := collector(t, Options{}, map[string]*fake{"lobby": lobby})
+	if got := gather(t, reg); got[`minecraft_up{server="lobby"}`] != 1 {
+		t.Fatalf("lobby not up at first: %v", got[`minecraft_up{server="lobby"}`])
+	}
+	lobby.mu.Lock()
+	lobby.busy = true
+	lobby.mu.Unlock()
+	c.mu.Lock()
+	*clock = clock.Add(time.Hour) // every reading due again
+	c.mu.Unlock()
+	got := gather(t, reg)
+	if got[`minecraft_up{server="lobby"}`] != 1 || got[`minecraft_players_online{server="lobby"}`] != 4 {
+		t.Errorf("a busy guard: up %v, players %v; want 1 and the last reading's 4",
+			got[`minecraft_up{server="lobby"}`], got[`minecraft_players_online{server="lobby"}`])
+	}
+	if n := got[`caddy_http_statusgate_game_trip_failures_total{endpoint="status",server="lobby"}`]; n != 0 {
+		t.Errorf("a busy guard counted %v trip failures, want 0", n)
 	}
 }
 
