@@ -161,6 +161,7 @@ func (e *errand) leave() {
 // goes on in the caller's goroutine (an answer that broke off while it
 // streamed to the client is net/http's http.ErrAbortHandler).
 func (e *errand) result() (*coalesce.Result, Verdict) {
+	e.sp.handOn() // the trip is done, and the caller waited for it
 	res, v, p := e.res, e.v, e.panic
 	*e = errand{done: e.done}
 	errands.Put(e)

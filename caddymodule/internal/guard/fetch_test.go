@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -354,5 +355,45 @@ func TestGateStopsAnAnswerAfter(t *testing.T) {
 	}
 	if n := s.hits.Load(); n != 0 {
 		t.Errorf("the game server saw %d requests", n)
+	}
+}
+
+// TestGateHeadersOfAnAbandonedTrip: what the handlers after a declared
+// statusgate set on the answer (a rate limiter's headers) is written by the
+// trip, which runs on past a caller who left; it is the caller's only while
+// the caller still waits for the trip, and never goes into the writer of a
+// caller who left, which that caller's own goroutine (the gateway's
+// refusal, net/http) is using meanwhile.
+func TestGateHeadersOfAnAbandonedTrip(t *testing.T) {
+	s := newGameServer(t, false)
+	g, _ := join(t, forms[0], s, Limits{})
+	entered, after := make(chan struct{}), make(chan struct{})
+	late := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		close(entered)
+		<-after
+		w.Header().Set("X-After", "1")
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequest(http.MethodGet, "/api/v1/status", nil).WithContext(ctx)
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), nil, &caddyhttp.Server{})
+	tk := g.Ticket(r, status(0), keyed, "/api/v1/status", nil, late)
+	rec := httptest.NewRecorder()
+	go func() { <-entered; cancel() }()
+	if v := g.Fetch(progress.New(rec, 0), r, tk); v.Status != http.StatusGatewayTimeout {
+		t.Fatalf("a caller who left: %+v, want its refusal at once", v)
+	}
+	close(after)
+	fixture.WaitFor(t, "the trip's end", func() bool { return s.hits.Load() == 1 && g.trips.kept.Load() == 0 })
+	if v := rec.Header().Get("X-After"); v != "" {
+		t.Errorf("a handler after statusgate wrote X-After: %s into the writer of a caller who had left", v)
+	}
+	// A caller who waits gets what they set.
+	v, rec := fetch(g, status(0), keyed, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		w.Header().Set("X-After", "2")
+		return nil
+	}))
+	if v.Status != 0 || rec.Header().Get("X-After") != "2" {
+		t.Errorf("a caller who waited: %+v, X-After %q; want its answer with 2", v, rec.Header().Get("X-After"))
 	}
 }

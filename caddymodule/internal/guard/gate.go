@@ -64,8 +64,9 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	}
 	// What the handlers after statusgate set on the answer (a rate
 	// limiter's headers) is this caller's alone: it goes on the caller's
-	// own writer, never into an answer that is shared or cached.
-	if err := g.gate(pw.w.client.Header(), r, t); err != nil {
+	// own writer (spool.handOn), never into an answer that is shared or
+	// cached, nor into the writer of a caller who left.
+	if err := g.gate(&pw.w.gate, r, t); err != nil {
 		return err
 	}
 	if t.Upstream != nil {
@@ -111,7 +112,7 @@ var errNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // the request statusgate decided on is the one the backend gets, and a
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
-func (g *Guard) gate(hdr http.Header, r *http.Request, t *Ticket) error {
+func (g *Guard) gate(hdr *http.Header, r *http.Request, t *Ticket) error {
 	ctx := r.Context()
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	// The placeholders of the declaration as the handlers after statusgate
@@ -231,7 +232,7 @@ func keepVars(ctx context.Context) (restore func()) {
 // Retry-After), which the answer keeps, but an answer of theirs is noted
 // and refused, and so is a trip of theirs.
 type gateWriter struct {
-	hdr      http.Header
+	hdr      *http.Header
 	answered bool
 	tripped  bool
 }
@@ -254,7 +255,12 @@ func (g *gateWriter) run(next caddyhttp.HandlerFunc, r *http.Request) (err error
 	return next(g, r)
 }
 
-func (g *gateWriter) Header() http.Header { return g.hdr }
+func (g *gateWriter) Header() http.Header {
+	if *g.hdr == nil {
+		*g.hdr = http.Header{}
+	}
+	return *g.hdr
+}
 func (g *gateWriter) WriteHeader(status int) {
 	if status >= 200 {
 		g.answered = true

@@ -78,7 +78,7 @@ func (g *Guard) proxy(sp *spool, r *http.Request, t *Ticket) Verdict {
 			v.Status, v.Outcome = http.StatusTooManyRequests, metrics.RateLimited
 			v.RetryAfter = sp.Header().Get("Retry-After")
 			if v.RetryAfter == "" {
-				v.RetryAfter = sp.client.Header().Get("Retry-After")
+				v.RetryAfter = sp.gate.Get("Retry-After")
 			}
 		}
 	}

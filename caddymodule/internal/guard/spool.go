@@ -69,8 +69,14 @@ type spool struct {
 	err      error // why the answer failed in the spool, if it did
 	kept     bool  // body is no longer the spool's to give back
 
-	hint    int // the answer's expected length; 0: unknown
-	hdr     http.Header
+	hint int // the answer's expected length; 0: unknown
+	hdr  http.Header
+	// gate is what the handlers after a declared statusgate set on the
+	// answer (gate): the caller's alone, written by the trip's goroutine
+	// and given to the caller's writer only while the caller is the
+	// trip's (spill, or the caller taking the trip's answer: handOn); nil
+	// while they set nothing.
+	gate    http.Header
 	status  int
 	body    []byte
 	spilled bool
@@ -203,6 +209,7 @@ func (s *spool) grow(need int) bool {
 // straight through.
 func (s *spool) spill() error {
 	s.spilled = true
+	s.handOn()
 	dst := s.client.Header()
 	for k, vs := range s.hdr {
 		dst[k] = vs
@@ -217,6 +224,17 @@ func (s *spool) spill() error {
 	}
 	_, err := s.client.Write(body)
 	return err
+}
+
+// handOn puts what the handlers after statusgate set (gate) on the
+// caller's writer, by the goroutine the writer is then the trip's or the
+// caller's: never while a caller that left uses it.
+func (s *spool) handOn() {
+	dst := s.client.Header()
+	for k, vs := range s.gate {
+		dst[k] = vs
+	}
+	s.gate = nil
 }
 
 // done gives back the held bytes the buffer took, when the backend is done:
