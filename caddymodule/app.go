@@ -5,6 +5,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -97,6 +98,22 @@ type GameMetrics struct {
 	EntityTypes bool `json:"entity_types,omitempty"`
 }
 
+// check refuses in the JSON what the Caddyfile's game_metrics line
+// cannot write: a number of worlds out of range (which would otherwise be
+// the default, or series without a useful bound), options of metrics that
+// are off.
+func (gm *GameMetrics) check() error {
+	switch {
+	case gm == nil:
+		return nil
+	case gm.Off && (gm.MaxWorlds != 0 || gm.EntityTypes):
+		return errors.New("game_metrics: off, with max_worlds or entity_types: options for metrics that are off (remove them, or off)")
+	case gm.MaxWorlds < 0 || gm.MaxWorlds > 1000:
+		return fmt.Errorf("game_metrics.max_worlds: %d is not a number of worlds from 1 to 1000 (leave it out for 32)", gm.MaxWorlds)
+	}
+	return nil
+}
+
 // CaddyModule returns the Caddy module information.
 func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
@@ -114,6 +131,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx = ctx
 	a.seq = loadSeq.Add(1)
 	a.guards = map[string]firstUse{}
+	if err := a.GameMetrics.check(); err != nil {
+		return err
+	}
 	return a.checkServers()
 }
 
