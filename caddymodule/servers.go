@@ -69,6 +69,14 @@ func takeOptions(dst, src *BackendConfig, pick func(name string) bool) {
 					dv.SetMapIndex(k, sv.MapIndex(k))
 				}
 			}
+		case dv.Kind() == reflect.Map:
+			// A map of its own: the defaults' stays theirs, whatever a
+			// handler later does with its options.
+			m := reflect.MakeMapWithSize(sv.Type(), sv.Len())
+			for _, k := range sv.MapKeys() {
+				m.SetMapIndex(k, sv.MapIndex(k))
+			}
+			dv.Set(m)
 		case dv.IsZero():
 			dv.Set(sv)
 		}

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync/atomic"
 
@@ -517,7 +518,7 @@ var (
 // endpoint; every other option it leaves out is the defaults'), and the
 // declared servers it names, its own or its network's.
 func (h *Handler) adopt(a *App) error {
-	ownCache := h.Backend.Cache // before the defaults', for cacheOverNoCache
+	ownCache := maps.Clone(h.Backend.Cache) // before the defaults' join it, for cacheOverNoCache
 	if d := a.Defaults; d != nil {
 		if err := h.Auth.adopt(d.Auth); err != nil {
 			return err
