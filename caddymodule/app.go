@@ -378,7 +378,7 @@ func (a *App) checkServers() error {
 	}
 	if first, second, name, firstDiff, secondDiff := guardShareConflict(a.Servers); second != "" {
 		return fmt.Errorf("servers.%s.backend.guard: %s is server %s's guard too, with other limits (here %s, in servers.%s %s), and servers that name one guard count at it under one set of limits: %s",
-			second, name, first, secondDiff, first, firstDiff, guardShareFix(first, second, name, false))
+			second, name, first, secondDiff, first, firstDiff, guardShareFix(first, second, false))
 	}
 	if d := a.Defaults; d != nil {
 		if err := d.check(); err != nil {

@@ -114,11 +114,7 @@ func hiddenNames(fields []hiddenField) string {
 	if len(fields) == 0 {
 		return "nothing"
 	}
-	names := make([]string, len(fields))
-	for i, f := range fields {
-		names[i] = f.name
-	}
-	return strings.Join(names, " ")
+	return strings.Join(hiddenFieldNames(fields), " ")
 }
 
 // endpointFields is what the endpoint ep with the default list defaults

@@ -90,7 +90,7 @@ func guardShareConflict(servers map[string]*Server) (first, second, name, firstD
 
 // guardShareFix is the fix for guardShareConflict's servers first and
 // second, guard name, in the config's words (caddyfile or JSON).
-func guardShareFix(first, second, name string, caddyfile bool) string {
+func guardShareFix(first, second string, caddyfile bool) string {
 	if caddyfile {
 		return fmt.Sprintf("give servers %s and %s the same limits, or one of them a guard of another name (or none: each server then has a guard of its own)", first, second)
 	}

@@ -97,7 +97,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, existing any) (any, error) {
 			}
 		}
 		return nil, errAt(at[0], "global statusgate option, server %s: guard %s is server %s's too, with other limits (here %s, in server %s %s), and servers that name one guard count at it under one set of limits: %s",
-			second, guardName, first, secondDiff, first, firstDiff, guardShareFix(first, second, guardName, true))
+			second, guardName, first, secondDiff, first, firstDiff, guardShareFix(first, second, true))
 	}
 	if len(defaults) > 0 {
 		h, err := globalDefaults(head, defaults)

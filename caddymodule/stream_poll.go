@@ -58,9 +58,7 @@ func (tp topicPolls) poller(r *http.Request, t *guard.Ticket, answer answerFunc)
 	base := r.WithContext(ctx)
 	u := *r.URL
 	base.URL = &u
-	base.Header = http.Header{}
-	base.RemoteAddr = "" // no one client's (guard.BackgroundRequest)
-	base.Body = http.NoBody
+	base.Header = http.Header{} // not the first viewer's, which the topic would keep
 	return func(ctx context.Context, by any) ([]byte, time.Duration, bool) {
 		c := by.(*charge)
 		pt := *t // a ticket of each poll's own: a refresh it starts keeps it
