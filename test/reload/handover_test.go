@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/test/internal/harness"
@@ -167,11 +166,7 @@ func TestReloadInvisibleToKeptKeys(t *testing.T) {
 					t.Fatalf("reload %d: %v", i, err)
 				}
 				refused(removed, fmt.Sprintf("%d, after /load", i))
-				adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(caddyfile), nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				AwaitOldListeners(t, adapted)
+				AwaitOldListeners(t, Adapt(t, caddyfile))
 			}
 			close(stop)
 			wg.Wait()
