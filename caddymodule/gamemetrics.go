@@ -29,7 +29,8 @@ const gameHolder = "game metrics"
 
 // exportGame adds the handler's game servers to the load's game metrics:
 // its own backend, named by its declared server's name, its guard's name
-// or its upstreams as written (which give way to a network's name for it),
+// or its upstreams as written (the last two give way to a network's name
+// for it),
 // and its network's members by their ids. backend is the handler's
 // declared backend (nil: the form of 1.0, whose trips only a client's
 // request can make: it has no game metrics). A name the config gives to
@@ -50,7 +51,10 @@ func (h *Handler) exportGame(ctx caddy.Context, backend *upstream.Backend) error
 			s.Name, s.Explicit = h.Server, true
 			s.Where = fmt.Sprintf("server %s (declared once, fronted by %s)", h.Server, s.Where)
 		case h.Backend.Guard != "":
-			s.Name, s.Explicit = h.Backend.Guard, true
+			// The pool the backend's counts are kept in, which names it
+			// better than its upstreams as written, and like them gives way
+			// to the name a network or a declaration gives the server.
+			s.Name = h.Backend.Guard
 			s.Where = fmt.Sprintf("guard %s of %s", h.Backend.Guard, s.Where)
 		}
 		if err := c.Add(s); errors.Is(err, gamemetrics.ErrUnnamed) {

@@ -372,6 +372,13 @@ func TestGameMetricsOneNameOneServer(t *testing.T) {
 	if got := scrapeAll(t); got[`minecraft_up{server="lobby"}`] != 1 || got[`caddy_http_statusgate_network_member_info{network="b",server="lobby"}`] != 1 {
 		t.Errorf("lobby in two networks: up %v, in b %v", got[`minecraft_up{server="lobby"}`], got[`caddy_http_statusgate_network_member_info{network="b",server="lobby"}`])
 	}
+	// A guard's name is the pool the backend's counts are kept in, not the
+	// server's name: the network's name for it stands, as it does over its
+	// upstreams as written (a config that loaded before the game metrics).
+	LoadCaddyfile(t, strings.Replace(config("lobby "+ms[1].Addr()), "\t\t\tenable network\n\t\t\tnetwork a", "\t\t\tguard main\n\t\t\tenable network\n\t\t\tnetwork a", 1))
+	if got := scrapeAll(t); got[`minecraft_up{server="survival"}`] != 1 || got[`minecraft_up{server="main"}`] != 0 {
+		t.Errorf("survival behind guard main: up %v, as main %v", got[`minecraft_up{server="survival"}`], got[`minecraft_up{server="main"}`])
+	}
 }
 
 // TestGameMetricsWithinLimits: the game metrics' trips go through the
