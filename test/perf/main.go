@@ -70,6 +70,7 @@ type config struct {
 	rebuild        bool
 	profile        bool
 	profileSeconds int
+	profilePlain   bool
 	scenarios      string
 	noProbe        bool
 }
@@ -87,6 +88,7 @@ func main() {
 	flag.BoolVar(&c.rebuild, "rebuild", false, "build caddy even if the cached binary is newer than the sources")
 	flag.BoolVar(&c.profile, "profile", true, "profile statusgate when a target is missed")
 	flag.IntVar(&c.profileSeconds, "profile-seconds", 10, "length of a CPU profile")
+	flag.BoolVar(&c.profilePlain, "profile-plain", false, "profile the plain gateway too, after statusgate, for a side-by-side reading (pprof -diff_base)")
 	flag.StringVar(&c.scenarios, "scenarios", "1,2,3,4", "scenarios to run, by number")
 	flag.BoolVar(&c.noProbe, "no-probe", false, "skip the memory probe")
 	flag.Parse()
@@ -264,7 +266,10 @@ func run(c config) int {
 		fmt.Printf("  %s  [%d] %s: statusgate/plain %.3f (target >= %.2f); Caddy CPU per request plain %s, statusgate %s (plain/statusgate %.3f)\n",
 			passMiss(pass), r.sc.num, r.sc.name, r.ratio, r.target, us(p.cpu), us(s.cpu), float64(p.cpu)/max(float64(s.cpu), 1))
 		if !pass && c.profile && len(failures) == 0 {
-			fmt.Println(indent(profileScenario(c, r, targets[1], sgGW), "    "))
+			fmt.Println(indent(profileScenario(c, r, 1, targets[1], sgGW), "    "))
+			if c.profilePlain {
+				fmt.Println(indent(profileScenario(c, r, 0, targets[0], plainGW), "    "))
+			}
 		}
 	}
 	if !c.noProbe {
@@ -368,24 +373,40 @@ func describe(sc scenario) string {
 	return who + ", " + what
 }
 
-// profileScenario loads the statusgate gateway with the scenario while taking
-// a CPU profile from its admin endpoint, and returns the top of the profile.
-func profileScenario(c config, r *result, t *target, g *gateway) string {
-	sc, rq := r.sc, r.reqs[1]
-	file := filepath.Join(c.cache, fmt.Sprintf("statusgate-scenario%d.cpu.pb.gz", sc.num))
+// profileScenario loads gateway g (which: 0 plain, 1 statusgate) with the
+// scenario while taking a CPU profile from its admin endpoint, and returns
+// the top of the profile.
+func profileScenario(c config, r *result, which int, t *target, g *gateway) string {
+	sc, rq, name := r.sc, r.reqs[which], [2]string{"plain", "statusgate"}[which]
+	file := filepath.Join(c.cache, fmt.Sprintf("%s-scenario%d.cpu.pb.gz", name, sc.num))
+	// The allocations while it ran, to read per request too: the process's
+	// allocation profile before and after (pprof -base).
+	allocs := [2]string{
+		filepath.Join(c.cache, fmt.Sprintf("%s-scenario%d.allocs-before.pb.gz", name, sc.num)),
+		filepath.Join(c.cache, fmt.Sprintf("%s-scenario%d.allocs-after.pb.gz", name, sc.num)),
+	}
+	aerr := g.adminGet("/debug/pprof/allocs", allocs[0])
 	done := make(chan roundResult, 1)
 	go func() { done <- runRound(t, rq, c.workers, time.Duration(c.profileSeconds+1)*time.Second) }()
 	perr := g.adminGet("/debug/pprof/profile?seconds="+strconv.Itoa(c.profileSeconds), file)
+	if aerr == nil {
+		aerr = g.adminGet("/debug/pprof/allocs", allocs[1])
+	}
 	load := <-done
 	if perr != nil {
 		return "profile: " + perr.Error()
 	}
 	// To read the profile per request: the requests served while it ran.
 	perSecond := time.Duration(float64(time.Second) / (load.rps() * float64(c.profileSeconds)))
-	return fmt.Sprintf("CPU profile of statusgate under scenario %d (%ds, saved to %s), at %.0f req/s and %s of Caddy CPU per request,\n"+
-		"so 1s of samples is %s per request:\n%s\nstatusgate's own functions in it (flat is their own time, cum includes what they call, next handler too):\n%s",
-		sc.num, c.profileSeconds, file, load.rps(), us(load.cpuPerRequest()), us(perSecond), pprofTop(file, 25),
-		grepLines(pprofTop(file, 0, "-cum"), "github.com/statusgate/", 20))
+	allocNote := "allocation profiles: " + fmt.Sprint(aerr)
+	if aerr == nil {
+		allocNote = fmt.Sprintf("allocations while it ran: go tool pprof -sample_index=alloc_objects -base %s %s (divide by %.0f requests)",
+			allocs[0], allocs[1], load.rps()*float64(c.profileSeconds))
+	}
+	return fmt.Sprintf("CPU profile of %s under scenario %d (%ds, saved to %s), at %.0f req/s and %s of Caddy CPU per request,\n"+
+		"so 1s of samples is %s per request:\n%s\nstatusgate's own functions in it (flat is their own time, cum includes what they call, next handler too):\n%s\n%s",
+		name, sc.num, c.profileSeconds, file, load.rps(), us(load.cpuPerRequest()), us(perSecond), pprofTop(file, 25),
+		grepLines(pprofTop(file, 0, "-cum"), "github.com/statusgate/", 20), allocNote)
 }
 
 // summary is a gateway's figures over a scenario's rounds.
