@@ -56,8 +56,8 @@ func Holds(v string, secrets []string) bool {
 	if holdsAsWritten(v, secrets) {
 		return true
 	}
-	if !strings.ContainsAny(v, "%+") {
-		return false // nothing to decode: no allocation on the common path
+	if strings.IndexByte(v, '%') < 0 && strings.IndexByte(v, '+') < 0 {
+		return false // nothing to decode: no allocation on the common path (and no ContainsAny, which builds its set per call)
 	}
 	forms := []string{v}
 	for round := 0; len(forms) > 0; round++ {
