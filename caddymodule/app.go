@@ -246,22 +246,26 @@ type tenant interface {
 	retire()
 }
 
-// tenancy is a registered tenant, with what the route check needs of it.
+// tenancy is a registered tenant, with what the route check needs of it
+// and tells it.
 type tenancy struct {
 	tenant
 	// needsNext says the tenant reaches its backend through the handlers
 	// after it (the form of 1.0), which its routes must then have.
 	needsNext bool
+	// last, if not nil, is set when nothing can follow the tenant on its
+	// chain, wherever it is in the routes (chain.Link.Followed).
+	last *atomic.Bool
 }
 
-// register makes t a tenant of the load, from ctx, its Provision's: the
-// load retires it when it stops (Handle), and checks the routes around it
-// at Start. The first tenant of a config's load subscribes the app to the
-// load's "stopping" event, once for all.
-func (a *App) register(ctx caddy.Context, t tenant, needsNext bool) error {
+// register makes t's tenant a tenant of the load, from ctx, its
+// Provision's: the load retires it when it stops (Handle), and checks the
+// routes around it at Start. The first tenant of a config's load
+// subscribes the app to the load's "stopping" event, once for all.
+func (a *App) register(ctx caddy.Context, t tenancy) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.tenants = append(a.tenants, tenancy{t, needsNext})
+	a.tenants = append(a.tenants, t)
 	if a.alone || a.subscribed {
 		return nil
 	}
@@ -415,17 +419,27 @@ func (a *App) checkRoutes() error {
 		return nil
 	}
 	a.mu.Lock()
+	tenants := slices.Clone(a.tenants)
+	a.mu.Unlock()
 	needsNext := map[tenant]bool{}
-	for _, t := range a.tenants {
+	for _, t := range tenants {
 		needsNext[t.tenant] = t.needsNext
 	}
-	a.mu.Unlock()
-	return routeMistakes(app.Servers, func(h caddyhttp.MiddlewareHandler) (need, ours bool) {
+	if err := routeMistakes(app.Servers, func(h caddyhttp.MiddlewareHandler) (need, ours bool) {
 		t, ok := h.(tenant)
 		if !ok {
 			return false, false
 		}
 		need, ours = needsNext[t]
 		return need, ours
-	})
+	}); err != nil {
+		return err
+	}
+	last := chainEnds(app.Servers)
+	for _, t := range tenants {
+		if h, ok := t.tenant.(caddyhttp.MiddlewareHandler); ok && t.last != nil && last[h] {
+			t.last.Store(true)
+		}
+	}
+	return nil
 }

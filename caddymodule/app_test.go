@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -42,5 +43,57 @@ func TestAppRetiresItsHandlers(t *testing.T) {
 				t.Errorf("handler %d of the %s load: retired %v", i, map[bool]string{true: "replaced", false: "current"}[a == old], retired)
 			}
 		}
+	}
+}
+
+// TestChainEndsRunNoGate: the load's route check tells each handler whether
+// anything can follow it on its chain; one that ends its chain runs no
+// handlers after it on its trips (guard.Ticket's Next), and one that any
+// handler may follow keeps them.
+func TestChainEndsRunNoGate(t *testing.T) {
+	sg := `{"handler":"statusgate","proxy":{"upstreams":[{"dial":"127.0.0.1:9"}]}}`
+	vars := `{"handler":"vars","x":"1"}`
+	route := func(path string, handlers ...string) string {
+		m := ""
+		if path != "" {
+			m = `"match":[{"path":["` + path + `"]}],`
+		}
+		return `{` + m + `"handle":[` + strings.Join(handlers, ",") + `]}`
+	}
+	subroute := func(routes ...string) string {
+		return `{"handler":"subroute","routes":[` + strings.Join(routes, ",") + `]}`
+	}
+	t.Cleanup(func() { _ = caddy.Stop() })
+	for _, tc := range []struct {
+		name   string
+		routes []string
+		last   []bool // of the statusgate handlers, in the order they register
+	}{
+		{"alone in the server", []string{route("", sg)}, []bool{true}},
+		{"a handler after it in its route", []string{route("", sg, vars)}, []bool{false}},
+		{"a later route may follow the first", []string{route("/a/*", sg), route("/b/*", sg)}, []bool{false, true}},
+		{"in a subroute that a later route follows", []string{route("", subroute(route("/a/*", sg))), route("", vars)}, []bool{false}},
+		{"last of a terminal subroute", []string{route("", subroute(route("/a/*", sg), route("", sg)))}, []bool{false, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := `{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":["127.0.0.1:0"],"routes":[` +
+				strings.Join(tc.routes, ",") + `]}}}}}`
+			if err := caddy.Load([]byte(cfg), true); err != nil {
+				t.Fatal(err)
+			}
+			v, err := caddy.ActiveContext().App("statusgate")
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := v.(*App)
+			if len(a.tenants) != len(tc.last) {
+				t.Fatalf("%d handlers registered, want %d", len(a.tenants), len(tc.last))
+			}
+			for i, tn := range a.tenants {
+				if got := tn.last.Load(); got != tc.last[i] {
+					t.Errorf("handler %d: nothing follows it %v, want %v", i, got, tc.last[i])
+				}
+			}
+		})
 	}
 }

@@ -62,7 +62,7 @@ const statusPath = "/api/v1/status"
 // the members' trips are never charged to one caller's per-client place,
 // so that a caller that floods cannot make a member look unreachable to
 // everyone. srv is the caller's server, next what follows statusgate (in
-// the form of 1.0, the way to self).
+// the form of 1.0, the way to self; nil where nothing can).
 func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, m networkMember, keyed bool, next caddyhttp.HandlerFunc) (*http.Request, *guard.Ticket) {
 	who := guard.Caller{Keyed: keyed, Authenticated: true, Gateway: true,
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
@@ -71,7 +71,11 @@ func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, 
 		// handler's backend (a reverse_proxy), not to this member's.
 		next = passOn.ServeHTTP
 	}
-	bg, mt, _ := gatewayRequest(ctx, m.guard, srv, n.status, statusPath, who, caddyhttp.HandlerFunc(next))
+	var after caddyhttp.Handler // nil: nothing follows the handler
+	if next != nil {
+		after = next
+	}
+	bg, mt, _ := gatewayRequest(ctx, m.guard, srv, n.status, statusPath, who, after)
 	bg.Header.Set(networkHeader, n.cluster)
 	return bg, mt
 }

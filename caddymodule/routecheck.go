@@ -133,3 +133,24 @@ func routeMistakes(servers map[string]*caddyhttp.Server, ours func(caddyhttp.Mid
 	}
 	return errors.New(strings.Join(msgs, "; and "))
 }
+
+// chainEnds are the handlers of the servers that nothing can follow,
+// wherever they are in the routes: a handler the routes hold in several
+// places is one only if it ends its chain in each. A handler the walk
+// cannot place (in a named route, or a reverse_proxy's handle_response) is
+// none: what may follow it is not known.
+func chainEnds(servers map[string]*caddyhttp.Server) map[caddyhttp.MiddlewareHandler]bool {
+	ends := map[caddyhttp.MiddlewareHandler]bool{}
+	followed := map[caddyhttp.MiddlewareHandler]bool{}
+	chain.Walk(servers, func(l chain.Link) {
+		if l.Followed {
+			followed[l.Handler] = true
+		} else {
+			ends[l.Handler] = true
+		}
+	})
+	for h := range followed {
+		delete(ends, h)
+	}
+	return ends
+}

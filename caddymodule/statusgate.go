@@ -108,6 +108,11 @@ type Handler struct {
 	// handler's (retire): from then on it refuses. A pointer, made
 	// in provisionWith: CaddyModule copies the Handler.
 	superseded *atomic.Bool
+	// last is set when the load's route check finds that nothing can
+	// follow the handler on its chain (App.checkRoutes): its trips then
+	// run no handlers after it (guard.Ticket's Next). A pointer, as
+	// superseded is.
+	last *atomic.Bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -165,7 +170,7 @@ func (h *Handler) watchPeers(ctx caddy.Context) {
 // provisionWith is Provision with the logger given, so tests can read what it logs.
 func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	h.logger = logger
-	h.superseded = new(atomic.Bool)
+	h.superseded, h.last = new(atomic.Bool), new(atomic.Bool)
 	var err error
 	if h.app, err = appOf(ctx); err != nil {
 		return err
@@ -280,7 +285,7 @@ func (h *Handler) provisionWith(ctx caddy.Context, logger *zap.Logger) error {
 	if h.authOn && h.qkey {
 		logger.Info("allow_query_key is on: keys sent as ?key= end up in browser histories and the logs of proxies in front")
 	}
-	return h.app.register(ctx, h, h.needsNext())
+	return h.app.register(ctx, tenancy{tenant: h, needsNext: h.needsNext(), last: h.last})
 }
 
 // Cleanup ends the handler's live streams and gives its guard back to the
@@ -409,6 +414,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	// The backend step, the guard's: its answer, or its refusal, is written
 	// through the progress deadline, once. A network's document is the
 	// gateway's own, made of its members' answers, each through its guard.
+	if h.last.Load() {
+		next = nil // nothing follows: no handlers to run after statusgate
+	}
 	t := h.guard.Ticket(r, &rt.ep.Station, x.who.Caller, x.decodedPath, picked, next)
 	t.Secrets = secrets
 	answer := answerFunc(h.guard.Fetch)

@@ -358,6 +358,26 @@ func TestGateStopsAnAnswerAfter(t *testing.T) {
 	}
 }
 
+// TestNothingFollows: a ticket with nothing after statusgate (the load's
+// route check found that its chain ends with it) reaches a declared
+// backend without a gate to run, and is refused with the fix in the form
+// of 1.0, which has no way to its backend then.
+func TestNothingFollows(t *testing.T) {
+	for _, f := range forms {
+		t.Run(f.name, func(t *testing.T) {
+			s := newGameServer(t, false)
+			g, _ := join(t, f, s, Limits{})
+			v, rec := fetch(g, status(0), keyed, nil)
+			switch {
+			case f.declare && (v.Status != 0 || rec.Code != http.StatusOK || s.hits.Load() != 1):
+				t.Errorf("declared backend: %+v, %d, %d trips; want its answer", v, rec.Code, s.hits.Load())
+			case !f.declare && (v.Status != http.StatusBadGateway || v.Cause != errNothingAfter || s.hits.Load() != 0):
+				t.Errorf("the form of 1.0: %+v, %d trips; want a 502 with the fix", v, s.hits.Load())
+			}
+		})
+	}
+}
+
 // TestGateHeadersOfAnAbandonedTrip: what the handlers after a declared
 // statusgate set on the answer (a rate limiter's headers) is written by the
 // trip, which runs on past a caller who left; it is the caller's only while

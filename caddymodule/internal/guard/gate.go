@@ -57,6 +57,9 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 		return err
 	}
 	if g.backend == nil {
+		if t.Next == nil {
+			return errNothingAfter
+		}
 		if err := t.Next(pw, r); err != nil || pw.headerIn {
 			return err
 		}
@@ -66,8 +69,10 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	// limiter's headers) is this caller's alone: it goes on the caller's
 	// own writer (spool.handOn), never into an answer that is shared or
 	// cached, nor into the writer of a caller who left.
-	if err := g.gate(&pw.w.gate, r, t); err != nil {
-		return err
+	if t.Next != nil {
+		if err := g.gate(&pw.w.gate, r, t); err != nil {
+			return err
+		}
 	}
 	if t.Upstream != nil {
 		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
@@ -113,32 +118,28 @@ var errNothingAfter = errors.New("statusgate declares no upstreams and no handle
 // handler that changes its method, target, Host or headers, or a
 // placeholder of the declared backend, is an error with the fix.
 func (g *Guard) gate(hdr *http.Header, r *http.Request, t *Ticket) error {
-	ctx := r.Context()
+	ctx := ownVars(r.Context())
 	repl := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	// The placeholders of the declaration as the handlers after statusgate
-	// can change them: Caddy's variables are the trip's own copy (the
-	// caller's replacer reads the caller's), which a vars after statusgate
-	// sets. What is sent is read from the caller's, so a change there
-	// would not reach the backend, but it is a config that means to send
-	// something else, refused with the fix.
+	// can change them: Caddy's variables are their own copy (the caller's
+	// replacer reads the caller's), which a vars after statusgate sets.
+	// What is sent is read from the caller's, so a change there would not
+	// reach the backend, but it is a config that means to send something
+	// else, refused with the fix.
 	var view *caddy.Replacer
 	var before upstream.Values
 	if g.backend.Sent(repl) != nil {
 		view = varsView(repl, ctx)
 		before = g.backend.Sent(view)
 	}
-	restore := keepVars(ctx)
 	gw := gateWriter{hdr: hdr}
-	// They run on a context already cancelled, and with a trace that
-	// stops http.Transport before it takes a connection: a transport that
-	// never calls the trace (FastCGI's, a plugin's) fails to dial, before
-	// it connects, as every dial with a cancelled context does.
-	stopped, stop := context.WithCancelCause(httptrace.WithClientTrace(ctx, noTrips))
-	stop(errTripAfter)
-	cp := r.Clone(stopped)
+	// They run on a context already ended, and with a trace that stops
+	// http.Transport before it takes a connection: a transport that never
+	// calls the trace (FastCGI's, a plugin's) fails to dial, before it
+	// connects, as every dial with an ended context does.
+	cp := r.Clone(ended{httptrace.WithClientTrace(ctx, noTrips)})
 	err := gw.run(t.Next, cp)
 	upstreamChanged := view != nil && !slices.Equal(before, g.backend.Sent(view))
-	restore()
 	switch {
 	case gw.tripped || err != nil && errors.Is(err, context.Canceled):
 		return errTripAfter
@@ -207,25 +208,34 @@ func varsView(repl *caddy.Replacer, ctx context.Context) *caddy.Replacer {
 	return view
 }
 
-// keepVars saves the request's variables (Caddy's vars, which the
-// handlers after statusgate share with it) and returns what puts them back
-// as they were: a `vars trusted_proxy true` after statusgate must not make
-// the declared backend's proxy trust the client's X-Forwarded-For, nor a
-// vars change a value the trip reads; and Caddy's mark of a request that
-// went through every handler unanswered ("unhandled", which they set when
-// they pass the request on: TestAccessLogPlaceholders fails, the access log
-// saying NOP of every request statusgate answered, if it stays) goes too.
-func keepVars(ctx context.Context) (restore func()) {
+// ownVars is ctx with a copy of its request's variables (Caddy's vars),
+// for the handlers after statusgate, which share them with it otherwise: a
+// `vars trusted_proxy true` after statusgate must not make the declared
+// backend's proxy trust the client's X-Forwarded-For, nor a vars change a
+// value the trip reads; and Caddy's mark of a request that went through
+// every handler unanswered ("unhandled", which they set when they pass the
+// request on) stays theirs.
+func ownVars(ctx context.Context) context.Context {
 	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if vars == nil {
-		return func() {}
+		return ctx
 	}
-	saved := maps.Clone(vars)
-	return func() {
-		maps.DeleteFunc(vars, func(k string, _ any) bool { _, ok := saved[k]; return !ok })
-		maps.Copy(vars, saved)
-	}
+	return context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
 }
+
+// ended is a context that has ended, with its parent's values: what the
+// handlers after statusgate run under. Every context made from it is
+// ended at once, with no goroutine to wait for it (context.WithCancel
+// sees its Done closed); it costs one allocation, where an ended
+// context.WithCancel made its own channel and an entry among its parent's
+// children.
+type ended struct{ context.Context }
+
+func (ended) Done() <-chan struct{} { return closedChan }
+func (ended) Err() error            { return context.Canceled }
+
+// closedChan is every ended context's Done.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // gateWriter is the writer of the handlers after statusgate when statusgate
 // sends the request on itself: they may set headers (a rate limiter's

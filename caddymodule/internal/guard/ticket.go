@@ -27,7 +27,10 @@ type Ticket struct {
 	// Upstream is the declared backend's placeholders for this request:
 	// which backend it reaches.
 	Upstream upstream.Values
-	Next     caddyhttp.HandlerFunc // the handlers after statusgate
+	// Next is the handlers after statusgate; nil where nothing can follow
+	// it (its chain ends with it): a declared backend then has no gate to
+	// run (send).
+	Next caddyhttp.HandlerFunc
 	// Secrets are what the caller presented as its key (internal/seal):
 	// no request made for it may carry one. None for a caller without.
 	Secrets []string
@@ -35,9 +38,12 @@ type Ticket struct {
 
 // Ticket is the guard's ticket for the canonical request r to ep by who,
 // whose client sent path and picked the backend picked (resolve); next is
-// what follows statusgate.
+// what follows statusgate, nil where nothing can.
 func (g *Guard) Ticket(r *http.Request, ep *Station, who Caller, path string, picked upstream.Values, next caddyhttp.Handler) *Ticket {
-	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked, Next: next.ServeHTTP}
+	t := &Ticket{Station: ep, Caller: who, Path: path, Upstream: picked}
+	if next != nil {
+		t.Next = next.ServeHTTP
+	}
 	if g.Shareable(ep) {
 		t.Share = g.shareKey(r, who.Filtered(), t.Upstream)
 		if who.Gateway && !who.Filtered() {
