@@ -42,3 +42,16 @@ func TestWorkersEndWhenIdle(t *testing.T) {
 	}
 	fixture.WaitFor(t, "the idle workers to end", func() bool { return w.live.Load() == 0 })
 }
+
+// BenchmarkWorkersHandOff is an errand's way to an idle worker and its
+// word back, as a trip its caller waits for takes it (errand.await): the
+// two wake-ups each trip pays for running in a goroutine of its own.
+func BenchmarkWorkersHandOff(b *testing.B) {
+	w := workers{idle: make(chan runner), wait: workerIdle}
+	done := make(chan struct{}, 1)
+	j := job(func() { done <- struct{}{} })
+	for b.Loop() {
+		w.start(j)
+		<-done
+	}
+}
