@@ -28,6 +28,7 @@ import (
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
+	"github.com/statusgate/statusgate/caddymodule/internal/seal"
 )
 
 // Patience is how long a trip nobody waits for any more (its caller's
@@ -111,6 +112,9 @@ func (g *Guard) dispatch(sp *spool, r *http.Request, t *Ticket, permits admissio
 		// statusgate, reverse_proxy) set theirs in a copy.
 		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
 	}
+	// What the caller presented as its key, which the declared backend's
+	// transport refuses to send (seal.Transport).
+	ctx = seal.With(ctx, t.Secrets)
 	ctx, cancel := context.WithCancel(ctx)
 	e := errands.Get().(*errand)
 	e.g, e.sp, e.r, e.t, e.permits, e.cancel = g, sp, r.WithContext(ctx), t, permits, cancel

@@ -77,11 +77,8 @@ func (g *Guard) send(pw *proxyWriter, r *http.Request, t *Ticket) error {
 	if t.Upstream != nil {
 		t.Upstream.Set(r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer))
 	}
-	if len(t.Secrets) > 0 {
-		// The declared backend's transport checks what it sends for them
-		// (seal.Transport).
-		r = r.WithContext(seal.With(r.Context(), t.Secrets))
-	}
+	// The caller's secrets are in r's context (dispatch): the declared
+	// backend's transport checks what it sends for them (seal.Transport).
 	return g.backend.ServeHTTP(pw, r)
 }
 
