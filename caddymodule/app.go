@@ -437,7 +437,7 @@ func (a *App) checkRoutes() error {
 	}
 	last := chainEnds(app.Servers)
 	for _, t := range tenants {
-		if h, ok := t.tenant.(caddyhttp.MiddlewareHandler); ok && t.last != nil && last[h] {
+		if t.last != nil && last[t.tenant] {
 			t.last.Store(true)
 		}
 	}

@@ -72,6 +72,9 @@ func TestChainEndsRunNoGate(t *testing.T) {
 		{"alone in the server", []string{route("", sg)}, []bool{true}},
 		{"a handler after it in its route", []string{route("", sg, vars)}, []bool{false}},
 		{"a later route may follow the first", []string{route("/a/*", sg), route("/b/*", sg)}, []bool{false, true}},
+		// A respond's handler is a struct with maps, which no set of
+		// handlers may take for a key.
+		{"a respond in a later route", []string{route("/a/*", sg), route("", `{"handler":"static_response","body":"x"}`)}, []bool{false}},
 		{"in a subroute that a later route follows", []string{route("", subroute(route("/a/*", sg))), route("", vars)}, []bool{false}},
 		{"last of a terminal subroute", []string{route("", subroute(route("/a/*", sg), route("", sg)))}, []bool{false, true}},
 	} {

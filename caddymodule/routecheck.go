@@ -134,23 +134,25 @@ func routeMistakes(servers map[string]*caddyhttp.Server, ours func(caddyhttp.Mid
 	return errors.New(strings.Join(msgs, "; and "))
 }
 
-// chainEnds are the handlers of the servers that nothing can follow,
-// wherever they are in the routes: a handler the routes hold in several
-// places is one only if it ends its chain in each. A handler the walk
-// cannot place (in a named route, or a reverse_proxy's handle_response) is
-// none: what may follow it is not known.
-func chainEnds(servers map[string]*caddyhttp.Server) map[caddyhttp.MiddlewareHandler]bool {
-	ends := map[caddyhttp.MiddlewareHandler]bool{}
-	followed := map[caddyhttp.MiddlewareHandler]bool{}
+// chainEnds are the tenants of the servers' routes that nothing can
+// follow, wherever they are: a tenant the routes hold in several places is
+// one only if it ends its chain in each. A tenant the walk cannot place (in
+// a named route, or a reverse_proxy's handle_response) is none: what may
+// follow it is not known.
+func chainEnds(servers map[string]*caddyhttp.Server) map[tenant]bool {
+	ends, followed := map[tenant]bool{}, map[tenant]bool{}
 	chain.Walk(servers, func(l chain.Link) {
-		if l.Followed {
-			followed[l.Handler] = true
-		} else {
-			ends[l.Handler] = true
+		t, ok := l.Handler.(tenant) // other handlers need not be comparable (a respond's is a struct)
+		switch {
+		case !ok:
+		case l.Followed:
+			followed[t] = true
+		default:
+			ends[t] = true
 		}
 	})
-	for h := range followed {
-		delete(ends, h)
+	for t := range followed {
+		delete(ends, t)
 	}
 	return ends
 }
