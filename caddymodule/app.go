@@ -435,9 +435,12 @@ func (a *App) checkRoutes() error {
 	}); err != nil {
 		return err
 	}
-	last := chainEnds(app.Servers)
+	last := chainEnds(app.Servers, func(h caddyhttp.MiddlewareHandler) bool {
+		_, ours := h.(tenant)
+		return ours
+	})
 	for _, t := range tenants {
-		if t.last != nil && last[t.tenant] {
+		if h, ok := t.tenant.(caddyhttp.MiddlewareHandler); ok && t.last != nil && last[h] {
 			t.last.Store(true)
 		}
 	}

@@ -134,25 +134,25 @@ func routeMistakes(servers map[string]*caddyhttp.Server, ours func(caddyhttp.Mid
 	return errors.New(strings.Join(msgs, "; and "))
 }
 
-// chainEnds are the tenants of the servers' routes that nothing can
-// follow, wherever they are: a tenant the routes hold in several places is
-// one only if it ends its chain in each. A tenant the walk cannot place (in
-// a named route, or a reverse_proxy's handle_response) is none: what may
-// follow it is not known.
-func chainEnds(servers map[string]*caddyhttp.Server) map[tenant]bool {
-	ends, followed := map[tenant]bool{}, map[tenant]bool{}
+// chainEnds are the handlers of the servers' routes that ours accepts
+// (they must be comparable: a respond's is a struct with maps) and that
+// nothing can follow, wherever they are: one the routes hold in several
+// places is one only if it ends its chain in each. One the walk cannot
+// place (in a named route, or a reverse_proxy's handle_response) is none:
+// what may follow it is not known.
+func chainEnds(servers map[string]*caddyhttp.Server, ours func(caddyhttp.MiddlewareHandler) bool) map[caddyhttp.MiddlewareHandler]bool {
+	ends, followed := map[caddyhttp.MiddlewareHandler]bool{}, map[caddyhttp.MiddlewareHandler]bool{}
 	chain.Walk(servers, func(l chain.Link) {
-		t, ok := l.Handler.(tenant) // other handlers need not be comparable (a respond's is a struct)
 		switch {
-		case !ok:
+		case !ours(l.Handler):
 		case l.Followed:
-			followed[t] = true
+			followed[l.Handler] = true
 		default:
-			ends[t] = true
+			ends[l.Handler] = true
 		}
 	})
-	for t := range followed {
-		delete(ends, t)
+	for h := range followed {
+		delete(ends, h)
 	}
 	return ends
 }
