@@ -154,8 +154,6 @@ func (s *Streams) Open(r *http.Request, t *Ticket, v Viewer, first func() (answe
 			st.Close()
 			return nil, ContextRefusal(err)
 		}
-	}
-	if opening {
 		// The hub takes an anonymous seat (and topic) over for a keyed
 		// viewer only once the topic's own checks have passed, as Join
 		// does: a stream refused for its topic ends nobody.
