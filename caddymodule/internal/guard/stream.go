@@ -98,11 +98,13 @@ type Viewer struct {
 //     not zero, is the stream's refusal, as its plain GET's would be),
 //     makes the topic's first answer (504 if the viewer left meanwhile:
 //     the answer is nobody's first event), and poll its poller's Fetch;
-//   - a keyed caller's pending seat taken over (an anonymous stream ends),
-//     claimed for the takeover window: 503 when every seat is keyed or
-//     the key took over its share within the window;
 //   - a new topic's place (keyed first, as the seats) and its first
-//     answer kept within the held bytes of the viewer's class: 503.
+//     answer kept within the held bytes of the viewer's class: 503;
+//   - last, as the topic is joined or started, a keyed caller's pending
+//     seat, and its new topic's place, taken over (an anonymous stream,
+//     an anonymous topic ends), each claimed for the takeover window:
+//     503 when every seat (topic) is keyed or the key took over its
+//     share within the window. A refusal before this ends nobody.
 //
 // Each refusal of the guard's own is counted in the metrics' streams
 // refused. The stream is the caller's to Close.
@@ -152,21 +154,15 @@ func (s *Streams) Open(r *http.Request, t *Ticket, v Viewer, first func() (answe
 			st.Close()
 			return nil, ContextRefusal(err)
 		}
-	}
-	if err == nil {
-		// Every check of the viewer's own is passed: only now may a keyed
-		// viewer take an anonymous seat over (and, below, a topic).
-		if err := seat.Settle(s.window); err != nil {
-			st.Close()
-			s.metrics.StreamRefused(metrics.StreamRefusedTotal)
-			return nil, Busy(err, "1")
-		}
-	}
-	if opening {
+		// The hub takes an anonymous seat (and topic) over for a keyed
+		// viewer only once the topic's own checks have passed, as Join
+		// does: a stream refused for its topic ends nobody.
 		st.sub, err = s.hub.Subscribe(topic, lv, poll)
 	}
 	if err != nil {
 		switch {
+		case errors.Is(err, live.ErrFull):
+			s.metrics.StreamRefused(metrics.StreamRefusedTotal)
 		case errors.Is(err, live.ErrTopicsFull):
 			s.metrics.StreamRefused(metrics.StreamRefusedTopics)
 		case errors.Is(err, live.ErrNoRoom):

@@ -273,3 +273,86 @@ func TestStreamSendWithinShare(t *testing.T) {
 		st.Close()
 	}
 }
+
+// TestKeyedStreamRefusedLateEndsNobody: with every seat anonymous, a keyed
+// stream of a new topic that the topic refuses (its first answer finds no
+// room in the key's share of the held bytes; max_topics reached, and the
+// key took over its share of topics within the window) is refused with
+// 503, and takes no anonymous seat over for it: every anonymous stream
+// lives on, and everything the keyed one took is given back.
+func TestKeyedStreamRefusedLateEndsNobody(t *testing.T) {
+	// The anonymous streams that fill every seat, of one topic; and
+	// whether any of them ended.
+	fill := func(t *testing.T, s *Streams, n int) []*Stream {
+		t.Helper()
+		var anon []*Stream
+		for i := range n {
+			st, v := open(s, viewerAt(fmt.Sprintf("198.51.100.%d", 10+i)), "/api/v1/status")
+			if st == nil {
+				t.Fatalf("anonymous stream %d refused: %+v", i, v)
+			}
+			anon = append(anon, st)
+		}
+		return anon
+	}
+	livesOn := func(t *testing.T, anon []*Stream) {
+		t.Helper()
+		for i, a := range anon {
+			select {
+			case <-a.TakenOver():
+				t.Errorf("anonymous stream %d's seat taken over for a keyed stream that was refused", i)
+			case <-a.Done():
+				t.Errorf("anonymous stream %d's topic ended for a keyed stream that was refused", i)
+			default:
+			}
+		}
+	}
+
+	t.Run("no room for its topic's first answer", func(t *testing.T) {
+		// A client's share of the held bytes: max_response, 64 KiB; the
+		// keyed topic's first answer, 100 KB, is charged to the key's.
+		// Every seat and the only topic are anonymous.
+		g, s := streamsOf(t, Limits{MaxHeld: 1 << 20, MaxResponse: 64 << 10, Streams: 2, Topics: 1}, 0)
+		anon := fill(t, s, 2)
+		big := fmt.Sprintf(`{"ok":true,"data":{"pad":%q},"meta":{}}`, strings.Repeat("x", 100_000))
+		if st, v := openAs(context.Background(), s, staff, "/api/v1/player/1", 100, answer(big)); st != nil || v.Status != http.StatusServiceUnavailable || v.RetryAfter != "1" {
+			t.Fatalf("a keyed topic whose first answer finds no room: %d, Retry-After %q, want 503", v.Status, v.RetryAfter)
+		}
+		livesOn(t, anon)
+		if c, held := s.counts(), g.held.Held(); c.Open != 2 || c.Topics != 1 || held != 200 {
+			t.Errorf("after the refusal: %d streams, %d topics, %d bytes held; want the anonymous streams' alone", c.Open, c.Topics, held)
+		}
+		// A keyed stream that is served still takes a seat and the topic
+		// over.
+		keyed, v := open(s, staff, "/api/v1/status")
+		if keyed == nil {
+			t.Fatalf("a keyed stream with every place anonymous: %+v", v)
+		}
+		fixture.Recv(t, anon[0].TakenOver(), "the oldest anonymous seat taken over")
+		fixture.Recv(t, anon[1].Done(), "the anonymous topic taken over")
+	})
+
+	t.Run("max_topics, its topic takeovers spent", func(t *testing.T) {
+		// One stream per client: the key takes over one topic, and one
+		// seat, within the window (an hour).
+		_, s := streamsOf(t, Limits{Streams: 2, Topics: 1}, 1)
+		first := fill(t, s, 1)
+		keyed, v := open(s, staff, "/api/v1/status")
+		if keyed == nil {
+			t.Fatalf("the key's first topic, with a seat free: %+v", v)
+		}
+		fixture.Recv(t, first[0].Done(), "the anonymous topic taken over")
+		first[0].Close()
+		keyed.Close()
+		fixture.WaitFor(t, "every place given back", func() bool { c := s.counts(); return c.Open == 0 && c.Topics == 0 })
+
+		anon := fill(t, s, 2)
+		if st, v := open(s, staff, "/api/v1/status"); st != nil || v.Status != http.StatusServiceUnavailable || v.RetryAfter != "1" {
+			t.Fatalf("a keyed topic past its topic takeovers: %d, Retry-After %q, want 503", v.Status, v.RetryAfter)
+		}
+		livesOn(t, anon)
+		if c := s.counts(); c.Open != 2 || c.Topics != 1 {
+			t.Errorf("after the refusal: %d streams, %d topics; want the anonymous ones alone", c.Open, c.Topics)
+		}
+	})
+}

@@ -80,9 +80,13 @@ type Viewer struct {
 	// for as long as it lasts, when the subscriber starts it: its
 	// opener.
 	Owner any
-	// Seat is the subscriber's seat, whose client a keyed topic that
-	// takes an anonymous one's place over claims the takeover for, for
-	// Window (Seats.TakeTopic); nil claims nothing.
+	// Seat is the subscriber's seat, of the hub's Seats, whose client a
+	// keyed topic that takes an anonymous one's place over claims the
+	// takeover for, for Window; nil claims nothing. A pending seat (Take)
+	// is settled (Settle) as the subscription is made, once every check
+	// of the hub's has passed, and with a new topic's place, both or
+	// neither: the subscription is refused with ErrFull when it cannot
+	// be, and then nothing was taken over.
 	Seat   *Place
 	Window time.Duration
 	// By is what a poll is charged to when it is made on this
@@ -157,9 +161,11 @@ type Sub struct {
 // something to make, and most subscribers join a topic that exists). A new
 // topic takes a place from the hub's seats, keyed if v is: ErrTopicsFull
 // when there is none; its first event is v's Answer, if v has one, kept
-// within the hub's meter: ErrNoRoom when it does not fit. The
-// topic's latest answer, if any, is pending at once unless it is the one
-// v has (v.LastID).
+// within the hub's meter: ErrNoRoom when it does not fit. Only then are
+// v's seat and the topic's place settled, taking anonymous ones over
+// (Viewer.Seat): a subscription refused ends nobody. The topic's latest
+// answer, if any, is pending at once unless it is the one v has
+// (v.LastID).
 func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -175,7 +181,7 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 		var place *Place
 		if h.seats != nil {
 			var err error
-			if place, err = h.seats.TakeTopic(v.Keyed, v.Seat, v.Window); err != nil {
+			if place, err = h.seats.takeTopic(v.Keyed, v.Seat); err != nil {
 				return nil, err
 			}
 		}
@@ -188,18 +194,26 @@ func (h *Hub) Subscribe(key string, v Viewer, newFetch func() Fetch) (*Sub, erro
 			}
 			first = v.Next
 		}
+		if err := settle(v.Seat, place, v.Window); err != nil {
+			t.drop()
+			place.Give()
+			return nil, err
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		t.cancel = cancel
 		h.topics[key] = t
 		h.wg.Add(1)
 		go h.poll(ctx, t, newFetch(), first)
+	} else if err := v.Seat.Settle(v.Window); err != nil {
+		return nil, err
 	}
 	return h.join(t, v), nil
 }
 
-// Join subscribes v to the topic key if it is polled now, and returns nil
-// otherwise: for a subscriber that fetches an answer to start a topic with
-// (Viewer.Answer) only when there is none, and then calls Subscribe.
+// Join subscribes v to the topic key if it is polled now (settling v's
+// seat as Subscribe does), and returns nil otherwise: for a subscriber that
+// fetches an answer to start a topic with (Viewer.Answer) only when there
+// is none, and then calls Subscribe.
 func (h *Hub) Join(key string, v Viewer) (*Sub, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -209,6 +223,9 @@ func (h *Hub) Join(key string, v Viewer) (*Sub, error) {
 	t := h.topics[key]
 	if t == nil || isClosed(t.place.Ended()) {
 		return nil, nil
+	}
+	if err := v.Seat.Settle(v.Window); err != nil {
+		return nil, err
 	}
 	return h.join(t, v), nil
 }

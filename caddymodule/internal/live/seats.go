@@ -45,7 +45,11 @@ var (
 // topic taken over is claimed the same way, by the client whose stream
 // starts the keyed topic, within the same window and up to the same share,
 // counted apart from its seats: a key that churns new topics ends no more
-// anonymous topics than it could keep streams open.
+// anonymous topics than it could keep streams open. A keyed topic's place
+// past the bound is pending too: a Hub settles it with the seat of the
+// stream that starts the topic, both or neither, once the topic's first
+// answer is kept, so that a stream refused for its topic ends no seat, and
+// one refused for its seat no topic.
 //
 // Memory is one map entry per client with a stream open, and one per keyed
 // client with a claim. Safe for concurrent use.
@@ -88,7 +92,7 @@ type Place struct {
 	// Under s.mu.
 	elem           *list.Element // in l.anon; nil for a keyed place
 	yielded, given bool
-	pending        bool // a keyed seat past the bound, not yet settled: not in l.held
+	pending        bool // a keyed seat or topic past the bound, not yet settled: not in l.held
 }
 
 // NewSeats returns Seats for at most max streams, perClient per client, and
@@ -137,7 +141,7 @@ func (s *Seats) TakeUpTo(client string, keyed bool, perClient int) (*Place, erro
 		}
 		p = &Place{s: s, l: &s.streams, keyed: true, pending: true, ended: make(chan struct{})}
 	} else {
-		p = s.take(&s.streams, s.max, keyed) // below the bound: ends nobody
+		p = s.take(&s.streams, keyed)
 	}
 	p.client, p.perClient = client, perClient
 	p.viewers.Store(1)
@@ -151,28 +155,82 @@ func (s *Seats) TakeUpTo(client string, keyed bool, perClient int) (*Place, erro
 // when there is neither (every seat keyed, or the client took over as many
 // as it may), and the stream should be refused; the place is then still to
 // be given back. Settle on a seat that is not pending does nothing.
-func (p *Place) Settle(window time.Duration) error {
-	if p == nil {
+func (p *Place) Settle(window time.Duration) error { return settle(p, nil, window) }
+
+// settle settles seat, a stream's seat, and topic, the place of the topic
+// the stream starts (either nil, pending or not; both of one Seats), at
+// once: each gets a place given back since or takes the cheapest anonymous
+// one over, claimed for window (a topic's by seat's client), or neither is
+// settled and nothing ends: ErrFull when the seat has no place to take,
+// ErrTopicsFull when the topic has none. So a stream refused for its topic
+// has ended no seat, and one refused for its seat no topic.
+func settle(seat, topic *Place, window time.Duration) error {
+	s := seat
+	if s == nil {
+		s = topic
+	}
+	if s == nil {
 		return nil
 	}
-	s := p.s
+	return s.s.settle(seat, topic, window)
+}
+
+// settle is the package's settle, at s.
+func (s *Seats) settle(seat, topic *Place, window time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !p.pending {
-		return nil
-	}
-	l := &s.streams
-	if s.max > 0 && l.held >= s.max {
-		v := l.cheapest()
-		if v == nil || !mayTakeOver(s.claims, s.now(), p.client, p.perClient) {
+	now := s.now()
+	var seatOver, topicOver *Place
+	if seat != nil && seat.pending {
+		var ok bool
+		if seatOver, ok = s.room(&s.streams, s.max, s.claims, now, seat); !ok {
 			return ErrFull
 		}
-		l.yield(v)
-		s.claims[p.client] = append(s.claims[p.client], s.now().Add(window))
 	}
-	l.held++
-	p.pending = false
+	if topic != nil && topic.pending {
+		var ok bool
+		if topicOver, ok = s.room(&s.topics, s.maxTopics, s.topicClaims, now, seat); !ok {
+			return ErrTopicsFull
+		}
+	}
+	if seat != nil && seat.pending {
+		s.settleIn(seat, seatOver, s.claims, now.Add(window), seat)
+	}
+	if topic != nil && topic.pending {
+		s.settleIn(topic, topicOver, s.topicClaims, now.Add(window), seat)
+	}
 	return nil
+}
+
+// room says what p, pending in l under bound, takes over as it settles
+// at now: nil when a place was given back since, or the cheapest anonymous
+// place; ok false when it may take none (none is anonymous, or the client
+// of claimant, a seat, took over as many of claims as it may; a nil
+// claimant claims nothing). Under s.mu.
+func (s *Seats) room(l *ledger, bound int, claims map[string][]time.Time, now time.Time, claimant *Place) (over *Place, ok bool) {
+	if bound <= 0 || l.held < bound {
+		return nil, true
+	}
+	v := l.cheapest()
+	if v == nil || (claimant != nil && !mayTakeOver(claims, now, claimant.client, claimant.perClient)) {
+		return nil, false
+	}
+	return v, true
+}
+
+// settleIn makes p, pending, a place of its ledger: over, the place room
+// found for it (nil: one given back since), ends, and the takeover is
+// claimed until until for claimant's client (a nil claimant claims
+// nothing). Under s.mu.
+func (s *Seats) settleIn(p, over *Place, claims map[string][]time.Time, until time.Time, claimant *Place) {
+	if over != nil {
+		p.l.yield(over)
+		if claimant != nil {
+			claims[claimant.client] = append(claims[claimant.client], until)
+		}
+	}
+	p.l.held++
+	p.pending = false
 }
 
 // mayTakeOver reports whether client may take another place over: it has
@@ -193,39 +251,31 @@ func mayTakeOver(claims map[string][]time.Time, now time.Time, client string, pe
 	return len(kept) < cmp.Or(perClient, DefaultTakeovers)
 }
 
-// TakeTopic gives a new topic its place, or ErrTopicsFull when every place
+// takeTopic gives a new topic its place, or ErrTopicsFull when every place
 // is taken (for a keyed taker: by keyed takers, or the client of seat, the
 // stream that starts the topic, took over as many topics as it may within
-// window, each takeover claimed for window as a seat's is). A nil seat
-// claims nothing. Its viewers are set with SetViewers.
-func (s *Seats) TakeTopic(keyed bool, seat *Place, window time.Duration) (*Place, error) {
+// the window; a nil seat claims nothing). A keyed topic past the bound gets
+// a pending place, which ends nobody until it is settled (settle), with the
+// stream's seat, once the topic has passed every check of its own. Its
+// viewers are set with SetViewers.
+func (s *Seats) takeTopic(keyed bool, seat *Place) (*Place, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := &s.topics
-	if keyed && seat != nil && s.maxTopics > 0 && l.held >= s.maxTopics {
-		if l.cheapest() == nil || !mayTakeOver(s.topicClaims, s.now(), seat.client, seat.perClient) {
+	if s.maxTopics > 0 && l.held >= s.maxTopics {
+		if !keyed {
 			return nil, ErrTopicsFull
 		}
-		s.topicClaims[seat.client] = append(s.topicClaims[seat.client], s.now().Add(window))
+		if _, ok := s.room(l, s.maxTopics, s.topicClaims, s.now(), seat); !ok {
+			return nil, ErrTopicsFull
+		}
+		return &Place{s: s, l: l, keyed: true, pending: true, ended: make(chan struct{})}, nil
 	}
-	p := s.take(l, s.maxTopics, keyed)
-	if p == nil {
-		return nil, ErrTopicsFull
-	}
-	return p, nil
+	return s.take(l, keyed), nil
 }
 
-// take takes a place of l under bound (0: none), ending the cheapest
-// anonymous one for a keyed taker past it; nil when none is to be had.
-// Under s.mu.
-func (s *Seats) take(l *ledger, bound int, keyed bool) *Place {
-	if bound > 0 && l.held >= bound {
-		v := l.cheapest()
-		if !keyed || v == nil {
-			return nil
-		}
-		l.yield(v)
-	}
+// take takes a place of l below its bound: it ends nobody. Under s.mu.
+func (s *Seats) take(l *ledger, keyed bool) *Place {
 	p := &Place{s: s, l: l, keyed: keyed, ended: make(chan struct{})}
 	l.held++
 	if !keyed {
