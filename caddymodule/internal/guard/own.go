@@ -7,6 +7,7 @@ package guard
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -36,16 +37,20 @@ type ownAnswers struct {
 type ownSlot struct {
 	answer   atomic.Pointer[ownAnswer]
 	remaking atomic.Bool // a background remaking is under way
+	// holder is who keeps the slot's answers in the held bytes: a holder
+	// of the slot's own ("own " and the share key), no caller's, as an
+	// anonymous topic's event is kept (topicBudget): the answer is every
+	// caller's of its class, and outlives the one whose request made it.
+	holder string
 }
 
 // ownAnswer is an answer kept for its callers until expires, and served
-// while made anew until gone; charged is what it takes of the held bytes,
-// in share's pool, while it is kept.
+// while made anew until gone; kept is its claim on the held bytes while it
+// is kept (nil for an answer of up to hold.Small, which is not charged).
 type ownAnswer struct {
 	res           *coalesce.Result
 	expires, gone time.Time
-	charged       int64
-	share         hold.Share
+	kept          *hold.Claim
 }
 
 // Own answers the request r that t describes with an answer the gateway
@@ -59,7 +64,9 @@ type ownAnswer struct {
 // but only while the guard has one (cache_size), charged to the held bytes
 // in the pool of the caller's class (a kept answer that finds no room is
 // not kept), and every caller gets the same bytes, lent to its share of the
-// held bytes like a cached answer. The caller's own limits are its share of
+// held bytes like a cached answer: the bytes count once in the held bytes,
+// however many callers read them, and not at all when they are of up to
+// hold.Small, as a cached answer's. The caller's own limits are its share of
 // the held bytes and, if it leads a making, its per-client place or key cap
 // for that time: its 429.
 func (g *Guard) Own(pw *progress.Writer, r *http.Request, t *Ticket, maker func(ctx context.Context) (*coalesce.Result, time.Duration)) Verdict {
@@ -69,7 +76,7 @@ func (g *Guard) Own(pw *progress.Writer, r *http.Request, t *Ticket, maker func(
 	}
 	v, ok := g.own.kept.Load(t.Share)
 	if !ok {
-		v, _ = g.own.kept.LoadOrStore(t.Share, new(ownSlot))
+		v, _ = g.own.kept.LoadOrStore(t.Share, &ownSlot{holder: "own " + t.Share})
 	}
 	slot := v.(*ownSlot)
 	if a := slot.answer.Load(); a != nil {
@@ -134,7 +141,10 @@ func (g *Guard) remake(slot *ownSlot, r *http.Request, t *Ticket, maker func(ctx
 }
 
 // make makes the slot's answer for who, and keeps it for the time maker
-// gives, charged to the held bytes in the pool of who's class. Under a
+// gives, charged to the held bytes in the pool of who's class as a live
+// topic keeps its latest event (hold.Budget.Keep): once, under the slot's
+// holder, and not at all if small; a caller it is lent to (deliver) adds
+// nothing to the total or the pool while it is kept. Under a
 // guard without a micro-cache (cache_size off), or an answer with no time,
 // nothing is kept, and each making is shared only by the callers that came
 // while it ran.
@@ -148,22 +158,25 @@ func (g *Guard) make(ctx context.Context, slot *ownSlot, who Caller, maker func(
 		return res
 	}
 	now := g.cache.Now()
-	a := &ownAnswer{res: res, expires: now.Add(ttl), gone: now.Add(ttl + StaleGrace), share: hold.Share{Keyed: who.Keyed}}
-	a.charged = int64(len(res.Body))
-	if err := g.held.Take(a.share, a.charged); err != nil {
+	// The slot's holder is bounded by the pool alone: its answers are at
+	// most max_response, one per class at a time.
+	share := hold.Share{Bytes: math.MaxInt64 / 2, Keyed: who.Keyed}
+	claim, err := g.held.Keep(slot.holder, share, res.Body, len(res.Body))
+	if err != nil {
 		g.keep(slot, nil)
 		return res
 	}
-	g.keep(slot, a)
+	g.keep(slot, &ownAnswer{res: res, expires: now.Add(ttl), gone: now.Add(ttl + StaleGrace), kept: claim})
 	return res
 }
 
-// keep puts a (nil: none) in the slot, giving back the held bytes of the
-// answer it replaces. Once the handler has left, a making that ends after
-// it keeps nothing: the guard, and its held bytes, outlive the handler.
+// keep puts a (nil: none) in the slot, releasing the claim of the answer it
+// replaces: its bytes stay counted while a caller still holds them. Once
+// the handler has left, a making that ends after it keeps nothing: the
+// guard, and its held bytes, outlive the handler.
 func (g *Guard) keep(slot *ownSlot, a *ownAnswer) {
-	if old := slot.answer.Swap(a); old != nil && old.charged > 0 {
-		g.held.Give(old.share, old.charged)
+	if old := slot.answer.Swap(a); old != nil {
+		old.kept.Release()
 	}
 	if a != nil && g.own.gone.Load() {
 		g.keep(slot, nil)

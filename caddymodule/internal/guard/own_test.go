@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/coalesce"
+	"github.com/statusgate/statusgate/caddymodule/internal/hold"
 	"github.com/statusgate/statusgate/caddymodule/internal/metrics"
 	"github.com/statusgate/statusgate/caddymodule/internal/progress"
 	"github.com/statusgate/statusgate/internal/fixture"
@@ -20,9 +23,13 @@ import (
 // client got.
 func own(g *Guard, share string, makeIt func(context.Context) (*coalesce.Result, time.Duration)) (Verdict, string) {
 	rec := httptest.NewRecorder()
+	return ownTo(rec, g, anonymous, share, makeIt), rec.Body.String()
+}
+
+// ownTo is own for who, its answer written to w.
+func ownTo(w http.ResponseWriter, g *Guard, who Caller, share string, makeIt func(context.Context) (*coalesce.Result, time.Duration)) Verdict {
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/network", nil)
-	v := g.Own(progress.New(rec, 0), r, &Ticket{Station: status(0), Caller: anonymous, Share: share}, makeIt)
-	return v, rec.Body.String()
+	return g.Own(progress.New(w, 0), r, &Ticket{Station: status(0), Caller: who, Share: share}, makeIt)
 }
 
 // making makes answers numbered by their making ({"making":n}), kept for
@@ -39,7 +46,7 @@ func making(n *atomic.Int32, first chan struct{}, ttl time.Duration) func(contex
 
 // TestOwnMadeOnceAndKept: an answer the gateway makes on its own (a
 // network's document) is made once for the callers that ask at once, kept
-// for its time, charged to the held bytes while kept, served while made
+// for its time (not charged to the held bytes: it is small), served while made
 // anew past it within the stale grace, made again past the grace, and given
 // back when the handler leaves; a guard without a micro-cache keeps none.
 func TestOwnMadeOnceAndKept(t *testing.T) {
@@ -71,8 +78,8 @@ func TestOwnMadeOnceAndKept(t *testing.T) {
 	if n := makings.Load(); n != 1 || coalesced != callers-1 {
 		t.Errorf("%d callers at once: %d makings, %d coalesced", callers, n, coalesced)
 	}
-	if held := g.counts().Held; held != int64(len(`{"making":1}`)) {
-		t.Errorf("%d bytes held with the answer kept, want its length", held)
+	if held := g.counts().Held; held != 0 {
+		t.Errorf("%d bytes held with an answer of %d bytes kept, want none: answers of up to hold.Small are not charged", held, len(`{"making":1}`))
 	}
 	if v, body := own(g, share, makeIt); v.Outcome != metrics.Cached || body != `{"making":1}` || makings.Load() != 1 {
 		t.Errorf("within its time: %+v %s after %d makings, want the kept answer", v, body, makings.Load())
@@ -106,5 +113,116 @@ func TestOwnMadeOnceAndKept(t *testing.T) {
 	}
 	if n.Load() != 2 || uncached.counts().Held != 0 {
 		t.Errorf("without a micro-cache: %d makings, %d bytes held; want 2 and none kept", n.Load(), uncached.counts().Held)
+	}
+}
+
+// stalledReader is a stalledWriter that says when it is first written to:
+// its answer's claim on the held bytes is taken by then.
+type stalledReader struct {
+	stalledWriter
+	once    sync.Once
+	writing chan struct{} // closed at the first Write
+}
+
+func newStalledReader() *stalledReader {
+	return &stalledReader{stalledWriter: stalledWriter{header: http.Header{}, taking: make(chan struct{})}, writing: make(chan struct{})}
+}
+
+func (w *stalledReader) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.writing) })
+	return w.stalledWriter.Write(p)
+}
+
+// TestOwnKeptChargedOnce: a kept answer of the gateway's own over
+// hold.Small is charged to the held bytes once, in the pool of its class,
+// however many callers read it: a caller that takes nothing holds it lent,
+// which adds nothing to the total or the pool while it is kept (as a live
+// topic's event, hold.Budget.Keep). When the handler leaves, its bytes stay
+// counted while the caller still holds them, and are given back once it
+// has taken them.
+func TestOwnKeptChargedOnce(t *testing.T) {
+	for _, who := range []Caller{anonymous, keyed} {
+		t.Run(who.Holder, func(t *testing.T) {
+			g, _ := join(t, forms[0], newGameServer(t, false), Limits{CacheSize: 1 << 20})
+			const share = "network main class 0"
+			var makings atomic.Int32
+			makeIt := func(context.Context) (*coalesce.Result, time.Duration) {
+				i := makings.Add(1)
+				body := fmt.Appendf(nil, `{"making":%d,"pad":"%s"}`, i, strings.Repeat("x", 2*hold.Small))
+				return &coalesce.Result{Status: http.StatusOK, Header: http.Header{}, Body: body}, time.Minute
+			}
+			// held is what the held bytes count, and of them the anonymous
+			// pool, for an answer of n bytes charged once in who's class.
+			want := func(n int64) [2]int64 {
+				if who.Keyed {
+					return [2]int64{n, 0}
+				}
+				return [2]int64{n, n}
+			}
+			held := func() [2]int64 { return [2]int64{g.held.Held(), g.held.Anonymous()} }
+
+			if v := ownTo(httptest.NewRecorder(), g, who, share, makeIt); v.Status != 0 {
+				t.Fatalf("the first caller: %+v", v)
+			}
+			slot, _ := g.own.kept.Load(share)
+			a := slot.(*ownSlot).answer.Load()
+			if a == nil {
+				t.Fatal("the answer was not kept")
+			}
+			size := int64(len(a.res.Body))
+			if got := held(); got != want(size) {
+				t.Errorf("the answer of %d bytes kept: held and anonymous %v, want %v", size, got, want(size))
+			}
+
+			w := newStalledReader()
+			done := make(chan Verdict, 1)
+			go func() { done <- ownTo(w, g, who, share, makeIt) }()
+			fixture.Recv(t, w.writing, "the kept answer written to a client that takes nothing")
+			if got := held(); got != want(size) {
+				t.Errorf("the answer of %d bytes kept and read by a client that takes nothing: held and anonymous %v, want %v (once)", size, got, want(size))
+			}
+
+			g.Leave()
+			if got := held(); got != want(size) {
+				t.Errorf("the handler left, its client still holding the answer of %d bytes: held and anonymous %v, want %v", size, got, want(size))
+			}
+			close(w.taking)
+			if v := fixture.Recv(t, done, "the stalled client's answer"); v.Outcome != metrics.Cached {
+				t.Errorf("the stalled client: %+v, want the kept answer", v)
+			}
+			if got := held(); got != [2]int64{} || makings.Load() != 1 {
+				t.Errorf("the client done, the handler gone: held and anonymous %v after %d makings, want none after 1", got, makings.Load())
+			}
+		})
+	}
+}
+
+// TestOwnSmallKeptNotCharged: a kept answer of the gateway's own of up to
+// hold.Small is not charged to the held bytes, kept or read, as no answer
+// of up to 16 KiB is; it is still kept and served to the next caller.
+func TestOwnSmallKeptNotCharged(t *testing.T) {
+	g, _ := join(t, forms[0], newGameServer(t, false), Limits{CacheSize: 1 << 20})
+	const share = "network main class 0"
+	var makings atomic.Int32
+	makeIt := func(context.Context) (*coalesce.Result, time.Duration) {
+		makings.Add(1)
+		return &coalesce.Result{Status: http.StatusOK, Header: http.Header{}, Body: []byte(strings.Repeat("x", hold.Small))}, time.Minute
+	}
+	if v, body := own(g, share, makeIt); v.Status != 0 || len(body) != hold.Small {
+		t.Fatalf("the first caller: %+v, %d bytes", v, len(body))
+	}
+	if held, anon := g.held.Held(), g.held.Anonymous(); held != 0 || anon != 0 {
+		t.Errorf("an answer of %d bytes kept: %d bytes held, %d anonymous; want none", hold.Small, held, anon)
+	}
+	w := newStalledReader()
+	done := make(chan Verdict, 1)
+	go func() { done <- ownTo(w, g, anonymous, share, makeIt) }()
+	fixture.Recv(t, w.writing, "the kept answer written to a client that takes nothing")
+	if held := g.held.Held(); held != 0 {
+		t.Errorf("an answer of %d bytes kept and read by a client that takes nothing: %d bytes held, want none", hold.Small, held)
+	}
+	close(w.taking)
+	if v := fixture.Recv(t, done, "the stalled client's answer"); v.Outcome != metrics.Cached || makings.Load() != 1 {
+		t.Errorf("the second caller: %+v after %d makings, want the kept answer", v, makings.Load())
 	}
 }

@@ -314,9 +314,11 @@ func (b *Budget) LendEvent(client string, s Share, p []byte, size int) (*Claim, 
 // Keep is LendEvent for what the gateway keeps on client's behalf rather
 // than for it to read: a live topic's latest event, charged to the key that
 // opened the topic (or, for an anonymous topic, to a holder of the topic's
-// own), as long as the topic keeps it. It is charged as Lend charges, and
-// its clients' holds of the same bytes add nothing; but Check does not
-// judge the client by it, since nothing of it is left unread.
+// own), as long as the topic keeps it; or an answer of the gateway's own
+// it keeps for its callers (a network's document), under a holder of its
+// own. It is charged as Lend charges, and its clients' holds of the same
+// bytes add nothing; but Check does not judge the client by it, since
+// nothing of it is left unread.
 func (b *Budget) Keep(client string, s Share, p []byte, size int) (*Claim, error) {
 	return b.hold(client, s, p, size, true, true)
 }
