@@ -1,10 +1,12 @@
 package caddymodule
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 )
 
 // TestAppRetiresItsHandlers: the handlers of a config load register with
@@ -63,12 +65,61 @@ func TestChainEndsRunNoGate(t *testing.T) {
 	subroute := func(routes ...string) string {
 		return `{"handler":"subroute","routes":[` + strings.Join(routes, ",") + `]}`
 	}
+	// Two sites of a Caddyfile, as users write them: each site's routes end
+	// where its block does, and a handle block's with it.
+	adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(`{
+	admin off
+}
+http://a.test:0 {
+	bind 127.0.0.1
+	encode
+	statusgate 127.0.0.1:9
+}
+http://b.test:0 {
+	bind 127.0.0.1
+	handle /api/* {
+		statusgate 127.0.0.1:9
+	}
+	handle {
+		respond "home"
+	}
+}
+http://c.test:0 {
+	bind 127.0.0.1
+	route {
+		statusgate 127.0.0.1:9
+		respond "after"
+	}
+}
+`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sites struct {
+		Apps struct {
+			HTTP struct {
+				Servers map[string]struct {
+					Routes []json.RawMessage `json:"routes"`
+				} `json:"servers"`
+			} `json:"http"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(adapted, &sites); err != nil || len(sites.Apps.HTTP.Servers) != 1 {
+		t.Fatalf("%v: %s", err, adapted)
+	}
+	var caddyfileRoutes []string
+	for _, srv := range sites.Apps.HTTP.Servers {
+		for _, r := range srv.Routes {
+			caddyfileRoutes = append(caddyfileRoutes, string(r))
+		}
+	}
 	t.Cleanup(func() { _ = caddy.Stop() })
 	for _, tc := range []struct {
 		name   string
 		routes []string
 		last   []bool // of the statusgate handlers, in the order they register
 	}{
+		{"a Caddyfile's sites", caddyfileRoutes, []bool{true, true, false}},
 		{"alone in the server", []string{route("", sg)}, []bool{true}},
 		{"a handler after it in its route", []string{route("", sg, vars)}, []bool{false}},
 		{"a later route may follow the first", []string{route("/a/*", sg), route("/b/*", sg)}, []bool{false, true}},
