@@ -57,7 +57,7 @@ type BackendConfig struct {
 	// 503 Backend busy with Retry-After. Default: 2s. Cannot be off: nobody
 	// waits without a bound (switch the queue off instead); with the queue
 	// off it must be left out (or 0).
-	QueueWait caddy.Duration `json:"queue_wait,omitempty" statusgate:"server" notoff:"nobody waits without a bound"`
+	QueueWait caddy.Duration `json:"queue_wait,omitempty" statusgate:"server" notoff:"nobody waits without a bound" instead:"to refuse at once when the backend is busy, set queue_length to -1"`
 
 	// Timeout is each forwarded request's budget, from the queue to the last
 	// byte of the backend's response; past it the caller gets 504 Gateway
@@ -132,7 +132,7 @@ type BackendConfig struct {
 	// share): a host commonly has a /64 to pick addresses from, and counting
 	// each address would give it 2^64 places. Default: 64. Cannot be off:
 	// every address belongs to some client; 128 counts each address as one.
-	ClientPrefix6 int `json:"client_prefix_v6,omitempty" statusgate:"door" caddyfile:"client_prefix_v6 <bits>" notoff:"every address belongs to some client; 128 counts each IPv6 address as its own"`
+	ClientPrefix6 int `json:"client_prefix_v6,omitempty" statusgate:"door" caddyfile:"client_prefix_v6 <bits>" notoff:"every address belongs to some client; 128 counts each IPv6 address as its own" number:"a prefix length" most:"128"`
 
 	// Guard names the backend guard: the admission limits, the per-client
 	// and per-key counts, the held bytes, coalescing and the micro-cache.
@@ -154,7 +154,7 @@ type BackendConfig struct {
 	// backend no more than one would. The main-thread lane is not divided:
 	// it belongs to one instance, and the others disable placeholders.
 	// Default: 1. Cannot be off: every gateway is one of at least one.
-	Instances int `json:"instances,omitempty" statusgate:"server" caddyfile:"instances <k>" notoff:"every gateway is one of at least one; leave instances out (or write 1) for a gateway alone"`
+	Instances int `json:"instances,omitempty" statusgate:"server" caddyfile:"instances <k>" notoff:"every gateway is one of at least one; leave instances out (or write 1) for a gateway alone" number:"a count of gateways" leftout:"1"`
 
 	// LiveConfig bounds the live streams: max_streams,
 	// max_streams_per_client, max_topics, stream_lifetime, stream_heartbeat.

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"encoding/json"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -345,7 +344,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 		case "write_timeout":
 			b.WriteTimeout, err = oneArg(d, opt, durationWord)
 		case "client_prefix_v6":
-			b.ClientPrefix6, err = oneArg(d, opt, countWord(128, "a prefix length from 1 to 128"))
+			b.ClientPrefix6, err = oneArg(d, opt, countWord)
 		case "guard":
 			b.Guard, err = oneArg(d, opt, func(d *caddyfile.Dispenser, opt string) (string, error) {
 				if _, ok, err := offWord(d, opt); ok {
@@ -357,7 +356,7 @@ func (h *Handler) unmarshalCaddyfile(d *caddyfile.Dispenser, defaults bool, glob
 				return d.Val(), nil
 			})
 		case "instances":
-			b.Instances, err = oneArg(d, opt, countWord(math.MaxInt, "a count of gateways: write a whole number of at least 1"))
+			b.Instances, err = oneArg(d, opt, countWord)
 			written[opt] = asWritten{word: d.Val(), d: *d}
 
 		case "max_streams":

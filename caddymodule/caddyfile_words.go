@@ -283,19 +283,19 @@ func orOffWant(want, orOff string, offers bool) string {
 	return want
 }
 
-// countWord is the reader of a whole number from 1 to most, which cannot be
-// off; want says what the option takes.
-func countWord(most int, want string) func(*caddyfile.Dispenser, string) (int, error) {
-	return func(d *caddyfile.Dispenser, opt string) (int, error) {
-		if _, ok, err := offWord(d, opt); ok {
-			return 0, err
-		}
-		n, err := strconv.Atoi(d.Val())
-		if err != nil || n < 1 || n > most {
-			return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), want)
-		}
-		return n, nil
+// countWord reads the current token, an argument of opt, as a whole number
+// from 1 to the most opt's declaration gives it, for a count that cannot
+// be off.
+func countWord(d *caddyfile.Dispenser, opt string) (int, error) {
+	if _, ok, err := offWord(d, opt); ok {
+		return 0, err
 	}
+	decl := optionDecls[opt]
+	n, err := strconv.Atoi(d.Val())
+	if err != nil || n < 1 || decl.most != 0 && int64(n) > decl.most {
+		return 0, d.Errf("%s: '%s' is not %s", opt, d.Val(), decl.want())
+	}
+	return n, nil
 }
 
 // endpointArg reads the endpoint name argument of the current subdirective.

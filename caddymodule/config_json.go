@@ -62,21 +62,12 @@ func offHint(path string) string {
 }
 
 // zeroWant is what a backend option takes and how it is written, for the
-// message about a 0.
+// message about a 0: a number's as its declaration says (optionDecl.what
+// and write).
 func zeroWant(name string) (what, write string) {
-	switch name {
-	case "client_prefix_v6":
-		return "a prefix length", "write one from 1 to 128"
-	case "instances":
-		return "a count of gateways", "write a whole number of at least 1"
-	case "guard":
+	if name == "guard" {
 		return "a guard name", "write one of letters, digits, '_' and '-'"
 	}
-	switch optionDecls[name].kind {
-	case sizeKind:
-		return "a size", "write bytes, at least 1"
-	case durationKind:
-		return "a duration", `write a positive one ("2s")`
-	}
-	return "a limit", "write a whole number of at least 1"
+	d := optionDecls[name]
+	return d.what(), d.write()
 }

@@ -22,34 +22,14 @@ import (
 // option by its JSON path, and an option that cannot be off says why.
 func resolveLimits(c BackendConfig) (guard.Limits, error) {
 	var l guard.Limits
-	if c.QueueWait == off {
-		return l, fmt.Errorf("backend.queue_wait cannot be off (-1): %s; to refuse at once when the backend is busy, set queue_length to -1", whyNotOff["queue_wait"])
-	}
 	if err := checkNumbers(&c); err != nil {
 		return l, err
 	}
-	switch {
-	case c.QueueWait < 0:
-		return l, fmt.Errorf("backend.queue_wait: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.QueueWait))
-	case c.QueueWait > 0 && c.QueueLength == off:
+	if c.QueueWait > 0 && c.QueueLength == off {
 		return l, fmt.Errorf("backend.queue_wait: %v, but queue_length is -1 (off): there is no queue to wait in", time.Duration(c.QueueWait))
-	}
-	for _, n := range []struct {
-		name string
-		v    int64
-	}{{"max_response", c.MaxResponse}, {"max_held", c.MaxHeld}} {
-		if n.v < 0 {
-			return l, fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1 (leave it out for the default)", n.name, n.v)
-		}
-	}
-	if c.ClientPrefix6 < 0 || c.ClientPrefix6 > 128 {
-		return l, fmt.Errorf("backend.client_prefix_v6: %d is not a prefix length from 1 to 128", c.ClientPrefix6)
 	}
 	if err := guardNameError("backend.guard", c.Guard); c.Guard != "" && err != nil {
 		return l, err
-	}
-	if c.Instances < 0 {
-		return l, fmt.Errorf("backend.instances: %d is not a count of gateways: write a whole number of at least 1 (leave it out for 1)", c.Instances)
 	}
 	for _, section := range []struct {
 		name string
@@ -66,8 +46,9 @@ func resolveLimits(c BackendConfig) (guard.Limits, error) {
 				// Here 0 cannot mean the default, which leaving the
 				// endpoint out says, so it would be a guess at off.
 				return l, fmt.Errorf("%s: 0 is not a duration: write a positive one, or -1 for off (off in the Caddyfile); leave %s out for its default", path, name)
-			case d < off:
-				return l, fmt.Errorf("%s: %v is negative: write a positive duration, or -1 for off", path, time.Duration(d))
+			}
+			if err := optionDecls[section.name].numberError(path, int64(d)); err != nil {
+				return l, err
 			}
 		}
 	}
@@ -138,10 +119,7 @@ func resolveGuard(c BackendConfig) (guard.Limits, liveLimits, error) {
 	if err != nil {
 		return l, liveLimits{}, err
 	}
-	lv, err := resolveLive(c.LiveConfig)
-	if err != nil {
-		return l, lv, err
-	}
+	lv := resolveLive(c.LiveConfig)
 	lv.writeTimeout = c.writeTimeout()
 	return l, lv, nil
 }

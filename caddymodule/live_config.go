@@ -5,7 +5,6 @@ package caddymodule
 
 import (
 	"cmp"
-	"fmt"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -74,15 +73,12 @@ type liveLimits struct {
 	writeTimeout        time.Duration // the handler's (BackendConfig.writeTimeout)
 }
 
-// resolveLive checks what of c the backend options' checks (checkNumbers)
-// leave, and applies the defaults.
-func resolveLive(c LiveConfig) (liveLimits, error) {
+// resolveLive applies the defaults to c, whose numbers the backend
+// options' check (checkNumbers) has taken.
+func resolveLive(c LiveConfig) liveLimits {
 	var l liveLimits
-	if c.StreamHeartbeat < 0 {
-		return l, fmt.Errorf("backend.stream_heartbeat: %v is negative: write a positive duration (leave it out for the default)", time.Duration(c.StreamHeartbeat))
-	}
 	l.perClient = offOr(c.MaxStreamsPerClient, defaultMaxStreamsPerClient)
 	l.lifetime = durationOr(c.StreamLifetime, defaultStreamLifetime)
 	l.heartbeat = cmp.Or(time.Duration(c.StreamHeartbeat), defaultStreamHeartbeat)
-	return l, nil
+	return l
 }

@@ -9,8 +9,10 @@ package caddymodule
 // it.
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +39,20 @@ import (
 //	                     "|off", which an option that can be off is given;
 //	                     an option without one is written on another's line
 //	                     (queue_wait, on queue's).
+//	number:"<what>"      what a number of it is, in its errors, where its
+//	                     kind's word ("a limit", "a size") says too little.
+//	most:"<n>"           a count's or a size's largest value; every
+//	                     number's least is 1 (or -1, off, where it can be
+//	                     off).
+//	leftout:"<value>"    what leaving it out gives, in its errors, where
+//	                     "the default" says too little.
+//	instead:"<what>"     of an option that cannot be off, what to write in
+//	                     the JSON for what off would mean, in the error of
+//	                     its -1.
+//
+// The range of every number (checkNumbers, numberError) comes from these
+// and its kind alone: an option that cannot be off needs no check of its
+// own.
 //
 // How many places one client may take (max_per_client, and
 // max_streams_per_client for streams), a request's budget (timeout) and
@@ -52,6 +68,11 @@ type optionDecl struct {
 	whyNotOff string // why it cannot be off; "": it can
 	line      string // its Caddyfile line's syntax; "": none of its own
 	kind      optionKind
+	entries   bool   // a map of the endpoints' own values (cache, snapshot)
+	number    string // what a number of it is; "": its kind's word
+	most      int64  // its largest value; 0: none
+	leftOut   string // what leaving it out gives; "": the default
+	instead   string // what to write in the JSON instead of off; "": nothing
 }
 
 // optionKind is what an option's value is, as its type says: a count, a
@@ -146,7 +167,15 @@ func mustDeclare[T any](v T, err error) T {
 func declareOptions(t reflect.Type) ([]optionDecl, error) {
 	var decls []optionDecl
 	for _, m := range confjson.Members(reflect.New(t).Elem()) {
-		d := optionDecl{name: m.Name, line: m.Field.Tag.Get("caddyfile"), kind: kindOf(m.Field.Type)}
+		d := optionDecl{name: m.Name, line: m.Field.Tag.Get("caddyfile"), kind: kindOf(m.Field.Type),
+			entries: m.Field.Type.Kind() == reflect.Map, number: m.Field.Tag.Get("number"), leftOut: m.Field.Tag.Get("leftout"), instead: m.Field.Tag.Get("instead")}
+		if most, ok := m.Field.Tag.Lookup("most"); ok {
+			n, err := strconv.ParseInt(most, 10, 64)
+			if err != nil || n < 1 || d.kind != countKind && d.kind != sizeKind {
+				return nil, fmt.Errorf("backend option %s (field %s): most is the largest number it takes, not %q", m.Name, m.Field.Name, most)
+			}
+			d.most = n
+		}
 		switch side := m.Field.Tag.Get("statusgate"); side {
 		case "server", "door":
 			d.server = side == "server"
@@ -239,32 +268,82 @@ func limitsDiff(a, b guard.Limits) string {
 	return strings.Join(out, ", ")
 }
 
-// checkNumbers refuses off (-1) of a number that cannot be off, with why,
-// and a number below off of one that can: for a count, a size or a
-// duration, the one value that means none is off.
+// checkNumbers refuses each number of c out of its option's range
+// (numberError), in the options' order; a map's entries are its reader's
+// (resolveLimits), who checks their names first.
 func checkNumbers(c *BackendConfig) error {
 	for _, m := range confjson.Members(reflect.ValueOf(c).Elem()) {
-		d := optionDecls[m.Name]
-		if d.kind == otherKind || !m.Value.CanInt() {
-			continue
-		}
-		v := m.Value.Int()
-		if d.whyNotOff != "" && v == off {
-			return fmt.Errorf("backend.%s cannot be off (-1): %s", m.Name, d.whyNotOff)
-		}
-		if d.whyNotOff != "" || v >= off {
-			continue
-		}
-		switch d.kind {
-		case durationKind:
-			return fmt.Errorf("backend.%s: %v is negative: write a positive duration, or -1 for off (leave it out for the default)", m.Name, time.Duration(v))
-		case sizeKind:
-			return fmt.Errorf("backend.%s: %d is not a size: write bytes, at least 1, or -1 for off (leave it out for the default)", m.Name, v)
-		default:
-			return fmt.Errorf("backend.%s: %d is not a limit: write a whole number of at least 1, or -1 for off (leave it out for the default)", m.Name, v)
+		if d := optionDecls[m.Name]; d.kind != otherKind && m.Value.CanInt() {
+			if err := d.numberError("backend."+m.Name, m.Value.Int()); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// numberError says why v, a number of d's option at path (a map's entry's
+// path for an entry), is out of its range, or nil: off (-1) where it
+// cannot be off, with why; below off, or below 1 where it cannot be off;
+// above its most. 0 is left out (the default), which the JSON's reader
+// refuses where it is written (a map entry's, resolveLimits).
+func (d optionDecl) numberError(path string, v int64) error {
+	switch {
+	case v == off && d.whyNotOff != "" && d.instead != "":
+		return fmt.Errorf("%s cannot be off (-1): %s; %s", path, d.whyNotOff, d.instead)
+	case v == off && d.whyNotOff != "":
+		return fmt.Errorf("%s cannot be off (-1): %s", path, d.whyNotOff)
+	case v == off || v >= 0 && (d.most == 0 || v <= d.most):
+		return nil
+	case d.most != 0:
+		return fmt.Errorf("%s: %d is not %s from 1 to %d", path, v, d.what(), d.most)
+	}
+	orOff, leftOut := "", ""
+	if d.offIsMinusOne() {
+		orOff = ", or -1 for off"
+	}
+	if !d.entries {
+		leftOut = " (leave it out for " + cmp.Or(d.leftOut, "the default") + ")"
+	}
+	if d.kind == durationKind {
+		return fmt.Errorf("%s: %v is negative: write a positive duration%s%s", path, time.Duration(v), orOff, leftOut)
+	}
+	return fmt.Errorf("%s: %d is not %s: %s%s%s", path, v, d.what(), d.write(), orOff, leftOut)
+}
+
+// what is what a number of d's option is, for its errors.
+func (d optionDecl) what() string {
+	switch {
+	case d.number != "":
+		return d.number
+	case d.kind == sizeKind:
+		return "a size"
+	case d.kind == durationKind:
+		return "a duration"
+	}
+	return "a limit"
+}
+
+// write says how a number of d's option is written, for its errors.
+func (d optionDecl) write() string {
+	switch {
+	case d.most != 0:
+		return fmt.Sprintf("write one from 1 to %d", d.most)
+	case d.kind == sizeKind:
+		return "write bytes, at least 1"
+	case d.kind == durationKind:
+		return `write a positive one ("2s")`
+	}
+	return "write a whole number of at least 1"
+}
+
+// want is what a Caddyfile word of d's option, a count that cannot be
+// off, must be (countWord).
+func (d optionDecl) want() string {
+	if d.most != 0 {
+		return fmt.Sprintf("%s from 1 to %d", d.what(), d.most)
+	}
+	return d.what() + ": " + d.write()
 }
 
 // takeLimits sets each of l's limits to its option's value in c, checked:

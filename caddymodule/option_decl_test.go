@@ -243,3 +243,101 @@ func TestDocsTellTheSplit(t *testing.T) {
 		t.Errorf("backend-protection.md lists the server's limits as %q; they are %q", got, sorted(agreed))
 	}
 }
+
+// TestNumbersRangeDeclared: every number of a backend option, off allowed
+// or not, is refused below its range by what its declaration says, in
+// every form it can be written in (the Caddyfile's handler, a declared
+// server's block or the defaults, as its side says, and the JSON's
+// alike), with its name; and an option declared anew that cannot be off
+// is refused below 1 and above its most with no check of its own.
+func TestNumbersRangeDeclared(t *testing.T) {
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	const proxy = `"proxy":{"upstreams":[{"dial":"10.0.0.3:8080"}]}`
+	for _, name := range slices.Sorted(maps.Keys(optionDecls)) {
+		d, s := optionDecls[name], optionSamples[name]
+		if d.kind == otherKind {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			refused := func(what string, err error, words ...string) {
+				t.Helper()
+				for _, w := range words {
+					if err == nil || !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: %v, want it refused with %q", what, err, w)
+					}
+				}
+			}
+			// The Caddyfile: the line of the sample, its last word -2.
+			words := strings.Fields(s.caddyfile)
+			line := strings.Join(append(words[:len(words)-1:len(words)-1], "-2"), " ")
+			refused("a handler's Caddyfile", adaptAndValidate(t, ":8080 {\n\tstatusgate 10.0.0.3:8080 {\n\t\t"+line+"\n\t}\n}\n"), words[0], "'-2'")
+			global := "\t\t" + line
+			if d.server {
+				global = "\t\tserver lobby 10.0.0.3:8080 {\n\t\t\t" + line + "\n\t\t}"
+			}
+			refused("the global option", adaptAndValidate(t, "{\n\tstatusgate {\n"+global+"\n\t}\n}\n"), words[0], "'-2'")
+
+			// The JSON: a handler's, and a declared server's or the
+			// defaults'.
+			v := "-2"
+			if d.entries {
+				v = `{"status":-2}`
+			}
+			refused("a handler's JSON", validateJSON([]byte(`{"admin":{"disabled":true},"apps":{"http":{"servers":{"s":{"listen":[":8080"],"routes":[{"handle":[{"handler":"statusgate",`+proxy+`,"backend":{"`+name+`":`+v+`}}]}]}}}}}`)), name, "-2")
+			app := `{"defaults":{"backend":{"` + name + `":` + v + `}}}`
+			if d.server {
+				app = `{"servers":{"lobby":{` + proxy + `,"backend":{"` + name + `":` + v + `}}}}`
+			}
+			var a App
+			err := json.Unmarshal([]byte(app), &a)
+			if err == nil {
+				err = a.Provision(ctx)
+			}
+			refused("the app's JSON", err, name, "-2")
+		})
+	}
+
+	// An option declared anew, of each kind, that cannot be off: its
+	// declaration alone refuses -1 with why, -2, and more than its most.
+	decls, err := declareOptions(reflect.TypeFor[struct {
+		MaxThings  int                       `json:"max_things" statusgate:"server" notoff:"things need a bound"`
+		ThingBytes int64                     `json:"thing_bytes" statusgate:"server" notoff:"things need a bound"`
+		ThingWait  caddy.Duration            `json:"thing_wait" statusgate:"door" notoff:"things need a bound" instead:"write thing_bits -1"`
+		ThingTTL   map[string]caddy.Duration `json:"thing_ttl" statusgate:"door" notoff:"things need a bound"`
+		ThingBits  int                       `json:"thing_bits" statusgate:"door" notoff:"things need a bound" most:"32"`
+	}]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range decls {
+		for _, v := range []int64{off, -2, -1 << 40} {
+			if err := d.numberError("backend."+d.name, v); err == nil || !strings.Contains(err.Error(), "backend."+d.name) {
+				t.Errorf("%s %d: %v, want it refused", d.name, v, err)
+			}
+		}
+		if err := d.numberError("backend."+d.name, 1); err != nil {
+			t.Errorf("%s 1: %v, want it taken", d.name, err)
+		}
+	}
+	if err := decls[2].numberError("backend.thing_wait", off); err == nil || err.Error() != "backend.thing_wait cannot be off (-1): things need a bound; write thing_bits -1" {
+		t.Errorf("thing_wait -1: %v", err)
+	}
+	if err := decls[4].numberError("backend.thing_bits", 33); err == nil || err.Error() != "backend.thing_bits: 33 is not a limit from 1 to 32" {
+		t.Errorf("thing_bits 33: %v", err)
+	}
+	if _, err := declareOptions(reflect.TypeFor[struct {
+		MaxThings int `json:"max_things" statusgate:"server" most:"lots"`
+	}]()); err == nil || !strings.Contains(err.Error(), `most is the largest number it takes, not "lots"`) {
+		t.Errorf("most not a number: %v", err)
+	}
+}
+
+// validateJSON is caddy validate's load of a whole JSON config.
+func validateJSON(config []byte) error {
+	var cfg caddy.Config
+	if err := caddy.StrictUnmarshalJSON(config, &cfg); err != nil {
+		return err
+	}
+	return caddy.Validate(&cfg)
+}
