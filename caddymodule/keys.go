@@ -61,11 +61,17 @@ func loadKeys(configured []apikey.Key, reload bool, logger *zap.Logger) (*apikey
 	for i, k := range configured {
 		// The source of a key read from the environment or a file is
 		// looked at first: what it held and what to write, rather than
-		// the replacer's "is empty".
-		if why := keySourceError(k.Secret, cmp.Or(k.Name, apikey.DefaultName(i+1))); why != "" {
+		// the replacer's "is empty". What it held is the secret: the
+		// file is read once, so that what is judged is what is used.
+		src := readKeySource(k.Secret)
+		if why := src.problem(cmp.Or(k.Name, apikey.DefaultName(i+1))); why != "" {
 			return nil, nil, fmt.Errorf("%s: %s", where[i], why)
 		}
-		secret, err := repl.ReplaceOrErr(k.Secret, true, true)
+		secret, fromSource := src.value()
+		var err error
+		if !fromSource {
+			secret, err = repl.ReplaceOrErr(k.Secret, true, true)
+		}
 		if err != nil {
 			if !placeholderOnly(k.Secret) {
 				// The replacer's message quotes the placeholder: here a

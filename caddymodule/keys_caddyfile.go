@@ -72,18 +72,15 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 }
 
 // keyRevision is the revision (revisionOf) of the key secret, one {file.*}
-// or {env.*} placeholder, of the Caddyfile line at: the fingerprint of its
-// value here, which makes the adapted JSON change when the file does, so
-// that caddy reload applies a new secret. "" for any other key, and for a
-// file that cannot be read here, which is logged: its change then needs
-// caddy reload --force (an empty variable needs nothing: the running
-// Caddy's environment is its own, docs/keys.md).
-func keyRevision(secret, at string) string {
-	value, ok, err := keyReference(secret)
-	if err != nil {
-		caddy.Log().Warn("the key's file cannot be read where the Caddyfile is adapted: caddy reload cannot tell when it changes; after changing it, reload with caddy reload --force",
-			zap.String("at", at), zap.String("key", secret), zap.Error(err))
-	}
+// or {env.*} placeholder, of the Caddyfile line at, whose source read as
+// src: the fingerprint of its value here, which makes the adapted JSON
+// change when the file does, so that caddy reload applies a new secret. ""
+// for any other key, and for a source that gives no value here (a file
+// that cannot be read, which sealKey logs: its change then needs caddy
+// reload --force; an empty variable needs nothing: the running Caddy's
+// environment is its own, docs/keys.md).
+func keyRevision(src keySource, secret, at string) string {
+	value, ok := src.value()
 	if !ok {
 		return ""
 	}
@@ -142,7 +139,10 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if unknown {
 		return k, line, fmt.Errorf("key: %v", errPlaceholder)
 	}
-	if value, ok, _ := keyReference(k.Secret); ok {
+	// The source is read once: the checks below and the revision judge one
+	// text.
+	src := readKeySource(k.Secret)
+	if value, ok := src.value(); ok {
 		// The file or variable as it is here: a line of the generator's
 		// output in it is refused with the line that names it (Provision
 		// refuses it too, where the config loads).
@@ -150,13 +150,13 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 			return k, line, fmt.Errorf("key: %s", keyTextError(k.Secret, err))
 		}
 	}
-	if why := keySourceError(k.Secret, cmp.Or(k.Name, line.called)); why != "" {
+	if why := src.problem(cmp.Or(k.Name, line.called)); why != "" {
 		// Said here with the line: for caddy run, where the config then
 		// loads, this is the state of the source the load will refuse.
 		caddy.Log().Warn("key "+cmp.Or(k.Name, line.called)+" has no secret where the Caddyfile is adapted: "+why+"; caddy refuses the config unless it has one where caddy runs",
 			zap.String("at", at), zap.String("key", k.Secret))
 	} else {
-		k.Revision = keyRevision(k.Secret, at)
+		k.Revision = keyRevision(src, k.Secret, at)
 	}
 	if !known && !strings.HasPrefix(k.Secret, apikey.DigestPrefix) {
 		// What Provision would make of it: escaped braces unescaped, white

@@ -22,29 +22,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 )
 
-// keyReference is the value the key secret, one {file.*} or {env.*}
-// placeholder (placeholderOnly), has in this process, as Provision reads
-// it: the file's or variable's text, white space trimmed. ok is false for
-// any other secret, and when the file cannot be read or the variable is
-// empty here (err says why for a file).
-func keyReference(secret string) (value string, ok bool, err error) {
-	if !placeholderOnly(secret) {
-		return "", false, nil
-	}
-	ref := secret[1 : len(secret)-1]
-	if path, isFile := strings.CutPrefix(ref, "file."); isFile {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", false, err
-		}
-		value = string(b)
-	} else if name, isEnv := strings.CutPrefix(ref, "env."); isEnv {
-		value = os.Getenv(name)
-	}
-	value = strings.TrimSpace(value)
-	return value, value != "", nil
-}
-
 // revisionOf is the revision of a key whose value is value: the revision
 // key's id (8 hex digits of its SHA-256), a dot, and an HMAC-SHA256 of the
 // value under it (24 hex digits). It shows nothing of the secret to

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/statusgate/statusgate/internal/fixture"
-	"github.com/statusgate/statusgate/internal/scrape"
 	"github.com/statusgate/statusgate/test/internal/harness"
 	"github.com/statusgate/statusgate/test/internal/rig"
 )
@@ -63,10 +62,6 @@ func TestDemoReloads(t *testing.T) {
 	}
 	wantMovable(t, string(example))
 
-	prefix, err := harness.FreeDemoPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	conf := filepath.Join(dir, "Caddyfile.example")
 	write := func(text string) {
@@ -77,7 +72,8 @@ func TestDemoReloads(t *testing.T) {
 	}
 	write(string(example))
 
-	d := startDemo(t, bin, repo, dir, conf, prefix)
+	hd, prefix := rig.StartDemo(t, bin, repo, dir, conf)
+	d := &demo{Demo: hd, t: t}
 	// The gateway's site is localhost:PP80 (a host matcher), the metrics'
 	// 127.0.0.1:PP83.
 	gateway := "http://localhost:" + strconv.Itoa(harness.DemoPort(prefix, harness.DemoGateway))
@@ -106,7 +102,7 @@ func TestDemoReloads(t *testing.T) {
 	for _, s := range []string{demoSecret, secret} {
 		d.want(gateway+"/api/v1/bans", s, 200, nil)
 	}
-	series := d.scrape(t, metrics)
+	series, _ := rig.ScrapeURL(t, metrics+"/metrics")
 	if n := series[`caddy_http_statusgate_key_requests_total{key="demo"}`]; n != 2 {
 		t.Errorf(`key_requests_total{key="demo"} = %v after a request with each secret, want 2 (one key, both secrets); series: %v`, n, series)
 	}
@@ -117,7 +113,7 @@ func TestDemoReloads(t *testing.T) {
 	}
 
 	// The game's metrics of the demo's three servers, entities by type too.
-	game := d.scrapePrefix(t, metrics, "minecraft_")
+	game, _ := rig.ScrapeSeries(t, metrics+"/metrics", "minecraft_")
 	for _, s := range []string{"survival", "lobby", "creative"} {
 		if game[fmt.Sprintf("minecraft_up{server=%q}", s)] != 1 || game[fmt.Sprintf(`minecraft_world_entities_by_type{entity_type="zombie",server=%q,world="world"}`, s)] == 0 {
 			t.Errorf("the demo's %s: no game metrics; series: %v", s, game)
@@ -170,18 +166,6 @@ func wantMovable(t *testing.T, example string) {
 type demo struct {
 	*harness.Demo
 	t *testing.T
-}
-
-// startDemo runs the demo with STATUSGATE_DEMO_PORTS set to prefix, until
-// the test ends.
-func startDemo(t *testing.T, bin, repo, dir, conf string, prefix int) *demo {
-	t.Helper()
-	d, stop, err := harness.StartDemo(bin, repo, dir, conf, harness.DemoPort(prefix, harness.DemoGateway), harness.DemoPortsVar+"="+strconv.Itoa(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	return &demo{Demo: d, t: t}
 }
 
 // reload runs `caddy reload --config` on the demo's file, and waits until
@@ -255,25 +239,4 @@ func (d *demo) want(url, key string, status int, check func(meta map[string]any)
 			d.t.Errorf("GET %s: %v", url, err)
 		}
 	}
-}
-
-// scrape reads the statusgate series of the demo's metrics site.
-func (d *demo) scrape(t *testing.T, base string) map[string]float64 {
-	t.Helper()
-	return d.scrapePrefix(t, base, "caddy_http_statusgate_")
-}
-
-// scrapePrefix is scrape for the series whose names start with prefix.
-func (d *demo) scrapePrefix(t *testing.T, base, prefix string) map[string]float64 {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	series, err := scrape.Text(resp.Body, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return series
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +56,7 @@ func TestKeyFileHoldsOneSecret(t *testing.T) {
 			write(c.text)
 			for form, msg := range map[string]string{
 				"Caddyfile": LoadRefused(t, config),
-				"JSON":      postRefused(t, adapted),
+				"JSON":      LoadJSONRefused(t, adapted),
 			} {
 				for _, want := range []string{"the file " + file, "not one secret", c.fix} {
 					if !strings.Contains(msg, want) {
@@ -77,15 +76,4 @@ func TestKeyFileHoldsOneSecret(t *testing.T) {
 	be.WantSeen(t, "the bot's secret", server)
 	WantNotFound(t, Send(t, "GET", server, WithKey("digest: "+g.Digest)), server)
 	be.WantSeen(t, "the digest line is no key")
-}
-
-// postRefused posts the JSON config to the admin API's /load and returns
-// Caddy's error; the test fails if Caddy takes it.
-func postRefused(t *testing.T, config []byte) string {
-	t.Helper()
-	code, msg := PostJSON(t, config)
-	if code == http.StatusOK {
-		t.Fatalf("config loaded, want it refused:\n%s", config)
-	}
-	return msg
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/sim"
-	"github.com/statusgate/statusgate/test/internal/harness"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
 )
@@ -312,12 +311,8 @@ func TestLiveStalledViewersCut(t *testing.T) {
 // busy machine may rightly skip a snapshot (a newer event replaces the one
 // it has not taken), so which snapshots a viewer sees is not asserted.
 func TestLiveOneSimTripPerSnapshot(t *testing.T) {
-	ports, err := harness.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	simSite := fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed 7\n\t\tfrozen off\n\t\tname live-trips\n\t\tlatency * 0\n\t}\n}", ports[0])
-	Gateway{Upstream: fmt.Sprintf("127.0.0.1:%d", ports[0]), Shared: true, Sites: []string{simSite},
+	simSite, upstream := SimSite(t, "seed 7", "frozen off", "name live-trips", "latency * 0")
+	Gateway{Upstream: upstream, Shared: true, Sites: []string{simSite},
 		Statusgate: []string{"key " + KeyA, "max_streams_per_client off"}}.Start(t)
 	const anonymous, keyed = 60, 20
 	var streams []*LiveStream

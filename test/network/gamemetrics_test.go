@@ -7,11 +7,9 @@ package network
 // labels cannot break /metrics.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -21,7 +19,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/statusgate/statusgate/internal/fixture"
-	"github.com/statusgate/statusgate/internal/scrape"
 	"github.com/statusgate/statusgate/internal/sim"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
@@ -71,7 +68,7 @@ func simSite(m SimMember, i int, live bool) string {
 	if live {
 		frozen = "off"
 	}
-	return fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed %d\n\t\tfrozen %s\n\t\tserver_id %s\n\t\tname %s\n\t\tlatency * 0\n\t}\n}", m.Port, i+1, frozen, m.ID, m.Name)
+	return m.Site(i, "frozen "+frozen)
 }
 
 // scrapeAll reads the game's and the gateway's series of Caddy's admin
@@ -79,23 +76,7 @@ func simSite(m SimMember, i int, live bool) string {
 // answer 200 with a valid exposition.
 func scrapeAll(t testing.TB) map[string]float64 {
 	t.Helper()
-	res, err := AdminClient.Get(AdminURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("/metrics: %d, %v: %s", res.StatusCode, err, Clip(body))
-	}
-	got := map[string]float64{}
-	for _, prefix := range []string{"minecraft_", "caddy_http_statusgate_"} {
-		series, err := scrape.Text(bytes.NewReader(body), prefix)
-		if err != nil {
-			t.Fatalf("/metrics: %v", err)
-		}
-		maps.Copy(got, series)
-	}
+	got, _ := ScrapeSeries(t, AdminURL+"/metrics", "minecraft_", "caddy_http_statusgate_")
 	return got
 }
 

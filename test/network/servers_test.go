@@ -51,7 +51,7 @@ func writtenOnce(t *testing.T, ms []SimMember, edit func(string) string) string 
 	block = strings.Replace(block, "{\n", global, 1)
 	block = strings.Replace(block, "stats.example.com {", fmt.Sprintf(":%d {", HTTPPort), 1)
 	for i, m := range ms {
-		block += "\n" + fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed %d\n\t\tserver_id %s\n\t\tname %s\n\t\tlatency * 0\n\t\tlatency player_offline 300ms\n\t}\n}\n", m.Port, i+1, m.ID, m.Name)
+		block += "\n" + m.Site(i, "latency player_offline 300ms") + "\n"
 	}
 	return block
 }

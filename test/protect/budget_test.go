@@ -10,7 +10,6 @@ import (
 
 	"github.com/statusgate/statusgate/internal/fixture"
 	"github.com/statusgate/statusgate/internal/sim"
-	"github.com/statusgate/statusgate/test/internal/harness"
 
 	. "github.com/statusgate/statusgate/test/internal/rig"
 )
@@ -124,13 +123,9 @@ func testBudgetKeepsTheSlot(t *testing.T, legacy bool) {
 func TestSlowAnswersShorterBudget(t *testing.T) {
 	for _, timeout := range []string{"1s", "2s"} {
 		t.Run(timeout, func(t *testing.T) {
-			ports, err := harness.FreePorts(1)
-			if err != nil {
-				t.Fatal(err)
-			}
 			name := "budget-" + timeout
-			simSite := fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tname %s\n\t}\n}", ports[0], name)
-			Gateway{Upstream: fmt.Sprintf("127.0.0.1:%d", ports[0]), Shared: true, Sites: []string{simSite},
+			simSite, upstream := SimSite(t, "name "+name)
+			Gateway{Upstream: upstream, Shared: true, Sites: []string{simSite},
 				Statusgate: []string{"key staff " + KeyA, "timeout " + timeout, "max_per_client off", "require_key placeholders off"},
 				Global:     []string{"log {\n\t\tlevel ERROR\n\t}"}}.Start(t)
 			stats := sim.Lookup(name)

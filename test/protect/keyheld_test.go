@@ -28,12 +28,7 @@ import (
 // site block and the upstream address.
 func moddedSim(t *testing.T) (site, upstream string) {
 	t.Helper()
-	ports, err := harness.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	site = fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed 7\n\t\tlatency * 0\n\t\tmodded_items 20000\n\t}\n}", ports[0])
-	return site, fmt.Sprintf("127.0.0.1:%d", ports[0])
+	return SimSite(t, "seed 7", "latency * 0", "modded_items 20000")
 }
 
 // detailedAlex is the large public answer: Alex_MC, the most active player,

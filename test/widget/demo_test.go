@@ -23,20 +23,10 @@ func TestDemoWidgetMoved(t *testing.T) {
 	}
 	needBrowser(t)
 	repo, bin := CheckoutCaddy(t)
-	prefix, err := harness.FreeDemoPrefix()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gateway := harness.DemoPort(prefix, harness.DemoGateway)
-	_, stop, err := harness.StartDemo(bin, repo, t.TempDir(), filepath.Join(repo, "Caddyfile.example"), gateway,
-		harness.DemoPortsVar+"="+strconv.Itoa(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
+	d, prefix := StartDemo(t, bin, repo, t.TempDir(), filepath.Join(repo, "Caddyfile.example"))
 
 	site := "http://127.0.0.1:" + strconv.Itoa(harness.DemoPort(prefix, harness.DemoWidget))
-	wantAPI := "http://localhost:" + strconv.Itoa(gateway)
+	wantAPI := "http://localhost:" + strconv.Itoa(d.Gateway)
 	for _, path := range []string{"/", "/network.html"} {
 		p := openPage(t, site+path)
 		var api string

@@ -44,9 +44,10 @@ func NewSimMembers(t *testing.T, ids ...string) []SimMember {
 
 func (m SimMember) Addr() string { return fmt.Sprintf("127.0.0.1:%d", m.Port) }
 
-// site is the member's site block; seed i+1.
-func (m SimMember) site(i int) string {
-	return fmt.Sprintf(":%d {\n\tstatusgate_sim {\n\t\tseed %d\n\t\tserver_id %s\n\t\tname %s\n\t\tlatency * 0\n\t}\n}", m.Port, i+1, m.ID, m.Name)
+// Site is the member's site block: seed i+1, its id and counters' name, no
+// latency, then the lines given.
+func (m SimMember) Site(i int, lines ...string) string {
+	return SimSiteAt(m.Port, append([]string{fmt.Sprintf("seed %d", i+1), "server_id " + m.ID, "name " + m.Name, "latency * 0"}, lines...)...)
 }
 
 // Trips is how many /status requests reached the member since its counters
@@ -91,7 +92,7 @@ func NetworkBlock(ms []SimMember, addrs map[string]string, self string) string {
 func NetworkGateway(ms []SimMember, addrs map[string]string, lines ...string) Gateway {
 	var sites []string
 	for i, m := range ms {
-		sites = append(sites, m.site(i))
+		sites = append(sites, m.Site(i))
 	}
 	lines = append([]string{"enable network", NetworkBlock(ms, addrs, ms[0].ID)}, lines...)
 	return Gateway{Upstream: ms[0].Addr(), Shared: true, Sites: sites, Statusgate: lines}

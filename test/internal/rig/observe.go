@@ -2,6 +2,7 @@ package rig
 
 import (
 	"bytes"
+	"maps"
 	"testing"
 
 	"github.com/statusgate/statusgate/internal/scrape"
@@ -17,6 +18,14 @@ func ScrapeAdmin(t *testing.T) (map[string]float64, bytes.Buffer) {
 // ScrapeURL reads statusgate's series from the metrics at url.
 func ScrapeURL(t *testing.T, url string) (map[string]float64, bytes.Buffer) {
 	t.Helper()
+	return ScrapeSeries(t, url, "caddy_http_statusgate_")
+}
+
+// ScrapeSeries reads the series whose names start with one of prefixes
+// from the metrics at url, which must answer 200 with a valid exposition;
+// and the whole text.
+func ScrapeSeries(t testing.TB, url string, prefixes ...string) (map[string]float64, bytes.Buffer) {
+	t.Helper()
 	var text bytes.Buffer
 	res, err := AdminClient.Get(url)
 	if err != nil {
@@ -24,11 +33,15 @@ func ScrapeURL(t *testing.T, url string) (map[string]float64, bytes.Buffer) {
 	}
 	defer res.Body.Close()
 	if _, err := text.ReadFrom(res.Body); err != nil || res.StatusCode != 200 {
-		t.Fatalf("scrape: %d, %v", res.StatusCode, err)
+		t.Fatalf("scrape %s: %d, %v: %s", url, res.StatusCode, err, Clip(text.Bytes()))
 	}
-	got, err := scrape.Text(bytes.NewReader(text.Bytes()), "caddy_http_statusgate_")
-	if err != nil {
-		t.Fatal(err)
+	got := map[string]float64{}
+	for _, prefix := range prefixes {
+		series, err := scrape.Text(bytes.NewReader(text.Bytes()), prefix)
+		if err != nil {
+			t.Fatalf("scrape %s: %v", url, err)
+		}
+		maps.Copy(got, series)
 	}
 	return got, text
 }
