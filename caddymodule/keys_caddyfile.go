@@ -71,6 +71,20 @@ func keyArgs(d *caddyfile.Dispenser) (apikey.Key, error) {
 	return k, nil
 }
 
+// adaptedWithout is the warning of the key name whose source (src) gives
+// no secret where the Caddyfile is adapted, why being src.problem's: the
+// load refuses it unless caddy has one where it runs; and a file that
+// cannot be read here, which caddy itself may read (caddy reload runs as
+// another user), gets no revision, so that a reload cannot tell when it
+// changes (docs/keys.md).
+func adaptedWithout(src keySource, name, why string) string {
+	msg := "key " + name + " has no secret where the Caddyfile is adapted: " + why + "; caddy refuses the config unless it has one where caddy runs"
+	if src.kind == "file" && src.err != nil {
+		msg += ", and if caddy can read it, caddy reload cannot tell when it changes: after changing it, reload with caddy reload --force"
+	}
+	return msg
+}
+
 // keyRevision is the revision (revisionOf) of the key secret, one {file.*}
 // or {env.*} placeholder, of the Caddyfile line at, whose source read as
 // src: the fingerprint of its value here, which makes the adapted JSON
@@ -153,7 +167,7 @@ func sealKey(k apikey.Key, at string, before []keyLine) (apikey.Key, keyLine, er
 	if why := src.problem(cmp.Or(k.Name, line.called)); why != "" {
 		// Said here with the line: for caddy run, where the config then
 		// loads, this is the state of the source the load will refuse.
-		caddy.Log().Warn("key "+cmp.Or(k.Name, line.called)+" has no secret where the Caddyfile is adapted: "+why+"; caddy refuses the config unless it has one where caddy runs",
+		caddy.Log().Warn(adaptedWithout(src, cmp.Or(k.Name, line.called), why),
 			zap.String("at", at), zap.String("key", k.Secret))
 	} else {
 		k.Revision = keyRevision(src, k.Secret, at)

@@ -105,3 +105,29 @@ func hexDigits(s string) bool {
 	_, err := hex.DecodeString(s)
 	return err == nil
 }
+
+// TestAdaptedWithoutSecret: a key file the adapter cannot read gets no
+// revision, and its warning says how to apply a change all the same
+// (docs/keys.md: caddy reload --force); an empty file's does not, since it
+// has no secret anywhere.
+func TestAdaptedWithoutSecret(t *testing.T) {
+	dir := t.TempDir()
+	unreadable := readKeySource("{file." + dir + "}") // a directory: read fails, as for caddy reload's user
+	empty := filepath.Join(dir, "empty.key")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		src   keySource
+		force bool
+	}{{unreadable, true}, {readKeySource("{file." + empty + "}"), false}} {
+		why := tc.src.problem("bot")
+		if why == "" {
+			t.Fatalf("%+v: no problem", tc.src)
+		}
+		msg := adaptedWithout(tc.src, "bot", why)
+		if got := strings.Contains(msg, "caddy reload --force"); got != tc.force {
+			t.Errorf("%q: tells caddy reload --force %v, want %v", msg, got, tc.force)
+		}
+	}
+}
