@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -301,6 +302,11 @@ func TestSlowServerLeftOut(t *testing.T) {
 	if got[`minecraft_up{server="slow"}`] != 0 {
 		t.Errorf("slow up %v", got[`minecraft_up{server="slow"}`])
 	}
+	// The first scrape's trips end by their own bound, perhaps after the
+	// scrape did: one still under way would be joined by the next scrape
+	// (no second trip), or would end on the clock moved below (its failure
+	// then current for the next scrape).
+	fixture.WaitFor(t, "the first scrape's trips to end", func() bool { return !underWay(c) })
 	// Its failure over, the next scrape asks again but does not wait: with
 	// a bound of an hour, a scrape that waited would never end.
 	c.mu.Lock()
@@ -420,4 +426,23 @@ func TestDocumented(t *testing.T) {
 			t.Errorf("docs/observability.md's game section has a row for %s, which is not exported", m[1])
 		}
 	}
+}
+
+// underWay reports whether a trip of c is under way.
+func underWay(c *Collector) bool {
+	c.mu.Lock()
+	servers := slices.Clone(c.servers)
+	c.mu.Unlock()
+	for _, s := range servers {
+		for i := range s.entries {
+			e := &s.entries[i]
+			e.mu.Lock()
+			f := e.flight
+			e.mu.Unlock()
+			if f != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
