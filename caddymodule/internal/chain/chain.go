@@ -140,6 +140,9 @@ func (w walker) list(routes caddyhttp.RouteList, before []Step, followed bool, o
 				then = steps(r.Handlers[k+1:], rat.Path, k+1)
 				if !r.Terminal {
 					for j := i + 1; j < len(routes); j++ {
+						if r.Group != "" && routes[j].Group == r.Group {
+							continue // a route of its group never runs after it (laterHandlers)
+						}
 						then = append(then, steps(routes[j].Handlers, fmt.Sprintf("%s[%d]", at.Path, j), 0)...)
 					}
 					then = append(then, outer...)

@@ -139,6 +139,29 @@ func TestGroups(t *testing.T) {
 	want(t, got, "b", false)
 }
 
+// TestNextSkipsItsGroup: the handlers that can follow one are those of
+// the later routes outside its group; a route of its group never runs after
+// it (the sibling handle block of a Caddyfile's site).
+func TestNextSkipsItsGroup(t *testing.T) {
+	next := map[string][]string{}
+	Walk(one(
+		caddyhttp.Route{Group: "g", MatcherSets: path("/api/*"), Handlers: hs("a")},
+		caddyhttp.Route{Group: "g", Handlers: hs("b")},
+		caddyhttp.Route{Handlers: hs("c")},
+	), func(l Link) {
+		f := l.Handler.(fake)
+		next[string(f)] = []string{}
+		for _, s := range l.Next {
+			next[string(f)] = append(next[string(f)], string(s.Handler.(fake)))
+		}
+	})
+	for name, want := range map[string][]string{"a": {"c"}, "b": {"c"}, "c": {}} {
+		if !reflect.DeepEqual(next[name], want) {
+			t.Errorf("%s: next %q, want %q", name, next[name], want)
+		}
+	}
+}
+
 func TestSubroutes(t *testing.T) {
 	got := walk(t, one(caddyhttp.Route{Handlers: []caddyhttp.MiddlewareHandler{
 		sub(caddyhttp.Route{Handlers: hs("a")}, caddyhttp.Route{MatcherSets: path("/x"), Handlers: hs("b")}),
