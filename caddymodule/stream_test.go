@@ -212,7 +212,12 @@ func TestStreamLifetimeEndsTheStream(t *testing.T) {
 	// The client's one seat given back: its reconnect is a stream again,
 	// not a 429 (the seat is given back once the handler returns, which
 	// may be a moment after the client saw the end).
-	fixture.WaitEvery(t, "the reconnect accepted", time.Millisecond, func() bool {
-		return openStream(t, srv.URL+"/api/v1/status", nil).resp.StatusCode == 200
+	fixture.WaitEvery(t, "the reconnect accepted", 10*time.Millisecond, func() bool {
+		s := openStream(t, srv.URL+"/api/v1/status", nil)
+		if s.resp.StatusCode != 200 {
+			s.resp.Body.Close() // a refused try holds no connection until the test ends
+			return false
+		}
+		return true
 	})
 }

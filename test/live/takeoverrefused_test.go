@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/statusgate/statusgate/internal/fixture"
 
@@ -42,7 +43,7 @@ func TestLiveKeyedStreamRefusedForItsTopicEndsNobody(t *testing.T) {
 	openAnon := func(what string) *LiveStream {
 		t.Helper()
 		var s *LiveStream
-		fixture.WaitFor(t, what, func() bool {
+		fixture.WaitEvery(t, what, 20*time.Millisecond, func() bool {
 			s = OpenLive(t, nil, status)
 			if s.Resp.StatusCode != http.StatusOK {
 				s.Close()
@@ -57,7 +58,7 @@ func TestLiveKeyedStreamRefusedForItsTopicEndsNobody(t *testing.T) {
 
 	// The key spends its topic takeovers, a seat free each time.
 	for i := range 4 {
-		fixture.WaitFor(t, "every stream before gone", func() bool { return streamsOpen() == 0 })
+		fixture.WaitEvery(t, "every stream before gone", 20*time.Millisecond, func() bool { return streamsOpen() == 0 })
 		a := openAnon(fmt.Sprintf("anonymous viewer %d", i))
 		k := OpenLive(t, nil, PlayerN(100+i), WithKey(KeyA))
 		k.WantStream(t, fmt.Sprintf("the key's topic %d", i))
@@ -70,13 +71,19 @@ func TestLiveKeyedStreamRefusedForItsTopicEndsNobody(t *testing.T) {
 	}
 
 	// Every seat and the topic anonymous; the key's next topic is refused.
-	fixture.WaitFor(t, "every stream before gone", func() bool { return streamsOpen() == 0 })
+	fixture.WaitEvery(t, "every stream before gone", 20*time.Millisecond, func() bool { return streamsOpen() == 0 })
 	anon := []*LiveStream{openAnon("the first anonymous seat"), openAnon("the second anonymous seat")}
 	before, _ := ScrapeAdmin(t)
 	WantBusy(t, Send(t, "GET", PlayerN(200), WithKey(KeyA), "Accept: text/event-stream"), PlayerN(200))
-	for i, s := range anon {
-		if it := s.Next(t); !it.Comment {
-			t.Errorf("anonymous stream %d sent %+v, want its heartbeat: its seat was taken over for a stream that was refused", i, it)
+	// Each goes on past the refusal: read in turn for two heartbeats' time
+	// after it, twice each at least (a heartbeat sent before may wait
+	// unread, and an ended stream's reads never wait), none is its end.
+	refused := time.Now()
+	for round := 0; round < 2 || time.Since(refused) < 2*time.Second; round++ {
+		for i, s := range anon {
+			if it := s.Next(t); it.End || !it.Comment {
+				t.Fatalf("anonymous stream %d sent %+v, want its heartbeats: its seat was taken over for a stream that was refused", i, it)
+			}
 		}
 	}
 	if s := OpenLive(t, nil, status); s.Resp.StatusCode != http.StatusServiceUnavailable {
