@@ -364,7 +364,7 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 
 	// The budget of its own: the caller's ends with the caller, and without
 	// one a hung backend would hold this key's refreshes for ever.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), cmp.Or(g.timeout, StaleGrace))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.backgroundBudget())
 	bg := g.BackgroundRequest(ctx, r, t)
 	go func() {
 		defer g.refreshing.Delete(t.Share)
@@ -380,6 +380,12 @@ func (g *Guard) refresh(r *http.Request, t *Ticket) {
 		})
 	}()
 }
+
+// backgroundBudget is the budget of a trip or a making the guard runs in
+// the background for the callers to come (a stale entry's refresh, an own
+// answer's remaking): the requests' own, or StaleGrace where they have
+// none, so that a backend that hangs holds none of them for ever.
+func (g *Guard) backgroundBudget() time.Duration { return cmp.Or(g.timeout, StaleGrace) }
 
 // StaleGrace is how long past its time to live a cache entry is still
 // served while one request refreshes it: as long as the default request

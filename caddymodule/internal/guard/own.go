@@ -134,7 +134,9 @@ func (g *Guard) remake(slot *ownSlot, r *http.Request, t *Ticket, maker func(ctx
 	}
 	go func() {
 		defer slot.remaking.Store(false)
-		g.own.makings.Do(context.WithoutCancel(r.Context()), t.Share+" making", func(ctx context.Context) *coalesce.Result {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.backgroundBudget())
+		defer cancel()
+		g.own.makings.Do(ctx, t.Share+" making", func(ctx context.Context) *coalesce.Result {
 			return g.make(ctx, slot, t.Caller, maker)
 		})
 	}()

@@ -226,3 +226,32 @@ func TestOwnSmallKeptNotCharged(t *testing.T) {
 		t.Errorf("the second caller: %+v after %d makings, want the kept answer", v, makings.Load())
 	}
 }
+
+// TestOwnRemakingEnds: an answer made anew in the background is given up
+// at the guard's request budget, as a stale entry's refresh is: a making
+// that hangs (a member's backend that never answers, under a guard with
+// no budget of its own) would otherwise hold its remaking, and the callers
+// past the grace who join it, for ever.
+func TestOwnRemakingEnds(t *testing.T) {
+	g, _ := join(t, forms[0], newGameServer(t, false), Limits{CacheSize: 1 << 20, Timeout: 50 * time.Millisecond})
+	clk := fixture.NewClock()
+	g.setClock(clk.Now)
+	const share = "network main class 1"
+	var n atomic.Int32
+	hangs := func(ctx context.Context) (*coalesce.Result, time.Duration) {
+		if n.Add(1) > 1 {
+			<-ctx.Done() // the member's trip that never comes back
+			return nil, 0
+		}
+		return &coalesce.Result{Status: http.StatusOK, Header: http.Header{}, Body: []byte(`{"making":1}`)}, time.Second
+	}
+	if v, _ := own(g, share, hangs); v.Status != 0 {
+		t.Fatalf("the first making: %+v", v)
+	}
+	clk.Advance(1500 * time.Millisecond) // past its time, within the grace
+	if v, body := own(g, share, hangs); v.Outcome != metrics.Cached || body != `{"making":1}` {
+		t.Fatalf("past its time: %+v %s, want the kept answer", v, body)
+	}
+	slot, _ := g.own.kept.Load(share)
+	fixture.WaitFor(t, "the remaking to start and be given up", func() bool { return n.Load() == 2 && !slot.(*ownSlot).remaking.Load() })
+}
