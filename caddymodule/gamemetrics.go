@@ -97,7 +97,7 @@ func (h *Handler) gameTrip(g *guard.Guard, srv *caddyhttp.Server) gamemetrics.Tr
 		e := h.table.byName[ep.String()]
 		path := "/api/v1/" + ep.String()
 		who := guard.Caller{Keyed: true, Authenticated: true, Gateway: true, Holder: gameHolder, Held: hold.Share{Keyed: true}}
-		bg, t, stop := gatewayRequest(ctx, g, srv, e, path, who, passOn)
+		bg, t, stop := gatewayRequest(ctx, g, srv, e, path, who, nil)
 		defer stop()
 		rec := guard.NewCapture(int(g.Limits().MaxResponse))
 		v := guard.Background(h.logger, "fetching a game server's figures", &e.Station, func() guard.Verdict {

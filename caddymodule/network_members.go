@@ -68,8 +68,9 @@ func (n *memberTrips) memberRequest(ctx context.Context, srv *caddyhttp.Server, 
 		Holder: "network " + n.cluster, Held: hold.Share{Keyed: keyed}}
 	if !m.own && !n.declared {
 		// The form of 1.0: what follows statusgate is the way to the
-		// handler's backend (a reverse_proxy), not to this member's.
-		next = passOn.ServeHTTP
+		// handler's backend (a reverse_proxy), not to this member's, which
+		// the member's own proxy reaches with nothing after it.
+		next = nil
 	}
 	var after caddyhttp.Handler // nil: nothing follows the handler
 	if next != nil {
@@ -114,10 +115,6 @@ const networkHeader = "Statusgate-Network"
 // errNetworkLoop is why a request for a network that a network's member
 // request led to is refused, and why that member is left out.
 var errNetworkLoop = errors.New("a network's member request led to a network: a member must be a game server's /status, not a gateway's /network")
-
-// passOn is what follows statusgate for a member's trip in the form of
-// 1.0: nothing, so that the trip goes to the member's own proxy.
-var passOn = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 // memberAnswer is what one member answered: its status, or why it is left
 // out.

@@ -16,13 +16,11 @@ package guard
 import (
 	"context"
 	"errors"
-	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/statusgate/statusgate/caddymodule/internal/admission"
@@ -63,7 +61,7 @@ type errand struct {
 	// whose caller took its answer is used again with it (errands).
 	done chan struct{}
 
-	// Written by run before done is closed.
+	// Written by run before it signals done.
 	res   *coalesce.Result
 	v     Verdict
 	panic any
@@ -104,14 +102,7 @@ func (g *Guard) dispatch(sp *spool, r *http.Request, t *Ticket, permits admissio
 	// The request's context keeps the caller's values, and neither its
 	// cancellation nor its deadline: the backend works on whether or not
 	// anyone waits (await and abandon decide when the trip is given up).
-	ctx := context.WithoutCancel(r.Context())
-	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		// Caddy's variables of the caller's request are a plain map, which
-		// Caddy's access log reads once the caller is answered, perhaps
-		// before the trip ends; the trip's handlers (those after
-		// statusgate, reverse_proxy) set theirs in a copy.
-		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
-	}
+	ctx := ownVars(context.WithoutCancel(r.Context()))
 	// What the caller presented as its key, which the declared backend's
 	// transport refuses to send (seal.Transport).
 	ctx = seal.With(ctx, t.Secrets)

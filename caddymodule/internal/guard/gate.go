@@ -205,13 +205,17 @@ func varsView(repl *caddy.Replacer, ctx context.Context) *caddy.Replacer {
 	return view
 }
 
-// ownVars is ctx with a copy of its request's variables (Caddy's vars),
-// for the handlers after statusgate, which share them with it otherwise: a
-// `vars trusted_proxy true` after statusgate must not make the declared
-// backend's proxy trust the client's X-Forwarded-For, nor a vars change a
-// value the trip reads; and Caddy's mark of a request that went through
-// every handler unanswered ("unhandled", which they set when they pass the
-// request on) stays theirs.
+// ownVars is ctx with a copy of its request's variables (Caddy's vars) of
+// its own, for the trip's handlers to set theirs in: the caller's map is
+// read by Caddy's access log once the caller is answered, perhaps before
+// the trip ends (dispatch); and the handlers after statusgate have a copy
+// of their own (gate), so that a `vars trusted_proxy true` after
+// statusgate does not make the declared backend's proxy trust the client's
+// X-Forwarded-For, nor a vars change a value the trip reads, and Caddy's
+// mark of a request that went through every handler unanswered
+// ("unhandled", which they set when they pass the request on) stays
+// theirs. Every request the guard is given has the map
+// (caddyhttp.PrepareRequest, BackgroundRequest's too).
 func ownVars(ctx context.Context) context.Context {
 	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if vars == nil {
